@@ -1,0 +1,22 @@
+//! megaflux: stateful timely dataflow operators whose state migrates between workers while
+//! they run (Megaphone), with the workloads, plans and measurements to study it.
+//!
+//! * [`bins`]: keys hash to a power-of-two number of bins, the unit of placement.
+//! * [`config`]: bin→worker maps and their history by logical time.
+//! * [`plan`]: migration strategies turning a current and a target map into steps.
+//! * [`operator`]: `stateful_unary` / `stateful_binary`, the F/S operator pair.
+//! * [`control`]: the thread-safe handle through which commands reach the dataflow.
+
+pub mod bins;
+pub mod config;
+pub mod error;
+pub mod operator;
+pub mod plan;
+
+/// Logical time: milliseconds of scheduled input time.
+pub type Time = u64;
+
+pub use bins::Bins;
+pub use config::ControlInst;
+pub use error::{CommandError, ConfigError};
+pub use operator::{Bin, Side, StatefulConfig, stateful_binary, stateful_unary};

@@ -1,0 +1,210 @@
+//! Migrateable stateful operators: the F (route) / S (state) pair of Megaphone.
+//!
+//! `stateful_unary` and `stateful_binary` keep user state per bin. F routes each record by
+//! the configuration in force at the record's time and ships bins to their new owners; S
+//! applies records per time in time order. Together they keep these invariants:
+//!
+//! * a record at time `t` is applied by the worker that owns its bin at `t`;
+//! * a bin leaves its old owner after exactly the updates before `t` were applied to it
+//!   (F ships only once S's progress has passed `t`);
+//! * its new owner installs it before applying any update at `t` (S applies a time only
+//!   once both its data and its state-transfer frontiers have passed it).
+//!
+//! Hence the output at every time is the same as without migration, for every schedule.
+
+mod route;
+mod state;
+pub mod transfer;
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::rc::Rc;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use timely::ExchangeData;
+use timely::dataflow::StreamVec;
+use timely::dataflow::operators::vec::{Broadcast, Map};
+use timely::dataflow::operators::{Concat, ConnectLoop, Feedback};
+
+use crate::Time;
+use crate::bins::Bins;
+use crate::config::{ControlInst, Map as BinMap, uniform};
+
+pub use transfer::DEFAULT_CHUNK_BYTES;
+
+/// A bin's user state plus the work it has scheduled for later times.
+///
+/// Both move together when the bin migrates.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(bound = "S: Serialize + DeserializeOwned")]
+pub struct Bin<S> {
+    /// The user's state for the keys of this bin.
+    pub state: S,
+    scheduled: BTreeSet<Time>,
+    #[serde(skip)]
+    fresh: Vec<Time>,
+}
+
+impl<S> Bin<S> {
+    fn new(state: S) -> Self {
+        Bin {
+            state,
+            scheduled: BTreeSet::new(),
+            fresh: Vec::new(),
+        }
+    }
+
+    /// Asks for the operator logic to run for this bin at `time` (for example a window's
+    /// end), even if no record arrives then. Times not after the current time are ignored.
+    pub fn schedule(&mut self, time: Time) {
+        if self.scheduled.insert(time) {
+            self.fresh.push(time);
+        }
+    }
+
+    /// The times this bin has scheduled work for, earliest first.
+    pub fn scheduled(&self) -> impl Iterator<Item = Time> + '_ {
+        self.scheduled.iter().copied()
+    }
+}
+
+/// Settings shared by every migrateable operator of a job.
+#[derive(Clone, Debug)]
+pub struct StatefulConfig {
+    pub bins: Bins,
+    /// The map in force before any control command.
+    pub initial: BinMap,
+    /// The largest state message, in bytes.
+    pub chunk_bytes: usize,
+    /// What this worker's operators shipped, by move time.
+    pub transfers: TransferLog,
+}
+
+/// Totals of the bins one worker shipped at one time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransferTotals {
+    pub bins: u64,
+    pub bytes: u64,
+    pub chunks: u64,
+}
+
+/// Per-worker log of shipped state, by the time of the move.
+pub type TransferLog = Rc<RefCell<std::collections::BTreeMap<Time, TransferTotals>>>;
+
+impl StatefulConfig {
+    /// `bins` bins spread uniformly over `workers` workers.
+    pub fn uniform(bins: Bins, workers: usize) -> Self {
+        StatefulConfig {
+            bins,
+            initial: uniform(bins.count(), workers),
+            chunk_bytes: DEFAULT_CHUNK_BYTES,
+            transfers: TransferLog::default(),
+        }
+    }
+}
+
+/// The per-worker table of bins this worker currently holds, shared by its F and S.
+pub(crate) type BinTable<S> = Rc<RefCell<Vec<Option<Bin<S>>>>>;
+
+/// A stateful operator on one input whose state can migrate between workers.
+///
+/// `bin_key` gives each record's bin key (see [`crate::bins`]); `logic` is called once per
+/// time and bin that has records or scheduled work, in time order, with that time's records
+/// of the bin, and pushes its outputs for that time into the vector it is given.
+/// `control` carries configuration changes; it is broadcast to every worker here.
+pub fn stateful_unary<'s, R, S, O, K, L>(
+    data: StreamVec<'s, Time, R>,
+    control: StreamVec<'s, Time, ControlInst>,
+    config: &StatefulConfig,
+    name: &str,
+    bin_key: K,
+    logic: L,
+) -> StreamVec<'s, Time, O>
+where
+    R: ExchangeData + Clone,
+    S: Serialize + DeserializeOwned + Default + 'static,
+    O: Clone + 'static,
+    K: Fn(&R) -> u64 + 'static,
+    L: FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>) + 'static,
+{
+    let scope = data.scope();
+    let me = scope.index() as u32;
+    let table: BinTable<S> = Rc::new(RefCell::new(
+        config
+            .initial
+            .iter()
+            .map(|w| (*w == me).then(|| Bin::new(S::default())))
+            .collect(),
+    ));
+    // S's progress comes back to F one tick later: F's view of it has passed `t` exactly
+    // when S has applied every update before `t`.
+    let (progress_handle, progress) = scope.feedback::<Vec<()>>(1);
+    let (routed, chunks) = route::build(
+        name,
+        data,
+        control.broadcast(),
+        progress,
+        config,
+        bin_key,
+        Rc::clone(&table),
+    );
+    let (output, done) = state::build(name, routed, chunks, table, logic);
+    done.connect_loop(progress_handle);
+    output
+}
+
+/// A record of either input of a binary operator.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Side<A, B> {
+    Left(A),
+    Right(B),
+}
+
+/// A stateful operator on two inputs keyed into the same bins (a join, for example).
+///
+/// Like [`stateful_unary`], with the records of each input handed to `logic` separately.
+#[allow(clippy::too_many_arguments)]
+pub fn stateful_binary<'s, R1, R2, S, O, K1, K2, L>(
+    left: StreamVec<'s, Time, R1>,
+    right: StreamVec<'s, Time, R2>,
+    control: StreamVec<'s, Time, ControlInst>,
+    config: &StatefulConfig,
+    name: &str,
+    bin_key_left: K1,
+    bin_key_right: K2,
+    mut logic: L,
+) -> StreamVec<'s, Time, O>
+where
+    R1: ExchangeData + Clone,
+    R2: ExchangeData + Clone,
+    S: Serialize + DeserializeOwned + Default + 'static,
+    O: Clone + 'static,
+    K1: Fn(&R1) -> u64 + 'static,
+    K2: Fn(&R2) -> u64 + 'static,
+    L: FnMut(Time, &mut Bin<S>, &mut Vec<R1>, &mut Vec<R2>, &mut Vec<O>) + 'static,
+{
+    let merged = left.map(Side::Left).concat(right.map(Side::Right));
+    let (mut lefts, mut rights) = (Vec::new(), Vec::new());
+    stateful_unary(
+        merged,
+        control,
+        config,
+        name,
+        move |r: &Side<R1, R2>| match r {
+            Side::Left(a) => bin_key_left(a),
+            Side::Right(b) => bin_key_right(b),
+        },
+        move |time, bin, records, out| {
+            for r in records.drain(..) {
+                match r {
+                    Side::Left(a) => lefts.push(a),
+                    Side::Right(b) => rights.push(b),
+                }
+            }
+            logic(time, bin, &mut lefts, &mut rights, out);
+            lefts.clear();
+            rights.clear();
+        },
+    )
+}

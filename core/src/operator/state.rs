@@ -1,0 +1,202 @@
+//! S: applies records per time and bin, in time order, and installs arriving bins.
+//!
+//! Invariants kept:
+//! * a time `t` is applied only once both the data and the state-transfer frontiers have
+//!   passed it, and times are applied in increasing order;
+//! * bins arriving for `t` are installed before any record at `t` is applied;
+//! * S holds capabilities on both outputs for every time it still has work at (records,
+//!   scheduled work), so its progress output tells F exactly which updates are applied;
+//! * only bins with records or scheduled work at `t` are touched.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use timely::ExchangeData;
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::Capability;
+use timely::dataflow::operators::generic::OutputBuilder;
+use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
+use timely::dataflow::{Stream, StreamVec};
+use timely::progress::Antichain;
+
+use super::route::Routed;
+use super::transfer::{Assembly, StateChunk, decode};
+use super::{Bin, BinTable};
+use crate::Time;
+
+/// Everything S must do at one time.
+struct Work<R, S> {
+    data_cap: Capability<Time>,
+    progress_cap: Capability<Time>,
+    records: Vec<(u32, R)>,
+    scheduled: Vec<u32>,
+    installs: Vec<(u32, Bin<S>)>,
+}
+
+impl<R, S> Work<R, S> {
+    fn new(data_cap: Capability<Time>, progress_cap: Capability<Time>) -> Self {
+        Work {
+            data_cap,
+            progress_cap,
+            records: Vec::new(),
+            scheduled: Vec::new(),
+            installs: Vec::new(),
+        }
+    }
+}
+
+/// Builds S. Returns the user output and the (always empty) progress stream for F.
+pub(crate) fn build<'s, R, S, O, L>(
+    name: &str,
+    records: StreamVec<'s, Time, Routed<R>>,
+    chunks: StreamVec<'s, Time, StateChunk>,
+    table: BinTable<S>,
+    mut logic: L,
+) -> (StreamVec<'s, Time, O>, Stream<'s, Time, Vec<()>>)
+where
+    R: ExchangeData + Clone,
+    S: Serialize + DeserializeOwned + 'static,
+    O: Clone + 'static,
+    L: FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>) + 'static,
+{
+    let scope = records.scope();
+    let me = scope.index() as u32;
+    let name = name.to_string();
+    let mut builder = OperatorBuilder::new(format!("{name}.state"), scope);
+    let none = Vec::<(usize, Antichain<Time>)>::new;
+    let by_dest = Exchange::new(|r: &Routed<R>| r.0 >> 32);
+    let mut records_in = builder.new_input_connection(records, by_dest, none());
+    let chunk_dest = Exchange::new(|c: &StateChunk| u64::from(c.dest));
+    let mut chunks_in = builder.new_input_connection(chunks, chunk_dest, none());
+    let both = || [(0, Antichain::from_elem(0)), (1, Antichain::from_elem(0))];
+    let (output, stream) = builder.new_output_connection(both());
+    let (progress_out, progress) = builder.new_output_connection::<Vec<()>, _>(both());
+    let mut output = OutputBuilder::<_, CapacityContainerBuilder<Vec<O>>>::from(output);
+    // Never written to: only its frontier matters.
+    let _progress_out = progress_out;
+
+    let mut work: BTreeMap<Time, Work<R, S>> = BTreeMap::new();
+    let mut assembly = Assembly::default();
+    let mut batch: Vec<R> = Vec::new();
+    let mut produced: Vec<O> = Vec::new();
+
+    builder.build(move |_initial_capabilities| {
+        move |frontiers| {
+            records_in.for_each_stamp(|cap, batches| {
+                let Some(&time) = cap.least() else { return };
+                let entry = work
+                    .entry(time)
+                    .or_insert_with(|| Work::new(cap.delayed(&time, 0), cap.delayed(&time, 1)));
+                for b in batches {
+                    entry
+                        .records
+                        .extend(b.drain(..).map(|(dest, r)| (dest as u32, r)));
+                }
+            });
+            chunks_in.for_each_stamp(|cap, batches| {
+                let Some(&time) = cap.least() else { return };
+                for b in batches {
+                    for chunk in b.drain(..) {
+                        let Some((bin_index, parts)) = assembly.add(time, chunk) else {
+                            continue;
+                        };
+                        let bytes: usize = parts.iter().map(Vec::len).sum();
+                        let bin: Bin<S> = match decode(parts) {
+                            Ok(bin) => bin,
+                            Err(e) => panic!("{name}: bin {bin_index} arrived corrupt at worker {me}: {e}"),
+                        };
+                        // Scheduled work moves with the bin: hold its times here now.
+                        for at in bin.scheduled.iter().copied() {
+                            work.entry(at)
+                                .or_insert_with(|| Work::new(cap.delayed(&at, 0), cap.delayed(&at, 1)))
+                                .scheduled
+                                .push(bin_index);
+                        }
+                        tracing::debug!(
+                            target: "megaflux::migration",
+                            phase = "received", operator = %name, bin = bin_index, time, worker = me, bytes
+                        );
+                        work.entry(time)
+                            .or_insert_with(|| Work::new(cap.delayed(&time, 0), cap.delayed(&time, 1)))
+                            .installs
+                            .push((bin_index, bin));
+                    }
+                }
+            });
+
+            let mut output = output.activate();
+            while let Some(entry) = work.first_entry() {
+                let time = *entry.key();
+                if frontiers[0].less_equal(&time) || frontiers[1].less_equal(&time) {
+                    break;
+                }
+                let Work { data_cap, progress_cap, mut records, mut scheduled, installs } = entry.remove();
+                let mut table = table.borrow_mut();
+                for (bin, state) in installs {
+                    tracing::debug!(
+                        target: "megaflux::migration",
+                        phase = "installed", operator = %name, bin, time, worker = me
+                    );
+                    table[bin as usize] = Some(state);
+                }
+                records.sort_by_key(|(bin, _)| *bin);
+                scheduled.sort_unstable();
+                scheduled.dedup();
+                let mut records = records.into_iter().peekable();
+                let mut scheduled = scheduled.into_iter().peekable();
+                loop {
+                    let next_record = records.peek().map(|(b, _)| *b);
+                    let next_scheduled = scheduled.peek().copied();
+                    let bin_index = match (next_record, next_scheduled) {
+                        (None, None) => break,
+                        (Some(r), Some(s)) => r.min(s),
+                        (Some(r), None) => r,
+                        (None, Some(s)) => s,
+                    };
+                    let mut due = false;
+                    while scheduled.next_if_eq(&bin_index).is_some() {
+                        due = true;
+                    }
+                    while let Some((_, r)) = records.next_if(|(b, _)| *b == bin_index) {
+                        batch.push(r);
+                    }
+                    let Some(bin) = table[bin_index as usize].as_mut() else {
+                        if batch.is_empty() {
+                            // Scheduled work of a bin that has since moved away.
+                            continue;
+                        }
+                        panic!("{name}: worker {me} got records for bin {bin_index} at time {time} but does not hold it");
+                    };
+                    if due {
+                        let later = bin.scheduled.split_off(&(time + 1));
+                        due = !bin.scheduled.is_empty();
+                        bin.scheduled = later;
+                    }
+                    if batch.is_empty() && !due {
+                        continue;
+                    }
+                    logic(time, bin, &mut batch, &mut produced);
+                    batch.clear();
+                    for at in bin.fresh.drain(..) {
+                        if at <= time {
+                            bin.scheduled.remove(&at);
+                            continue;
+                        }
+                        work.entry(at)
+                            .or_insert_with(|| Work::new(data_cap.delayed(&at), progress_cap.delayed(&at)))
+                            .scheduled
+                            .push(bin_index);
+                    }
+                }
+                if !produced.is_empty() {
+                    output.session(&data_cap).give_container(&mut produced);
+                    produced.clear();
+                }
+            }
+        }
+    });
+
+    (stream, progress)
+}
