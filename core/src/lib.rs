@@ -9,9 +9,14 @@
 
 pub mod bins;
 pub mod config;
+pub mod control;
 pub mod error;
+pub mod harness;
+pub mod latency;
 pub mod operator;
 pub mod plan;
+pub mod rss;
+pub mod workload;
 
 /// Logical time: milliseconds of scheduled input time.
 pub type Time = u64;

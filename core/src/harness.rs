@@ -1,0 +1,528 @@
+//! Runs a built-in workload open-loop on a timely cluster, with scheduled migrations, and
+//! measures it: output digest, latency, migrations, memory.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use timely::dataflow::operators::{Exchange, Inspect, Probe};
+use timely::dataflow::{InputHandleVec, ProbeHandle};
+
+use crate::Time;
+use crate::bins::{Bins, mix64};
+use crate::config::{ControlInst, uniform};
+use crate::control::{Command, ControlHandle, MigrationRecord, PlanDriver};
+use crate::error::ConfigError;
+use crate::latency::{LatencyRecorder, Percentiles, WindowStats};
+use crate::operator::{StatefulConfig, TransferTotals, DEFAULT_CHUNK_BYTES};
+use crate::plan::MigrationSpec;
+use crate::rss;
+use crate::workload::{self, Generator, Workload};
+
+/// Records per batch while preloading, between scheduler steps.
+const PRELOAD_BATCH: u64 = 1 << 16;
+/// How often worker 0 samples resident memory.
+const RSS_SAMPLE_EVERY: Duration = Duration::from_millis(100);
+
+/// Everything that defines a run.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    pub workload: Workload,
+    /// Worker threads per process.
+    pub workers: usize,
+    pub bins: Bins,
+    pub keys: u64,
+    /// Records per second, over all workers.
+    pub rate: u64,
+    pub duration: Duration,
+    pub seed: u64,
+    /// Run the plain-timely twin instead (no migration).
+    pub native: bool,
+    /// Insert every key once before the measured run.
+    pub preload: bool,
+    pub migrations: Vec<MigrationSpec>,
+    pub chunk_bytes: usize,
+    /// Timely's own arguments (`-n`, `-p`, `-h`).
+    pub timely_args: Vec<String>,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            workload: Workload::KeyCount,
+            workers: 2,
+            bins: Bins::new(crate::bins::DEFAULT_BINS).unwrap_or_else(|_| unreachable!()),
+            keys: 1_000_000,
+            rate: 200_000,
+            duration: Duration::from_secs(10),
+            seed: 42,
+            native: false,
+            preload: true,
+            migrations: Vec::new(),
+            chunk_bytes: DEFAULT_CHUNK_BYTES,
+            timely_args: Vec::new(),
+        }
+    }
+}
+
+/// Errors that stop a run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("timely: {0}")]
+    Timely(String),
+    #[error("a worker failed: {0}")]
+    Worker(String),
+}
+
+/// Latency percentiles during one migration.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DuringLatency {
+    pub p50: u64,
+    pub p99: u64,
+    pub max: u64,
+}
+
+/// One migration in the summary.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MigrationSummary {
+    pub strategy: String,
+    pub target: String,
+    pub issued_s: f64,
+    pub completed_s: Option<f64>,
+    pub duration_s: Option<f64>,
+    pub steps: usize,
+    pub bins_moved: usize,
+    pub bytes_moved: u64,
+    pub chunks: u64,
+    pub latency_ns_during: DuringLatency,
+    pub rss_peak_bytes: Option<u64>,
+    pub cancelled: bool,
+}
+
+/// The final report of a run (see DESIGN.md, Contracts).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Summary {
+    pub workload: String,
+    pub native: bool,
+    pub workers: usize,
+    pub processes: usize,
+    pub bins: usize,
+    pub keys: u64,
+    pub rate: u64,
+    pub duration_s: f64,
+    pub seed: u64,
+    pub preload: bool,
+    pub records_in: u64,
+    pub outputs: u64,
+    /// Order-independent hash of the multiset of (time, output) pairs, as hex.
+    pub output_digest: String,
+    pub latency_ns: Percentiles,
+    pub migrations: Vec<MigrationSummary>,
+    pub rss_peak_bytes: Option<u64>,
+    /// Largest sampled RSS before the first migration (or over the run, without one).
+    pub rss_steady_bytes: Option<u64>,
+    /// Records per second actually offered (equal to `rate` unless the generator fell behind at the end).
+    pub achieved_rate: f64,
+    pub timeline: Vec<WindowStats>,
+}
+
+/// What each worker reports to worker 0 at the end.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct WorkerReport {
+    digest: u64,
+    outputs: u64,
+    records_in: u64,
+    transfers: Vec<(Time, TransferTotals)>,
+    /// Samples of this process's RSS (only from its first worker).
+    rss_samples: Vec<(f64, u64)>,
+    rss_peak: Option<u64>,
+}
+
+/// The digest contribution of one output at one time.
+#[inline]
+fn digest_of(time: Time, (key, count): (u64, u64)) -> u64 {
+    mix64(mix64(mix64(time) ^ key) ^ count)
+}
+
+/// Checks the configuration without starting anything.
+pub fn validate(config: &RunConfig) -> Result<(), ConfigError> {
+    if config.workers == 0 {
+        return Err(ConfigError::Invalid("--workers must be at least 1".into()));
+    }
+    if config.keys == 0 {
+        return Err(ConfigError::Invalid("--keys must be at least 1".into()));
+    }
+    if config.rate == 0 {
+        return Err(ConfigError::Invalid("--rate must be at least 1".into()));
+    }
+    if config.chunk_bytes == 0 {
+        return Err(ConfigError::Invalid("the chunk size must be at least 1 byte".into()));
+    }
+    if config.native && !config.migrations.is_empty() {
+        return Err(ConfigError::Invalid("--native runs cannot migrate: drop --migrate or --native".into()));
+    }
+    timely_config(config)?;
+    // Targets are checked against the whole job's worker count.
+    let peers = total_workers(config)?;
+    let map = uniform(config.bins.count(), peers);
+    for m in &config.migrations {
+        m.target.resolve(&map, peers).map_err(|e| ConfigError::Migration {
+            spec: m.to_string(),
+            reason: e.to_string(),
+        })?;
+    }
+    Ok(())
+}
+
+fn timely_args(config: &RunConfig) -> Vec<String> {
+    let mut args = vec!["-w".to_string(), config.workers.to_string()];
+    args.extend(config.timely_args.iter().cloned());
+    args
+}
+
+fn timely_config(config: &RunConfig) -> Result<timely::Config, ConfigError> {
+    let args = timely_args(config);
+    let bad = |e: String| ConfigError::Invalid(format!("bad timely arguments {:?}: {e}", config.timely_args));
+    // Only the communication parser reports left-over words; timely's own ignores them.
+    let (_, free) = timely::CommunicationConfig::from_args(args.iter().cloned()).map_err(bad)?;
+    if !free.is_empty() {
+        return Err(bad(format!("unexpected {free:?}")));
+    }
+    timely::Config::from_args(args.into_iter()).map_err(bad)
+}
+
+/// Number of processes named by `-n` in the timely arguments (1 without it).
+fn processes(config: &RunConfig) -> Result<usize, ConfigError> {
+    let mut it = config.timely_args.iter();
+    let mut n = 1;
+    while let Some(a) = it.next() {
+        let value = if a == "-n" || a == "--processes" {
+            it.next().cloned()
+        } else {
+            a.strip_prefix("-n").or_else(|| a.strip_prefix("--processes=")).map(str::to_string)
+        };
+        if let Some(v) = value {
+            n = v
+                .parse()
+                .map_err(|_| ConfigError::Invalid(format!("timely -n `{v}` is not a process count")))?;
+        }
+    }
+    Ok(n)
+}
+
+fn total_workers(config: &RunConfig) -> Result<usize, ConfigError> {
+    Ok(config.workers * processes(config)?)
+}
+
+/// Runs the job. Returns the summary in the process that hosts worker 0, `None` elsewhere.
+pub fn run(config: RunConfig, control: ControlHandle) -> Result<Option<Summary>, RunError> {
+    validate(&config)?;
+    let timely = timely_config(&config)?;
+    let config = Arc::new(config);
+    let result: Arc<Mutex<Option<Summary>>> = Arc::default();
+    let slot = Arc::clone(&result);
+    let guards = timely::execute(timely, move |worker| {
+        let summary = run_worker(worker, &config, &control);
+        if let Some(s) = summary
+            && let Ok(mut slot) = slot.lock()
+        {
+            *slot = Some(s);
+        }
+    })
+    .map_err(RunError::Timely)?;
+    for r in guards.join() {
+        r.map_err(RunError::Worker)?;
+    }
+    let summary = result.lock().map(|mut s| s.take()).unwrap_or(None);
+    Ok(summary)
+}
+
+fn run_worker(worker: &mut timely::worker::Worker, config: &RunConfig, control_handle: &ControlHandle) -> Option<Summary> {
+    let index = worker.index();
+    let peers = worker.peers();
+    let bins = config.bins;
+    let generator = Generator {
+        workload: config.workload,
+        keys: config.keys,
+        seed: config.seed,
+    };
+
+    let mut data = InputHandleVec::<Time, u64>::new();
+    let mut control = InputHandleVec::<Time, ControlInst>::new();
+    let probe = ProbeHandle::new();
+    let digest = Rc::new(RefCell::new((0u64, 0u64)));
+    let mut stateful = StatefulConfig::uniform(bins, peers);
+    stateful.chunk_bytes = config.chunk_bytes;
+    let transfers = Rc::clone(&stateful.transfers);
+    {
+        let digest = Rc::clone(&digest);
+        let probe = probe.clone();
+        let native = config.native;
+        let workload = config.workload;
+        let (data, control) = (&mut data, &mut control);
+        worker.dataflow::<Time, _, _>(move |scope| {
+            let input = data.to_stream(scope);
+            let ctrl = control.to_stream(scope);
+            let output = if native {
+                workload::native(workload, input, bins)
+            } else {
+                workload::megaflux(workload, input, ctrl, &stateful)
+            };
+            // The digest sits before the probe: once the probe is done, every output was counted.
+            output
+                .inspect_core(move |event| {
+                    if let Ok((stamp, batch)) = event
+                        && let Some(&time) = stamp.least()
+                    {
+                        let mut d = digest.borrow_mut();
+                        for out in batch.iter() {
+                            d.0 = d.0.wrapping_add(digest_of(time, *out));
+                        }
+                        d.1 += batch.len() as u64;
+                    }
+                })
+                .probe_with(&probe);
+        });
+    }
+    // Every worker's report travels to worker 0 over timely itself, so that it also works
+    // across processes.
+    let mut reports_in = InputHandleVec::<Time, WorkerReport>::new();
+    let reports: Rc<RefCell<Vec<WorkerReport>>> = Rc::default();
+    let reports_probe = ProbeHandle::new();
+    {
+        let reports = Rc::clone(&reports);
+        let reports_probe = reports_probe.clone();
+        let reports_in = &mut reports_in;
+        worker.dataflow::<Time, _, _>(move |scope| {
+            reports_in
+                .to_stream(scope)
+                .exchange(|_| 0)
+                .inspect(move |r: &WorkerReport| reports.borrow_mut().push(r.clone()))
+                .probe_with(&reports_probe);
+        });
+    }
+
+    let mut records_in = 0u64;
+    // Preload: every key once, at time 0.
+    if config.preload {
+        let mut i = index as u64;
+        while i < config.keys {
+            let end = (i + PRELOAD_BATCH * peers as u64).min(config.keys);
+            while i < end {
+                data.send(generator.key(i));
+                records_in += 1;
+                i += peers as u64;
+            }
+            worker.step();
+        }
+    }
+    data.advance_to(1);
+    control.advance_to(1);
+    while probe.less_than(&1) {
+        worker.step();
+    }
+
+    let start = Instant::now();
+    let duration_ms = config.duration.as_millis() as u64;
+    let mut driver = (index == 0).then(|| PlanDriver::new(uniform(bins.count(), peers), peers));
+    let mut pending_migrations: Vec<MigrationSpec> = config.migrations.clone();
+    pending_migrations.sort_by(|a, b| a.at_secs.total_cmp(&b.at_secs));
+    let mut pending_migrations = std::collections::VecDeque::from(pending_migrations);
+    let mut latency = LatencyRecorder::new();
+    let mut next_measured: Time = 1;
+    // The first epoch not yet sent.
+    let mut next_epoch: Time = 1;
+    let rate = config.rate;
+    let first_of = |epoch: Time| -> u64 { ((epoch - 1) as u128 * rate as u128).div_ceil(1000) as u64 };
+    let samples_rss = index % config.workers == 0;
+    let mut rss_samples: Vec<(f64, u64)> = Vec::new();
+    let mut last_rss = start - RSS_SAMPLE_EVERY;
+
+    loop {
+        let now = start.elapsed();
+        let now_s = now.as_secs_f64();
+        let now_ms = (now.as_millis() as u64).min(duration_ms);
+
+        if samples_rss && last_rss.elapsed() >= RSS_SAMPLE_EVERY {
+            last_rss = Instant::now();
+            if let Some(r) = rss::current() {
+                rss_samples.push((now_s, r));
+            }
+        }
+
+        if let Some(driver) = driver.as_mut() {
+            for command in control_handle.drain() {
+                let describe = format!("{command:?}");
+                match driver.command(command, now_s) {
+                    Ok(()) => tracing::info!(target: "megaflux::command", outcome = "applied", command = %describe),
+                    Err(e) => tracing::warn!(target: "megaflux::command", outcome = "rejected", command = %describe, reason = %e),
+                }
+            }
+            while !driver.busy() && pending_migrations.front().is_some_and(|m| m.at_secs <= now_s) {
+                if let Some(m) = pending_migrations.pop_front()
+                    && let Err(e) = driver.command(Command::StartPlan { schedule: m.schedule, target: m.target.clone() }, now_s)
+                {
+                    tracing::warn!(target: "megaflux::command", outcome = "rejected", command = %m, reason = %e);
+                }
+            }
+            let time = *control.time();
+            for inst in driver.poll(time, |t| !probe.less_equal(&t), now_s) {
+                control.send(inst);
+            }
+        }
+
+        // Send every epoch whose scheduled interval has passed.
+        if next_epoch <= now_ms {
+            while next_epoch <= now_ms {
+                data.advance_to(next_epoch);
+                let (lo, hi) = (first_of(next_epoch), first_of(next_epoch + 1));
+                let mut i = lo + (index as u64 + peers as u64 - lo % peers as u64) % peers as u64;
+                while i < hi {
+                    data.send(generator.record(i));
+                    records_in += 1;
+                    i += peers as u64;
+                }
+                next_epoch += 1;
+            }
+            data.advance_to(next_epoch);
+            control.advance_to(next_epoch);
+        }
+
+        if index == 0 {
+            while next_measured < next_epoch && !probe.less_equal(&next_measured) {
+                let close = Duration::from_millis(next_measured);
+                let elapsed = start.elapsed();
+                latency.record(next_measured, elapsed.saturating_sub(close).as_nanos() as u64);
+                next_measured += 1;
+            }
+        }
+
+        if next_epoch > duration_ms {
+            break;
+        }
+        worker.step();
+    }
+    drop(data);
+    drop(control);
+    while !probe.done() {
+        worker.step();
+        if index == 0 {
+            while next_measured <= duration_ms && !probe.less_equal(&next_measured) {
+                let close = Duration::from_millis(next_measured);
+                latency.record(next_measured, start.elapsed().saturating_sub(close).as_nanos() as u64);
+                next_measured += 1;
+            }
+        }
+    }
+    let end_s = start.elapsed().as_secs_f64();
+    let records = driver.as_mut().map(|d| {
+        // A plan whose last step completed as the run drained is complete too.
+        let _ = d.poll(u64::MAX, |_| true, end_s);
+        d.records()
+    });
+
+    let (digest, outputs) = *digest.borrow();
+    let report = WorkerReport {
+        digest,
+        outputs,
+        records_in,
+        transfers: transfers.borrow().iter().map(|(t, v)| (*t, *v)).collect(),
+        rss_samples,
+        rss_peak: if samples_rss { rss::peak() } else { None },
+    };
+    reports_in.send(report);
+    drop(reports_in);
+    while !reports_probe.done() {
+        worker.step();
+    }
+    let _ = &reports_probe;
+
+    let records = records?;
+    let reports = reports.borrow();
+    Some(summarize(config, peers, &reports, &latency, records, end_s))
+}
+
+fn summarize(
+    config: &RunConfig,
+    peers: usize,
+    reports: &[WorkerReport],
+    latency: &LatencyRecorder,
+    records: Vec<MigrationRecord>,
+    end_s: f64,
+) -> Summary {
+    let digest = reports.iter().fold(0u64, |d, r| d.wrapping_add(r.digest));
+    let outputs = reports.iter().map(|r| r.outputs).sum();
+    let records_in = reports.iter().map(|r| r.records_in).sum::<u64>();
+    let preloaded = if config.preload { config.keys } else { 0 };
+    // Job RSS at each sample: the sum over processes of their sample with that index.
+    let sampled: Vec<&Vec<(f64, u64)>> = reports.iter().map(|r| &r.rss_samples).filter(|s| !s.is_empty()).collect();
+    let len = sampled.iter().map(|s| s.len()).min().unwrap_or(0);
+    let job_rss: Vec<(f64, u64)> = (0..len)
+        .map(|i| (sampled[0][i].0, sampled.iter().map(|s| s[i].1).sum()))
+        .collect();
+    let rss_between = |from: f64, to: f64| job_rss.iter().filter(|(t, _)| *t >= from && *t <= to).map(|(_, r)| *r).max();
+    let first_migration = records.first().map(|r| r.issued_s).unwrap_or(f64::INFINITY);
+    let migrations = records
+        .into_iter()
+        .map(|r| {
+            let totals = reports
+                .iter()
+                .flat_map(|rep| rep.transfers.iter())
+                .filter(|(t, _)| r.step_times.contains(t))
+                .fold(TransferTotals::default(), |mut acc, (_, v)| {
+                    acc.bytes += v.bytes;
+                    acc.chunks += v.chunks;
+                    acc.bins += v.bins;
+                    acc
+                });
+            let to_s = r.completed_s.unwrap_or(end_s);
+            let from_ms = (r.issued_s * 1000.0).floor() as u64;
+            let to_ms = (to_s * 1000.0).ceil() as u64;
+            let during = latency.between(from_ms, to_ms);
+            MigrationSummary {
+                duration_s: r.completed_s.map(|c| c - r.issued_s),
+                strategy: r.strategy,
+                target: r.target,
+                issued_s: r.issued_s,
+                completed_s: r.completed_s,
+                steps: r.step_times.len(),
+                bins_moved: r.bins_moved,
+                bytes_moved: totals.bytes,
+                chunks: totals.chunks,
+                latency_ns_during: DuringLatency {
+                    p50: during.p50,
+                    p99: during.p99,
+                    max: during.max,
+                },
+                rss_peak_bytes: rss_between(r.issued_s, to_s),
+                cancelled: r.cancelled,
+            }
+        })
+        .collect();
+    let rss_peak = reports.iter().filter_map(|r| r.rss_peak).reduce(|a, b| a + b);
+    Summary {
+        workload: config.workload.to_string(),
+        native: config.native,
+        workers: peers,
+        processes: peers / config.workers.max(1),
+        bins: config.bins.count(),
+        keys: config.keys,
+        rate: config.rate,
+        duration_s: config.duration.as_secs_f64(),
+        seed: config.seed,
+        preload: config.preload,
+        records_in,
+        outputs,
+        output_digest: format!("{digest:016x}"),
+        latency_ns: latency.overall(),
+        migrations,
+        rss_peak_bytes: rss_peak,
+        rss_steady_bytes: rss_between(0.0, first_migration.min(end_s)),
+        achieved_rate: records_in.saturating_sub(preloaded) as f64 / config.duration.as_secs_f64().max(1e-9),
+        timeline: latency.timeline(),
+    }
+}

@@ -1,0 +1,212 @@
+//! Command-line parsing and the headless run.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use megaflux::harness::{self, RunConfig, Summary};
+use megaflux::plan::MigrationSpec;
+use megaflux::workload::Workload;
+use megaflux::{Bins, ConfigError, control::ControlHandle};
+
+/// Live state migration for timely dataflow: run a workload, migrate its bins, measure.
+#[derive(Debug, Parser)]
+#[command(name = "megaflux", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a built-in workload (timely's -n/-p/-h go after `--`).
+    Run(RunArgs),
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// No dashboard: print the final JSON summary as the last line of stdout.
+    #[arg(long)]
+    headless: bool,
+    /// keycount or hashcount.
+    #[arg(long, default_value = "keycount", value_parser = parse_workload)]
+    workload: Workload,
+    /// Worker threads per process.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    workers: u64,
+    /// Number of bins: a power of two from 16 to 65536.
+    #[arg(long, default_value_t = megaflux::bins::DEFAULT_BINS, value_parser = parse_bins)]
+    bins: usize,
+    /// Number of distinct keys.
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    keys: u64,
+    /// Offered load in records per second, over all workers.
+    #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..))]
+    rate: u64,
+    /// Length of the measured run in seconds.
+    #[arg(long, default_value_t = 10.0, value_parser = parse_duration)]
+    duration: f64,
+    /// Seed of the record generator.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Run the plain-timely twin of the workload (no migration machinery).
+    #[arg(long)]
+    native: bool,
+    /// Do not insert every key once before the measured run.
+    #[arg(long)]
+    no_preload: bool,
+    /// A migration: STRATEGY[+pipelined]@SECS:TARGET, e.g. fluid@10:pack:1 or matched@20:uniform.
+    /// Strategies: all-at-once, fluid, batched:K, matched. Targets: uniform, pack:N, drain:W, map:W,W,...
+    #[arg(long = "migrate", value_name = "SPEC", value_parser = parse_migration)]
+    migrations: Vec<MigrationSpec>,
+    /// Largest state message in bytes.
+    #[arg(long, default_value_t = megaflux::operator::DEFAULT_CHUNK_BYTES, value_parser = parse_chunk)]
+    chunk_bytes: usize,
+    /// Also write the summary (pretty JSON) to this file.
+    #[arg(long, value_name = "FILE")]
+    summary: Option<PathBuf>,
+    /// Arguments for timely: -n PROCESSES -p INDEX -h HOSTFILE.
+    #[arg(last = true, value_name = "TIMELY_ARGS")]
+    timely: Vec<String>,
+}
+
+fn parse_workload(s: &str) -> Result<Workload, String> {
+    s.parse().map_err(|e: ConfigError| e.to_string())
+}
+
+fn parse_bins(s: &str) -> Result<usize, String> {
+    let n: usize = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
+    Bins::new(n).map(Bins::count).map_err(|e| e.to_string())
+}
+
+fn parse_duration(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 && x <= 86_400.0 => Ok(x),
+        _ => Err(format!("`{s}` is not a duration in seconds (0 < SECS <= 86400)")),
+    }
+}
+
+fn parse_migration(s: &str) -> Result<MigrationSpec, String> {
+    s.parse().map_err(|e: ConfigError| e.to_string())
+}
+
+fn parse_chunk(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n >= 64 => Ok(n),
+        _ => Err(format!("`{s}` is not a chunk size of at least 64 bytes")),
+    }
+}
+
+/// Parses the command line and runs it; usage errors exit with status 2.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            // One line naming what is wrong, without clap's usage block.
+            let text = e.render().to_string();
+            eprintln!("{}", text.lines().next().unwrap_or("error: bad arguments"));
+            return ExitCode::from(2);
+        }
+    };
+    install_tracing();
+    match cli.command {
+        Command::Run(args) => run(args),
+    }
+}
+
+fn install_tracing() {
+    use tracing_subscriber::EnvFilter;
+    // Off unless asked for with MEGAFLUX_LOG (e.g. MEGAFLUX_LOG=megaflux=debug).
+    let filter = EnvFilter::try_from_env("MEGAFLUX_LOG").unwrap_or_else(|_| EnvFilter::new("off"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn run(args: RunArgs) -> ExitCode {
+    let config = match run_config(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if !args.headless {
+        eprintln!("megaflux: the live dashboard is not part of this build yet; running headless");
+    }
+    match run_headless(config, args.summary.as_deref()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_config(args: &RunArgs) -> Result<RunConfig, ConfigError> {
+    let config = RunConfig {
+        workload: args.workload,
+        workers: args.workers as usize,
+        bins: Bins::new(args.bins)?,
+        keys: args.keys,
+        rate: args.rate,
+        duration: Duration::from_secs_f64(args.duration),
+        seed: args.seed,
+        native: args.native,
+        preload: !args.no_preload,
+        migrations: args.migrations.clone(),
+        chunk_bytes: args.chunk_bytes,
+        timely_args: args.timely.clone(),
+    };
+    harness::validate(&config)?;
+    Ok(config)
+}
+
+fn run_headless(config: RunConfig, summary_file: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let summary = harness::run(config, ControlHandle::new()).context("the run failed")?;
+    // Only the process that hosts worker 0 has the job's summary.
+    let Some(summary) = summary else { return Ok(()) };
+    if let Some(path) = summary_file {
+        let pretty = serde_json::to_string_pretty(&summary)?;
+        std::fs::write(path, pretty + "\n").with_context(|| format!("writing the summary to {}", path.display()))?;
+    }
+    eprintln!("{}", describe(&summary));
+    println!("{}", serde_json::to_string(&summary)?);
+    Ok(())
+}
+
+/// A few human-readable lines about a finished run.
+fn describe(s: &Summary) -> String {
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let mut text = format!(
+        "{}{} on {} workers, {} bins: {} records in, {} outputs, latency p50 {:.2} ms p99 {:.2} ms max {:.2} ms",
+        s.workload,
+        if s.native { " (native)" } else { "" },
+        s.workers,
+        s.bins,
+        s.records_in,
+        s.outputs,
+        ms(s.latency_ns.p50),
+        ms(s.latency_ns.p99),
+        ms(s.latency_ns.max)
+    );
+    for m in &s.migrations {
+        text.push_str(&format!(
+            "\n  {} to {} at {:.1}s: {} steps, {} bins, {} bytes in {}; during it p99 {:.2} ms max {:.2} ms",
+            m.strategy,
+            m.target,
+            m.issued_s,
+            m.steps,
+            m.bins_moved,
+            m.bytes_moved,
+            m.duration_s.map_or("(unfinished)".to_string(), |d| format!("{d:.3}s")),
+            ms(m.latency_ns_during.p99),
+            ms(m.latency_ns_during.max)
+        ));
+    }
+    text
+}
