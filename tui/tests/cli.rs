@@ -1,0 +1,60 @@
+//! Bad input gets a one-line error naming the bad value and exit status 2, never a panic.
+
+use std::process::Command;
+
+fn megaflux(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_megaflux"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn assert_usage_error(args: &[&str], names: &str) {
+    let out = megaflux(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: not one line: {stderr}");
+    assert!(stderr.contains(names), "{args:?}: {stderr} does not name {names}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn malformed_migrations_are_rejected() {
+    for (spec, names) in [
+        ("fluid", "fluid"),
+        ("fluid@x:uniform", "`x`"),
+        ("teleport@1:uniform", "teleport"),
+        ("batched:0@1:uniform", "batched:0"),
+        ("fluid@1:pack:zero", "zero"),
+        ("fluid@1:sideways", "sideways"),
+    ] {
+        assert_usage_error(&["run", "--headless", "--migrate", spec], names);
+    }
+}
+
+#[test]
+fn targets_that_do_not_fit_the_job_are_rejected() {
+    assert_usage_error(&["run", "--headless", "--workers", "2", "--migrate", "fluid@1:pack:3"], "pack:3");
+    assert_usage_error(&["run", "--headless", "--workers", "2", "--migrate", "fluid@1:drain:7"], "drain:7");
+}
+
+#[test]
+fn unknown_workload_is_rejected() {
+    assert_usage_error(&["run", "--headless", "--workload", "wordcount"], "wordcount");
+}
+
+#[test]
+fn bin_counts_must_be_powers_of_two() {
+    assert_usage_error(&["run", "--headless", "--bins", "100"], "100");
+    assert_usage_error(&["run", "--headless", "--bins", "8"], "8");
+    assert_usage_error(&["run", "--headless", "--bins", "lots"], "lots");
+}
+
+#[test]
+fn other_bad_values_are_rejected() {
+    assert_usage_error(&["run", "--headless", "--rate", "0"], "0");
+    assert_usage_error(&["run", "--headless", "--duration", "-3"], "-3");
+    assert_usage_error(&["run", "--headless", "--native", "--migrate", "fluid@1:pack:1"], "--native");
+    assert_usage_error(&["run", "--headless", "--", "-n", "two"], "two");
+}
