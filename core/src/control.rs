@@ -70,6 +70,8 @@ struct ActivePlan {
     record: MigrationRecord,
     pipelined: bool,
     remaining: VecDeque<Vec<Move>>,
+    /// Issued steps whose time the output frontier has not passed yet.
+    in_flight: VecDeque<(Time, Vec<Move>)>,
 }
 
 /// Issues plan steps on worker 0. It knows the map as of the last issued step.
@@ -98,6 +100,12 @@ impl PlanDriver {
     /// Whether a plan is running.
     pub fn busy(&self) -> bool {
         self.active.is_some()
+    }
+
+    /// Whether the running plan waits for each step to complete before the next. Its steps
+    /// may then be sealed (the control input advanced past them) as soon as they are issued.
+    pub fn waits_for_steps(&self) -> bool {
+        self.active.as_ref().is_some_and(|a| !a.pipelined)
     }
 
     /// Applies a command, or says why not.
@@ -172,6 +180,7 @@ impl PlanDriver {
             },
             pipelined: schedule.pipelined,
             remaining: steps,
+            in_flight: VecDeque::new(),
         });
         Ok(())
     }
@@ -204,9 +213,21 @@ impl PlanDriver {
                 });
             }
             active.record.step_times.push(time);
+            active.in_flight.push_back((time, step));
         }
-        let done = active.remaining.is_empty()
-            && active.record.step_times.last().is_none_or(|t| *t < time && completed(*t));
+        while let Some((t, step)) = active.in_flight.front()
+            && *t < time
+            && completed(*t)
+        {
+            for m in step {
+                tracing::info!(
+                    target: "megaflux::migration",
+                    phase = "completed", bin = m.bin, from = m.from, to = m.to, time = *t
+                );
+            }
+            active.in_flight.pop_front();
+        }
+        let done = active.remaining.is_empty() && active.in_flight.is_empty();
         if done && let Some(mut finished) = self.active.take() {
             finished.record.completed_s = Some(now_s);
             tracing::info!(

@@ -21,8 +21,8 @@ use crate::plan::MigrationSpec;
 use crate::rss;
 use crate::workload::{self, Generator, Workload};
 
-/// Records per batch while preloading, between scheduler steps.
-const PRELOAD_BATCH: u64 = 1 << 16;
+/// Keys preloaded per logical time.
+const PRELOAD_PER_TIME: u64 = 1 << 18;
 /// How often worker 0 samples resident memory.
 const RSS_SAMPLE_EVERY: Duration = Duration::from_millis(100);
 
@@ -140,6 +140,13 @@ struct WorkerReport {
     /// Samples of this process's RSS (only from its first worker).
     rss_samples: Vec<(f64, u64)>,
     rss_peak: Option<u64>,
+}
+
+/// The first index at or after `lo` that worker `index` of `peers` generates.
+#[inline]
+fn first_index(lo: u64, index: usize, peers: usize) -> u64 {
+    let peers = peers as u64;
+    lo + (index as u64 + peers - lo % peers) % peers
 }
 
 /// The digest contribution of one output at one time.
@@ -306,23 +313,33 @@ fn run_worker(worker: &mut timely::worker::Worker, config: &RunConfig, control_h
         });
     }
 
+    // Only worker 0 issues control: the other workers close their control inputs, so that
+    // the control frontier follows worker 0 alone.
+    let mut control = (index == 0).then_some(control);
+
     let mut records_in = 0u64;
-    // Preload: every key once, at time 0.
-    if config.preload {
-        let mut i = index as u64;
-        while i < config.keys {
-            let end = (i + PRELOAD_BATCH * peers as u64).min(config.keys);
-            while i < end {
-                data.send(generator.key(i));
-                records_in += 1;
-                i += peers as u64;
-            }
-            worker.step();
+    // Preload: every key once, `PRELOAD_PER_TIME` keys per logical time, so that no time
+    // holds more than a bounded share of the preload in flight.
+    let preload_times = if config.preload { config.keys.div_ceil(PRELOAD_PER_TIME) } else { 0 };
+    for t in 0..preload_times {
+        data.advance_to(t);
+        let (lo, hi) = (t * PRELOAD_PER_TIME, ((t + 1) * PRELOAD_PER_TIME).min(config.keys));
+        let mut i = first_index(lo, index, peers);
+        while i < hi {
+            data.send(generator.key(i));
+            records_in += 1;
+            i += peers as u64;
         }
+        worker.step();
     }
-    data.advance_to(1);
-    control.advance_to(1);
-    while probe.less_than(&1) {
+    // Measured epoch `e` (1-based, closing `e` ms after the start) has logical time `base + e`.
+    let base = preload_times;
+    let time_of = |epoch: u64| base + epoch;
+    data.advance_to(time_of(1));
+    if let Some(control) = control.as_mut() {
+        control.advance_to(time_of(1));
+    }
+    while probe.less_than(&time_of(1)) {
         worker.step();
     }
 
@@ -333,14 +350,21 @@ fn run_worker(worker: &mut timely::worker::Worker, config: &RunConfig, control_h
     pending_migrations.sort_by(|a, b| a.at_secs.total_cmp(&b.at_secs));
     let mut pending_migrations = std::collections::VecDeque::from(pending_migrations);
     let mut latency = LatencyRecorder::new();
-    let mut next_measured: Time = 1;
-    // The first epoch not yet sent.
-    let mut next_epoch: Time = 1;
+    // The first epoch whose latency is not yet known, and the first not yet sent.
+    let mut next_measured: u64 = 1;
+    let mut next_epoch: u64 = 1;
     let rate = config.rate;
-    let first_of = |epoch: Time| -> u64 { ((epoch - 1) as u128 * rate as u128).div_ceil(1000) as u64 };
+    let first_of = |epoch: u64| -> u64 { ((epoch - 1) as u128 * rate as u128).div_ceil(1000) as u64 };
     let samples_rss = index % config.workers == 0;
     let mut rss_samples: Vec<(f64, u64)> = Vec::new();
     let mut last_rss = start - RSS_SAMPLE_EVERY;
+    let measure = |latency: &mut LatencyRecorder, next_measured: &mut u64, until: u64| {
+        while *next_measured < until && !probe.less_equal(&time_of(*next_measured)) {
+            let close = Duration::from_millis(*next_measured);
+            latency.record(*next_measured, start.elapsed().saturating_sub(close).as_nanos() as u64);
+            *next_measured += 1;
+        }
+    };
 
     loop {
         let now = start.elapsed();
@@ -354,7 +378,7 @@ fn run_worker(worker: &mut timely::worker::Worker, config: &RunConfig, control_h
             }
         }
 
-        if let Some(driver) = driver.as_mut() {
+        if let (Some(driver), Some(control)) = (driver.as_mut(), control.as_mut()) {
             for command in control_handle.drain() {
                 let describe = format!("{command:?}");
                 match driver.command(command, now_s) {
@@ -370,17 +394,26 @@ fn run_worker(worker: &mut timely::worker::Worker, config: &RunConfig, control_h
                 }
             }
             let time = *control.time();
-            for inst in driver.poll(time, |t| !probe.less_equal(&t), now_s) {
+            let waits = driver.waits_for_steps();
+            let insts = driver.poll(time, |t| !probe.less_equal(&t), now_s);
+            let issued = !insts.is_empty();
+            for inst in insts {
                 control.send(inst);
+            }
+            // Seal a step at once: its old owners learn of it now rather than when the
+            // epoch closes, and ship the bins while the epoch's records still arrive.
+            // Pipelined plans issue one step per epoch instead.
+            if issued && waits {
+                control.advance_to(time + 1);
             }
         }
 
         // Send every epoch whose scheduled interval has passed.
         if next_epoch <= now_ms {
             while next_epoch <= now_ms {
-                data.advance_to(next_epoch);
+                data.advance_to(time_of(next_epoch));
                 let (lo, hi) = (first_of(next_epoch), first_of(next_epoch + 1));
-                let mut i = lo + (index as u64 + peers as u64 - lo % peers as u64) % peers as u64;
+                let mut i = first_index(lo, index, peers);
                 while i < hi {
                     data.send(generator.record(i));
                     records_in += 1;
@@ -388,19 +421,16 @@ fn run_worker(worker: &mut timely::worker::Worker, config: &RunConfig, control_h
                 }
                 next_epoch += 1;
             }
-            data.advance_to(next_epoch);
-            control.advance_to(next_epoch);
-        }
-
-        if index == 0 {
-            while next_measured < next_epoch && !probe.less_equal(&next_measured) {
-                let close = Duration::from_millis(next_measured);
-                let elapsed = start.elapsed();
-                latency.record(next_measured, elapsed.saturating_sub(close).as_nanos() as u64);
-                next_measured += 1;
+            data.advance_to(time_of(next_epoch));
+            if let Some(control) = control.as_mut() {
+                let next = time_of(next_epoch).max(*control.time());
+                control.advance_to(next);
             }
         }
 
+        if index == 0 {
+            measure(&mut latency, &mut next_measured, next_epoch);
+        }
         if next_epoch > duration_ms {
             break;
         }
@@ -411,11 +441,7 @@ fn run_worker(worker: &mut timely::worker::Worker, config: &RunConfig, control_h
     while !probe.done() {
         worker.step();
         if index == 0 {
-            while next_measured <= duration_ms && !probe.less_equal(&next_measured) {
-                let close = Duration::from_millis(next_measured);
-                latency.record(next_measured, start.elapsed().saturating_sub(close).as_nanos() as u64);
-                next_measured += 1;
-            }
+            measure(&mut latency, &mut next_measured, duration_ms + 1);
         }
     }
     let end_s = start.elapsed().as_secs_f64();

@@ -6,7 +6,7 @@
 //!
 //! * a record at time `t` is applied by the worker that owns its bin at `t`;
 //! * a bin leaves its old owner after exactly the updates before `t` were applied to it
-//!   (F ships only once S's progress has passed `t`);
+//!   (F ships only once its own worker's S has applied every time before `t`);
 //! * its new owner installs it before applying any update at `t` (S applies a time only
 //!   once both its data and its state-transfer frontiers have passed it).
 //!
@@ -16,7 +16,7 @@ mod route;
 mod state;
 pub mod transfer;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
 use std::rc::Rc;
 
@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use timely::ExchangeData;
 use timely::dataflow::StreamVec;
 use timely::dataflow::operators::vec::{Broadcast, Map};
-use timely::dataflow::operators::{Concat, ConnectLoop, Feedback};
+use timely::dataflow::operators::Concat;
 
 use crate::Time;
 use crate::bins::Bins;
@@ -107,6 +107,17 @@ impl StatefulConfig {
 /// The per-worker table of bins this worker currently holds, shared by its F and S.
 pub(crate) type BinTable<S> = Rc<RefCell<Vec<Option<Bin<S>>>>>;
 
+/// What S on this worker has applied: every update at a time before `done`. S raises it and
+/// wakes F; F ships a bin moving at `t` once `t <= done`.
+///
+/// The signal is deliberately local. A bin only ever needs its own worker's S to be done,
+/// and waiting for every worker's S instead (a global frontier) would chain each move behind
+/// the arrival of the previous one elsewhere.
+pub(crate) struct LocalProgress {
+    pub(crate) done: Cell<Time>,
+    pub(crate) route: RefCell<Option<timely::scheduling::Activator>>,
+}
+
 /// A stateful operator on one input whose state can migrate between workers.
 ///
 /// `bin_key` gives each record's bin key (see [`crate::bins`]); `logic` is called once per
@@ -137,21 +148,20 @@ where
             .map(|w| (*w == me).then(|| Bin::new(S::default())))
             .collect(),
     ));
-    // S's progress comes back to F one tick later: F's view of it has passed `t` exactly
-    // when S has applied every update before `t`.
-    let (progress_handle, progress) = scope.feedback::<Vec<()>>(1);
+    let progress = Rc::new(LocalProgress {
+        done: Cell::new(0),
+        route: RefCell::new(None),
+    });
     let (routed, chunks) = route::build(
         name,
         data,
         control.broadcast(),
-        progress,
         config,
         bin_key,
         Rc::clone(&table),
+        Rc::clone(&progress),
     );
-    let (output, done) = state::build(name, routed, chunks, table, logic);
-    done.connect_loop(progress_handle);
-    output
+    state::build(name, routed, chunks, table, progress, logic)
 }
 
 /// A record of either input of a binary operator.

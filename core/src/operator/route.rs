@@ -3,8 +3,8 @@
 //! Invariants kept:
 //! * a record at time `t` leaves F only once the control frontier has passed `t`, so the
 //!   configuration at `t` is final, and it goes to the owner of its bin at `t`;
-//! * a bin that changes owner at `t` leaves this worker (its old owner) only once S's
-//!   progress has passed `t`, i.e. after every update before `t` was applied to it;
+//! * a bin that changes owner at `t` leaves this worker (its old owner) only once this
+//!   worker's S has applied every update before `t` (see `LocalProgress`);
 //! * F holds a state-output capability at `t` until it has shipped every such bin, so the
 //!   new owner cannot apply anything at `t` before the state arrived.
 
@@ -18,11 +18,11 @@ use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::Capability;
 use timely::dataflow::operators::generic::OutputBuilder;
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
-use timely::dataflow::{Stream, StreamVec};
+use timely::dataflow::StreamVec;
 use timely::progress::Antichain;
 
 use super::transfer::{StateChunk, encode};
-use super::{BinTable, StatefulConfig};
+use super::{BinTable, LocalProgress, StatefulConfig};
 use crate::Time;
 use crate::config::{ControlInst, History, Map};
 
@@ -39,10 +39,10 @@ pub(crate) fn build<'s, R, S, K>(
     name: &str,
     data: StreamVec<'s, Time, R>,
     control: StreamVec<'s, Time, ControlInst>,
-    progress: Stream<'s, Time, Vec<()>>,
     config: &StatefulConfig,
     bin_key: K,
     table: BinTable<S>,
+    progress: Rc<LocalProgress>,
 ) -> (
     StreamVec<'s, Time, Routed<R>>,
     StreamVec<'s, Time, StateChunk>,
@@ -59,10 +59,12 @@ where
     let transfers = Rc::clone(&config.transfers);
     let name = name.to_string();
     let mut builder = OperatorBuilder::new(format!("{name}.route"), scope);
+    progress
+        .route
+        .replace(Some(scope.activator_for(builder.operator_info().address)));
     let none = Vec::<(usize, Antichain<Time>)>::new;
     let mut data_in = builder.new_input_connection(data, Pipeline, none());
     let mut control_in = builder.new_input_connection(control, Pipeline, none());
-    let mut progress_in = builder.new_input_connection(progress, Pipeline, none());
     let (records_out, records) = builder.new_output_connection([(0, Antichain::from_elem(0))]);
     let (chunks_out, chunks) = builder.new_output_connection([(1, Antichain::from_elem(0))]);
     let mut records_out = OutputBuilder::<_, CapacityContainerBuilder<Vec<Routed<R>>>>::from(records_out);
@@ -78,8 +80,7 @@ where
 
     builder.build(move |_initial_capabilities| {
         move |frontiers| {
-            let (data_frontier, control_frontier, progress_frontier) =
-                (&frontiers[0], &frontiers[1], &frontiers[2]);
+            let (data_frontier, control_frontier) = (&frontiers[0], &frontiers[1]);
 
             control_in.for_each_stamp(|cap, batches| {
                 let Some(&time) = cap.least() else { return };
@@ -90,7 +91,6 @@ where
                     entry.1.append(batch);
                 }
             });
-            progress_in.for_each(|_, _| {});
 
             // Control changes become final once the control frontier has passed them.
             while let Some(entry) = pending_control.first_entry() {
@@ -157,7 +157,7 @@ where
             let mut chunks_handle = chunks_out.activate();
             while let Some(entry) = outgoing.first_entry() {
                 let time = *entry.key();
-                if progress_frontier.less_equal(&time) {
+                if time > progress.done.get() {
                     break;
                 }
                 let (cap, leaving) = entry.remove();

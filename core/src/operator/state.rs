@@ -4,42 +4,43 @@
 //! * a time `t` is applied only once both the data and the state-transfer frontiers have
 //!   passed it, and times are applied in increasing order;
 //! * bins arriving for `t` are installed before any record at `t` is applied;
-//! * S holds capabilities on both outputs for every time it still has work at (records,
-//!   scheduled work), so its progress output tells F exactly which updates are applied;
+//! * S holds an output capability for every time it still has work at (records, arriving
+//!   bins, scheduled work), and tells F through `LocalProgress` which times it has applied;
 //! * only bins with records or scheduled work at `t` are touched.
 
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use timely::ExchangeData;
 use timely::container::CapacityContainerBuilder;
+use timely::dataflow::StreamVec;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::Capability;
 use timely::dataflow::operators::generic::OutputBuilder;
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
-use timely::dataflow::{Stream, StreamVec};
 use timely::progress::Antichain;
 
 use super::route::Routed;
 use super::transfer::{Assembly, StateChunk, decode};
-use super::{Bin, BinTable};
+use super::{Bin, BinTable, LocalProgress};
 use crate::Time;
 
 /// Everything S must do at one time.
-struct Work<R, S> {
-    data_cap: Capability<Time>,
-    progress_cap: Capability<Time>,
+struct Work<R> {
+    cap: Capability<Time>,
     records: Vec<(u32, R)>,
     scheduled: Vec<u32>,
-    installs: Vec<(u32, Bin<S>)>,
+    /// Bins arriving at this time, still serialized: decoding waits until the time is
+    /// applied, so that receiving a bin never holds up the sender's next move.
+    installs: Vec<(u32, Vec<Vec<u8>>)>,
 }
 
-impl<R, S> Work<R, S> {
-    fn new(data_cap: Capability<Time>, progress_cap: Capability<Time>) -> Self {
+impl<R> Work<R> {
+    fn new(cap: Capability<Time>) -> Self {
         Work {
-            data_cap,
-            progress_cap,
+            cap,
             records: Vec::new(),
             scheduled: Vec::new(),
             installs: Vec::new(),
@@ -47,14 +48,15 @@ impl<R, S> Work<R, S> {
     }
 }
 
-/// Builds S. Returns the user output and the (always empty) progress stream for F.
+/// Builds S. Returns the user output.
 pub(crate) fn build<'s, R, S, O, L>(
     name: &str,
     records: StreamVec<'s, Time, Routed<R>>,
     chunks: StreamVec<'s, Time, StateChunk>,
     table: BinTable<S>,
+    progress: Rc<LocalProgress>,
     mut logic: L,
-) -> (StreamVec<'s, Time, O>, Stream<'s, Time, Vec<()>>)
+) -> StreamVec<'s, Time, O>
 where
     R: ExchangeData + Clone,
     S: Serialize + DeserializeOwned + 'static,
@@ -70,14 +72,11 @@ where
     let mut records_in = builder.new_input_connection(records, by_dest, none());
     let chunk_dest = Exchange::new(|c: &StateChunk| u64::from(c.dest));
     let mut chunks_in = builder.new_input_connection(chunks, chunk_dest, none());
-    let both = || [(0, Antichain::from_elem(0)), (1, Antichain::from_elem(0))];
-    let (output, stream) = builder.new_output_connection(both());
-    let (progress_out, progress) = builder.new_output_connection::<Vec<()>, _>(both());
+    let (output, stream) =
+        builder.new_output_connection([(0, Antichain::from_elem(0)), (1, Antichain::from_elem(0))]);
     let mut output = OutputBuilder::<_, CapacityContainerBuilder<Vec<O>>>::from(output);
-    // Never written to: only its frontier matters.
-    let _progress_out = progress_out;
 
-    let mut work: BTreeMap<Time, Work<R, S>> = BTreeMap::new();
+    let mut work: BTreeMap<Time, Work<R>> = BTreeMap::new();
     let mut assembly = Assembly::default();
     let mut batch: Vec<R> = Vec::new();
     let mut produced: Vec<O> = Vec::new();
@@ -86,42 +85,26 @@ where
         move |frontiers| {
             records_in.for_each_stamp(|cap, batches| {
                 let Some(&time) = cap.least() else { return };
-                let entry = work
-                    .entry(time)
-                    .or_insert_with(|| Work::new(cap.delayed(&time, 0), cap.delayed(&time, 1)));
+                let entry = work.entry(time).or_insert_with(|| Work::new(cap.delayed(&time, 0)));
                 for b in batches {
-                    entry
-                        .records
-                        .extend(b.drain(..).map(|(dest, r)| (dest as u32, r)));
+                    entry.records.extend(b.drain(..).map(|(dest, r)| (dest as u32, r)));
                 }
             });
             chunks_in.for_each_stamp(|cap, batches| {
                 let Some(&time) = cap.least() else { return };
                 for b in batches {
                     for chunk in b.drain(..) {
-                        let Some((bin_index, parts)) = assembly.add(time, chunk) else {
-                            continue;
-                        };
-                        let bytes: usize = parts.iter().map(Vec::len).sum();
-                        let bin: Bin<S> = match decode(parts) {
-                            Ok(bin) => bin,
-                            Err(e) => panic!("{name}: bin {bin_index} arrived corrupt at worker {me}: {e}"),
-                        };
-                        // Scheduled work moves with the bin: hold its times here now.
-                        for at in bin.scheduled.iter().copied() {
-                            work.entry(at)
-                                .or_insert_with(|| Work::new(cap.delayed(&at, 0), cap.delayed(&at, 1)))
-                                .scheduled
-                                .push(bin_index);
+                        if let Some(bin) = assembly.add(time, chunk) {
+                            tracing::debug!(
+                                target: "megaflux::migration",
+                                phase = "received", operator = %name, bin = bin.0, time, worker = me,
+                                bytes = bin.1.iter().map(Vec::len).sum::<usize>()
+                            );
+                            work.entry(time)
+                                .or_insert_with(|| Work::new(cap.delayed(&time, 0)))
+                                .installs
+                                .push(bin);
                         }
-                        tracing::debug!(
-                            target: "megaflux::migration",
-                            phase = "received", operator = %name, bin = bin_index, time, worker = me, bytes
-                        );
-                        work.entry(time)
-                            .or_insert_with(|| Work::new(cap.delayed(&time, 0), cap.delayed(&time, 1)))
-                            .installs
-                            .push((bin_index, bin));
                     }
                 }
             });
@@ -132,14 +115,27 @@ where
                 if frontiers[0].less_equal(&time) || frontiers[1].less_equal(&time) {
                     break;
                 }
-                let Work { data_cap, progress_cap, mut records, mut scheduled, installs } = entry.remove();
+                let Work { cap, mut records, mut scheduled, installs } = entry.remove();
                 let mut table = table.borrow_mut();
-                for (bin, state) in installs {
+                for (bin_index, parts) in installs {
+                    let bytes: usize = parts.iter().map(Vec::len).sum();
+                    let bin: Bin<S> = match decode(parts) {
+                        Ok(bin) => bin,
+                        Err(e) => panic!("{name}: bin {bin_index} arrived corrupt at worker {me}: {e}"),
+                    };
+                    // Scheduled work moves with the bin.
+                    for at in bin.scheduled.iter().copied() {
+                        if at <= time {
+                            scheduled.push(bin_index);
+                        } else {
+                            work.entry(at).or_insert_with(|| Work::new(cap.delayed(&at))).scheduled.push(bin_index);
+                        }
+                    }
                     tracing::debug!(
                         target: "megaflux::migration",
-                        phase = "installed", operator = %name, bin, time, worker = me
+                        phase = "installed", operator = %name, bin = bin_index, time, worker = me, bytes
                     );
-                    table[bin as usize] = Some(state);
+                    table[bin_index as usize] = Some(bin);
                 }
                 records.sort_by_key(|(bin, _)| *bin);
                 scheduled.sort_unstable();
@@ -147,9 +143,7 @@ where
                 let mut records = records.into_iter().peekable();
                 let mut scheduled = scheduled.into_iter().peekable();
                 loop {
-                    let next_record = records.peek().map(|(b, _)| *b);
-                    let next_scheduled = scheduled.peek().copied();
-                    let bin_index = match (next_record, next_scheduled) {
+                    let bin_index = match (records.peek().map(|(b, _)| *b), scheduled.peek().copied()) {
                         (None, None) => break,
                         (Some(r), Some(s)) => r.min(s),
                         (Some(r), None) => r,
@@ -184,19 +178,30 @@ where
                             bin.scheduled.remove(&at);
                             continue;
                         }
-                        work.entry(at)
-                            .or_insert_with(|| Work::new(data_cap.delayed(&at), progress_cap.delayed(&at)))
-                            .scheduled
-                            .push(bin_index);
+                        work.entry(at).or_insert_with(|| Work::new(cap.delayed(&at))).scheduled.push(bin_index);
                     }
                 }
                 if !produced.is_empty() {
-                    output.session(&data_cap).give_container(&mut produced);
+                    output.session(&cap).give_container(&mut produced);
                     produced.clear();
+                }
+            }
+
+            // Everything before `done` is applied here: no record or bin can still arrive
+            // before it, and the loop above applied every time before it.
+            let done = frontiers
+                .iter()
+                .flat_map(|f| f.frontier().iter().copied().min())
+                .min()
+                .unwrap_or(Time::MAX);
+            if done > progress.done.get() {
+                progress.done.set(done);
+                if let Some(route) = progress.route.borrow().as_ref() {
+                    route.activate();
                 }
             }
         }
     });
 
-    (stream, progress)
+    stream
 }

@@ -1,0 +1,68 @@
+//! Every moved bin reports each migration phase through `tracing`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use megaflux::control::ControlHandle;
+use megaflux::harness::{RunConfig, run};
+use tracing::field::{Field, Visit};
+use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::Layer;
+
+type Seen = Arc<Mutex<Vec<(String, BTreeMap<String, String>)>>>;
+
+struct Collect(Seen);
+
+struct Fields(BTreeMap<String, String>);
+
+impl Visit for Fields {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().to_string(), format!("{value:?}").trim_matches('"').to_string());
+    }
+}
+
+impl<S: tracing::Subscriber> Layer<S> for Collect {
+    fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
+        let mut fields = Fields(BTreeMap::new());
+        event.record(&mut fields);
+        self.0.lock().unwrap().push((event.metadata().target().to_string(), fields.0));
+    }
+}
+
+#[test]
+fn every_moved_bin_goes_through_every_phase() {
+    let seen: Seen = Arc::default();
+    let subscriber = tracing_subscriber::registry().with(Collect(Arc::clone(&seen)));
+    tracing::subscriber::set_global_default(subscriber).unwrap();
+
+    let config = RunConfig {
+        keys: 5_000,
+        rate: 20_000,
+        duration: Duration::from_millis(1200),
+        migrations: vec!["matched@0.3:pack:1".parse().unwrap()],
+        ..RunConfig::default()
+    };
+    let summary = run(config, ControlHandle::new()).unwrap().unwrap();
+    assert_eq!(summary.migrations[0].bins_moved, 128);
+
+    let seen = seen.lock().unwrap();
+    let bins_in = |phase: &str| -> BTreeSet<u32> {
+        seen.iter()
+            .filter(|(target, f)| target == "megaflux::migration" && f.get("phase").map(String::as_str) == Some(phase))
+            .map(|(_, f)| f["bin"].parse().unwrap())
+            .collect()
+    };
+    // Under the uniform map worker 1 owns the odd bins; pack:1 moves all of them.
+    let odd: BTreeSet<u32> = (0..256).filter(|b| b % 2 == 1).collect();
+    for phase in ["issued", "extracted", "received", "installed", "completed"] {
+        assert_eq!(bins_in(phase), odd, "phase {phase}");
+    }
+    let extracted_bytes: u64 = seen
+        .iter()
+        .filter(|(_, f)| f.get("phase").map(String::as_str) == Some("extracted"))
+        .map(|(_, f)| f["bytes"].parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(extracted_bytes, summary.migrations[0].bytes_moved);
+    assert!(seen.iter().any(|(t, f)| t == "megaflux::plan" && f.get("phase").map(String::as_str) == Some("completed")));
+}
