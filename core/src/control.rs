@@ -260,12 +260,14 @@ mod tests {
     #[test]
     fn waits_for_completion_unless_pipelined() {
         let mut d = PlanDriver::new(uniform(16, 2), 2);
-        d.start(schedule(Strategy::Fluid, false), &Target::Pack(1), 0.0).unwrap();
+        d.start(schedule(Strategy::Fluid, false), &Target::Pack(1), 0.0)
+            .unwrap();
         assert_eq!(d.poll(5, |_| false, 0.1).len(), 1);
         assert!(d.poll(6, |_| false, 0.1).is_empty());
         assert_eq!(d.poll(7, |t| t <= 5, 0.2).len(), 1);
         let mut p = PlanDriver::new(uniform(16, 2), 2);
-        p.start(schedule(Strategy::Fluid, true), &Target::Pack(1), 0.0).unwrap();
+        p.start(schedule(Strategy::Fluid, true), &Target::Pack(1), 0.0)
+            .unwrap();
         let issued: usize = (1..=8).map(|t| p.poll(t, |_| false, 0.0).len()).sum();
         assert_eq!(issued, 8);
         assert!(p.busy());
@@ -282,19 +284,62 @@ mod tests {
         let mut d = PlanDriver::new(uniform(16, 2), 2);
         let before = d.map().clone();
         assert_eq!(
-            d.command(Command::MoveBins { bins: vec![16], worker: 0 }, 0.0),
+            d.command(
+                Command::MoveBins {
+                    bins: vec![16],
+                    worker: 0
+                },
+                0.0
+            ),
             Err(CommandError::UnknownBin { bin: 16, bins: 16 })
         );
         assert_eq!(
-            d.command(Command::MoveBins { bins: vec![0], worker: 2 }, 0.0),
-            Err(CommandError::UnknownWorker { worker: 2, workers: 2 })
+            d.command(
+                Command::MoveBins {
+                    bins: vec![0],
+                    worker: 2
+                },
+                0.0
+            ),
+            Err(CommandError::UnknownWorker {
+                worker: 2,
+                workers: 2
+            })
         );
-        assert!(d.command(Command::StartPlan { schedule: schedule(Strategy::Fluid, false), target: Target::Drain(5) }, 0.0).is_err());
+        assert!(
+            d.command(
+                Command::StartPlan {
+                    schedule: schedule(Strategy::Fluid, false),
+                    target: Target::Drain(5)
+                },
+                0.0
+            )
+            .is_err()
+        );
         assert_eq!(d.command(Command::CancelPlan, 0.0), Err(CommandError::NoPlan));
         assert_eq!(d.map(), &before);
-        d.command(Command::MoveBins { bins: vec![1], worker: 0 }, 0.0).unwrap();
-        assert_eq!(d.command(Command::MoveBins { bins: vec![3], worker: 0 }, 0.0), Err(CommandError::PlanRunning));
-        assert_eq!(d.poll(3, |_| false, 0.0), vec![ControlInst::Move { bin: 1, worker: 0 }]);
+        d.command(
+            Command::MoveBins {
+                bins: vec![1],
+                worker: 0,
+            },
+            0.0,
+        )
+        .unwrap();
+        assert_eq!(
+            d.command(
+                Command::MoveBins {
+                    bins: vec![3],
+                    worker: 0
+                },
+                0.0
+            ),
+            Err(CommandError::PlanRunning)
+        );
+        assert_eq!(
+            d.poll(3, |_| false, 0.0),
+            vec![ControlInst::Move { bin: 1, worker: 0 }]
+        );
     }
 
     #[test]

@@ -9,7 +9,9 @@ pub enum ConfigError {
     BinCount(usize),
     #[error("malformed migration `{spec}`: {reason}")]
     Migration { spec: String, reason: String },
-    #[error("unknown strategy `{0}` (expected all-at-once, fluid, batched:K or matched, optionally with +pipelined)")]
+    #[error(
+        "unknown strategy `{0}` (expected all-at-once, fluid, batched:K or matched, optionally with +pipelined)"
+    )]
     Strategy(String),
     #[error("malformed target `{spec}`: {reason}")]
     Target { spec: String, reason: String },

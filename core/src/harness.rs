@@ -16,7 +16,7 @@ use crate::config::{ControlInst, uniform};
 use crate::control::{Command, ControlHandle, MigrationRecord, PlanDriver};
 use crate::error::ConfigError;
 use crate::latency::{LatencyRecorder, Percentiles, WindowStats};
-use crate::operator::{StatefulConfig, TransferTotals, DEFAULT_CHUNK_BYTES};
+use crate::operator::{DEFAULT_CHUNK_BYTES, StatefulConfig, TransferTotals};
 use crate::plan::MigrationSpec;
 use crate::rss;
 use crate::workload::{self, Generator, Workload};
@@ -99,6 +99,8 @@ pub struct MigrationSummary {
     pub bytes_moved: u64,
     pub chunks: u64,
     pub latency_ns_during: DuringLatency,
+    /// Job RSS sampled last before the migration was issued, and the largest sample during it.
+    pub rss_before_bytes: Option<u64>,
     pub rss_peak_bytes: Option<u64>,
     pub cancelled: bool,
 }
@@ -123,7 +125,7 @@ pub struct Summary {
     pub latency_ns: Percentiles,
     pub migrations: Vec<MigrationSummary>,
     pub rss_peak_bytes: Option<u64>,
-    /// Largest sampled RSS before the first migration (or over the run, without one).
+    /// The last sampled RSS before the first migration (or at the end, without one).
     pub rss_steady_bytes: Option<u64>,
     /// Records per second actually offered (equal to `rate` unless the generator fell behind at the end).
     pub achieved_rate: f64,
@@ -167,20 +169,26 @@ pub fn validate(config: &RunConfig) -> Result<(), ConfigError> {
         return Err(ConfigError::Invalid("--rate must be at least 1".into()));
     }
     if config.chunk_bytes == 0 {
-        return Err(ConfigError::Invalid("the chunk size must be at least 1 byte".into()));
+        return Err(ConfigError::Invalid(
+            "the chunk size must be at least 1 byte".into(),
+        ));
     }
     if config.native && !config.migrations.is_empty() {
-        return Err(ConfigError::Invalid("--native runs cannot migrate: drop --migrate or --native".into()));
+        return Err(ConfigError::Invalid(
+            "--native runs cannot migrate: drop --migrate or --native".into(),
+        ));
     }
     timely_config(config)?;
     // Targets are checked against the whole job's worker count.
     let peers = total_workers(config)?;
     let map = uniform(config.bins.count(), peers);
     for m in &config.migrations {
-        m.target.resolve(&map, peers).map_err(|e| ConfigError::Migration {
-            spec: m.to_string(),
-            reason: e.to_string(),
-        })?;
+        m.target
+            .resolve(&map, peers)
+            .map_err(|e| ConfigError::Migration {
+                spec: m.to_string(),
+                reason: e.to_string(),
+            })?;
     }
     Ok(())
 }
@@ -210,7 +218,9 @@ fn processes(config: &RunConfig) -> Result<usize, ConfigError> {
         let value = if a == "-n" || a == "--processes" {
             it.next().cloned()
         } else {
-            a.strip_prefix("-n").or_else(|| a.strip_prefix("--processes=")).map(str::to_string)
+            a.strip_prefix("-n")
+                .or_else(|| a.strip_prefix("--processes="))
+                .map(str::to_string)
         };
         if let Some(v) = value {
             n = v
@@ -248,7 +258,11 @@ pub fn run(config: RunConfig, control: ControlHandle) -> Result<Option<Summary>,
     Ok(summary)
 }
 
-fn run_worker(worker: &mut timely::worker::Worker, config: &RunConfig, control_handle: &ControlHandle) -> Option<Summary> {
+fn run_worker(
+    worker: &mut timely::worker::Worker,
+    config: &RunConfig,
+    control_handle: &ControlHandle,
+) -> Option<Summary> {
     let index = worker.index();
     let peers = worker.peers();
     let bins = config.bins;
@@ -320,10 +334,17 @@ fn run_worker(worker: &mut timely::worker::Worker, config: &RunConfig, control_h
     let mut records_in = 0u64;
     // Preload: every key once, `PRELOAD_PER_TIME` keys per logical time, so that no time
     // holds more than a bounded share of the preload in flight.
-    let preload_times = if config.preload { config.keys.div_ceil(PRELOAD_PER_TIME) } else { 0 };
+    let preload_times = if config.preload {
+        config.keys.div_ceil(PRELOAD_PER_TIME)
+    } else {
+        0
+    };
     for t in 0..preload_times {
         data.advance_to(t);
-        let (lo, hi) = (t * PRELOAD_PER_TIME, ((t + 1) * PRELOAD_PER_TIME).min(config.keys));
+        let (lo, hi) = (
+            t * PRELOAD_PER_TIME,
+            ((t + 1) * PRELOAD_PER_TIME).min(config.keys),
+        );
         let mut i = first_index(lo, index, peers);
         while i < hi {
             data.send(generator.key(i));
@@ -355,13 +376,16 @@ fn run_worker(worker: &mut timely::worker::Worker, config: &RunConfig, control_h
     let mut next_epoch: u64 = 1;
     let rate = config.rate;
     let first_of = |epoch: u64| -> u64 { ((epoch - 1) as u128 * rate as u128).div_ceil(1000) as u64 };
-    let samples_rss = index % config.workers == 0;
+    let samples_rss = index.is_multiple_of(config.workers);
     let mut rss_samples: Vec<(f64, u64)> = Vec::new();
     let mut last_rss = start - RSS_SAMPLE_EVERY;
     let measure = |latency: &mut LatencyRecorder, next_measured: &mut u64, until: u64| {
         while *next_measured < until && !probe.less_equal(&time_of(*next_measured)) {
             let close = Duration::from_millis(*next_measured);
-            latency.record(*next_measured, start.elapsed().saturating_sub(close).as_nanos() as u64);
+            latency.record(
+                *next_measured,
+                start.elapsed().saturating_sub(close).as_nanos() as u64,
+            );
             *next_measured += 1;
         }
     };
@@ -382,13 +406,23 @@ fn run_worker(worker: &mut timely::worker::Worker, config: &RunConfig, control_h
             for command in control_handle.drain() {
                 let describe = format!("{command:?}");
                 match driver.command(command, now_s) {
-                    Ok(()) => tracing::info!(target: "megaflux::command", outcome = "applied", command = %describe),
-                    Err(e) => tracing::warn!(target: "megaflux::command", outcome = "rejected", command = %describe, reason = %e),
+                    Ok(()) => {
+                        tracing::info!(target: "megaflux::command", outcome = "applied", command = %describe)
+                    }
+                    Err(e) => {
+                        tracing::warn!(target: "megaflux::command", outcome = "rejected", command = %describe, reason = %e)
+                    }
                 }
             }
             while !driver.busy() && pending_migrations.front().is_some_and(|m| m.at_secs <= now_s) {
                 if let Some(m) = pending_migrations.pop_front()
-                    && let Err(e) = driver.command(Command::StartPlan { schedule: m.schedule, target: m.target.clone() }, now_s)
+                    && let Err(e) = driver.command(
+                        Command::StartPlan {
+                            schedule: m.schedule,
+                            target: m.target.clone(),
+                        },
+                        now_s,
+                    )
                 {
                     tracing::warn!(target: "megaflux::command", outcome = "rejected", command = %m, reason = %e);
                 }
@@ -485,12 +519,29 @@ fn summarize(
     let records_in = reports.iter().map(|r| r.records_in).sum::<u64>();
     let preloaded = if config.preload { config.keys } else { 0 };
     // Job RSS at each sample: the sum over processes of their sample with that index.
-    let sampled: Vec<&Vec<(f64, u64)>> = reports.iter().map(|r| &r.rss_samples).filter(|s| !s.is_empty()).collect();
+    let sampled: Vec<&Vec<(f64, u64)>> = reports
+        .iter()
+        .map(|r| &r.rss_samples)
+        .filter(|s| !s.is_empty())
+        .collect();
     let len = sampled.iter().map(|s| s.len()).min().unwrap_or(0);
     let job_rss: Vec<(f64, u64)> = (0..len)
         .map(|i| (sampled[0][i].0, sampled.iter().map(|s| s[i].1).sum()))
         .collect();
-    let rss_between = |from: f64, to: f64| job_rss.iter().filter(|(t, _)| *t >= from && *t <= to).map(|(_, r)| *r).max();
+    let rss_between = |from: f64, to: f64| {
+        job_rss
+            .iter()
+            .filter(|(t, _)| *t >= from && *t <= to)
+            .map(|(_, r)| *r)
+            .max()
+    };
+    let rss_before = |at: f64| {
+        job_rss
+            .iter()
+            .take_while(|(t, _)| *t < at)
+            .last()
+            .map(|(_, r)| *r)
+    };
     let first_migration = records.first().map(|r| r.issued_s).unwrap_or(f64::INFINITY);
     let migrations = records
         .into_iter()
@@ -524,6 +575,7 @@ fn summarize(
                     p99: during.p99,
                     max: during.max,
                 },
+                rss_before_bytes: rss_before(r.issued_s),
                 rss_peak_bytes: rss_between(r.issued_s, to_s),
                 cancelled: r.cancelled,
             }
@@ -547,7 +599,7 @@ fn summarize(
         latency_ns: latency.overall(),
         migrations,
         rss_peak_bytes: rss_peak,
-        rss_steady_bytes: rss_between(0.0, first_migration.min(end_s)),
+        rss_steady_bytes: rss_before(first_migration.min(end_s)),
         achieved_rate: records_in.saturating_sub(preloaded) as f64 / config.duration.as_secs_f64().max(1e-9),
         timeline: latency.timeline(),
     }

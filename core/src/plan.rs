@@ -78,10 +78,7 @@ impl FromStr for Schedule {
                 _ => return Err(ConfigError::Strategy(s.to_string())),
             },
         };
-        Ok(Schedule {
-            strategy,
-            pipelined,
-        })
+        Ok(Schedule { strategy, pipelined })
     }
 }
 
@@ -163,9 +160,7 @@ impl Target {
                 "target drain:{w} names worker {w} but the job has {workers} workers (0..{})",
                 workers - 1
             )),
-            Target::Drain(_) if workers < 2 => {
-                invalid("target drain needs at least two workers".to_string())
-            }
+            Target::Drain(_) if workers < 2 => invalid("target drain needs at least two workers".to_string()),
             Target::Drain(w) => {
                 let keep: Vec<u32> = (0..workers as u32).filter(|x| *x as usize != *w).collect();
                 Ok(spread(current, &keep))
@@ -342,10 +337,10 @@ impl fmt::Display for MigrationSpec {
 
 #[cfg(test)]
 mod tests {
+    use super::Strategy;
     use super::*;
     use crate::config::uniform;
     use proptest::prelude::{Strategy as Gen, prop_assert, prop_assert_eq, proptest};
-    use super::Strategy;
 
     #[test]
     fn parses_specs() {

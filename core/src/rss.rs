@@ -13,7 +13,12 @@ pub fn peak() -> Option<u64> {
 fn status_kib(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with(field))?;
-    line[field.len()..].trim().trim_end_matches("kB").trim().parse().ok()
+    line[field.len()..]
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
 }
 
 #[cfg(test)]

@@ -9,16 +9,16 @@ use std::fmt;
 use std::str::FromStr;
 
 use rustc_hash::FxHashMap;
+use timely::dataflow::StreamVec;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::Capability;
 use timely::dataflow::operators::generic::Operator;
-use timely::dataflow::StreamVec;
 
+use crate::Time;
 use crate::bins::{Bins, mix64};
 use crate::config::ControlInst;
 use crate::error::ConfigError;
 use crate::operator::{Bin, StatefulConfig, stateful_unary};
-use crate::Time;
 
 /// A built-in workload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,10 +142,15 @@ fn bump_dense(counts: &mut Vec<u64>, slot: usize) -> u64 {
 
 /// The same workload as plain timely: exchange by the initial bin owner and a frontier
 /// operator applying each time's records in time order; no control, no migration.
-pub fn native<'s>(workload: Workload, data: StreamVec<'s, Time, u64>, bins: Bins) -> StreamVec<'s, Time, Count> {
+pub fn native<'s>(
+    workload: Workload,
+    data: StreamVec<'s, Time, u64>,
+    bins: Bins,
+) -> StreamVec<'s, Time, Count> {
     let peers = data.scope().peers() as u64;
     let log2 = bins.log2();
-    let route = Exchange::new(move |k: &u64| u64::from(bins.bin_of(Generator::bin_key(workload, bins, *k))) % peers);
+    let route =
+        Exchange::new(move |k: &u64| u64::from(bins.bin_of(Generator::bin_key(workload, bins, *k))) % peers);
     let mut held: BTreeMap<Time, (Capability<Time>, Vec<u64>)> = BTreeMap::new();
     let mut dense: Vec<Vec<u64>> = vec![Vec::new(); bins.count()];
     let mut hashed: FxHashMap<u64, u64> = FxHashMap::default();
@@ -153,7 +158,9 @@ pub fn native<'s>(workload: Workload, data: StreamVec<'s, Time, u64>, bins: Bins
         move |(input, frontier), output| {
             input.for_each_stamp(|cap, batches| {
                 let Some(&time) = cap.least() else { return };
-                let entry = held.entry(time).or_insert_with(|| (cap.delayed(&time, 0), Vec::new()));
+                let entry = held
+                    .entry(time)
+                    .or_insert_with(|| (cap.delayed(&time, 0), Vec::new()));
                 for b in batches {
                     entry.1.append(b);
                 }
@@ -191,7 +198,11 @@ mod tests {
     #[test]
     fn keys_are_distinct_and_in_range() {
         for workload in [Workload::KeyCount, Workload::HashCount] {
-            let g = Generator { workload, keys: 1000, seed: 7 };
+            let g = Generator {
+                workload,
+                keys: 1000,
+                seed: 7,
+            };
             let mut keys: Vec<u64> = (0..1000).map(|i| g.key(i)).collect();
             keys.sort_unstable();
             keys.dedup();

@@ -7,8 +7,8 @@ use std::time::Duration;
 use megaflux::control::ControlHandle;
 use megaflux::harness::{RunConfig, run};
 use tracing::field::{Field, Visit};
-use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::Layer;
+use tracing_subscriber::layer::{Context, SubscriberExt};
 
 type Seen = Arc<Mutex<Vec<(String, BTreeMap<String, String>)>>>;
 
@@ -18,7 +18,10 @@ struct Fields(BTreeMap<String, String>);
 
 impl Visit for Fields {
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.0.insert(field.name().to_string(), format!("{value:?}").trim_matches('"').to_string());
+        self.0.insert(
+            field.name().to_string(),
+            format!("{value:?}").trim_matches('"').to_string(),
+        );
     }
 }
 
@@ -26,7 +29,10 @@ impl<S: tracing::Subscriber> Layer<S> for Collect {
     fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
         let mut fields = Fields(BTreeMap::new());
         event.record(&mut fields);
-        self.0.lock().unwrap().push((event.metadata().target().to_string(), fields.0));
+        self.0
+            .lock()
+            .unwrap()
+            .push((event.metadata().target().to_string(), fields.0));
     }
 }
 
@@ -49,7 +55,9 @@ fn every_moved_bin_goes_through_every_phase() {
     let seen = seen.lock().unwrap();
     let bins_in = |phase: &str| -> BTreeSet<u32> {
         seen.iter()
-            .filter(|(target, f)| target == "megaflux::migration" && f.get("phase").map(String::as_str) == Some(phase))
+            .filter(|(target, f)| {
+                target == "megaflux::migration" && f.get("phase").map(String::as_str) == Some(phase)
+            })
             .map(|(_, f)| f["bin"].parse().unwrap())
             .collect()
     };
@@ -64,5 +72,8 @@ fn every_moved_bin_goes_through_every_phase() {
         .map(|(_, f)| f["bytes"].parse::<u64>().unwrap())
         .sum();
     assert_eq!(extracted_bytes, summary.migrations[0].bytes_moved);
-    assert!(seen.iter().any(|(t, f)| t == "megaflux::plan" && f.get("phase").map(String::as_str) == Some("completed")));
+    assert!(
+        seen.iter()
+            .any(|(t, f)| t == "megaflux::plan" && f.get("phase").map(String::as_str) == Some("completed"))
+    );
 }

@@ -29,12 +29,24 @@ fn control_handle_commands_move_bins_without_changing_output() {
         let sender = handle.clone();
         let commands = thread::spawn(move || {
             thread::sleep(Duration::from_millis(300));
-            sender.send(Command::MoveBins { bins: vec![999], worker: 0 });
-            sender.send(Command::MoveBins { bins: vec![0], worker: 7 });
-            sender.send(Command::MoveBins { bins: (0..20).collect(), worker: 1 });
+            sender.send(Command::MoveBins {
+                bins: vec![999],
+                worker: 0,
+            });
+            sender.send(Command::MoveBins {
+                bins: vec![0],
+                worker: 7,
+            });
+            sender.send(Command::MoveBins {
+                bins: (0..20).collect(),
+                worker: 1,
+            });
             thread::sleep(Duration::from_millis(300));
             sender.send(Command::StartPlan {
-                schedule: Schedule { strategy: Strategy::Fluid, pipelined: true },
+                schedule: Schedule {
+                    strategy: Strategy::Fluid,
+                    pipelined: true,
+                },
                 target: Target::Pack(1),
             });
         });

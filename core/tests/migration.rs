@@ -5,6 +5,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use megaflux::bins::hash_key;
+use megaflux::config::uniform;
+use megaflux::plan::{self, Strategy as Plan};
 use megaflux::{Bins, ControlInst, StatefulConfig, Time, stateful_binary, stateful_unary};
 use proptest::prelude::*;
 use timely::dataflow::InputHandleVec;
@@ -189,7 +191,14 @@ fn join_logic(
 /// The plain sequential meaning of each operator.
 fn model(op: Op, case: &Case) -> BTreeMap<Time, Vec<Out>> {
     let mut out: BTreeMap<Time, Vec<Out>> = BTreeMap::new();
-    let end = case.left.iter().chain(&case.right).map(|(t, _)| *t).max().unwrap_or(0) + 1;
+    let end = case
+        .left
+        .iter()
+        .chain(&case.right)
+        .map(|(t, _)| *t)
+        .max()
+        .unwrap_or(0)
+        + 1;
     match op {
         Op::Sum => {
             let mut totals: HashMap<u64, u64> = HashMap::new();
@@ -242,7 +251,64 @@ fn arb_case(max_workers: u32) -> impl Strategy<Value = Case> {
         proptest::collection::vec((0u64..26, inst), 0..30),
         proptest::collection::vec(0u8..3, 30),
     )
-        .prop_map(|(left, right, control, steps)| Case { left, right, control, steps })
+        .prop_map(|(left, right, control, steps)| Case {
+            left,
+            right,
+            control,
+            steps,
+        })
+}
+
+/// Plans issued pipelined, one step per time from `start`: (strategy, target map, start).
+type Plans = Vec<(Plan, Vec<u32>, Time)>;
+
+fn arb_plans() -> impl Strategy<Value = Plans> {
+    let strategy = prop_oneof![
+        Just(Plan::AllAtOnce),
+        Just(Plan::Fluid),
+        (1usize..4).prop_map(Plan::Batched),
+        Just(Plan::Matched),
+    ];
+    proptest::collection::vec(
+        (strategy, proptest::collection::vec(0u32..4, BINS), 0u64..20),
+        1..3,
+    )
+}
+
+/// The control instructions of `plans` for a job of `workers` workers.
+fn plan_control(plans: &Plans, workers: usize) -> Vec<(Time, ControlInst)> {
+    let mut map = uniform(BINS, workers);
+    let mut control = Vec::new();
+    for (strategy, target, start) in plans {
+        let target: Vec<u32> = target.iter().map(|w| w % workers as u32).collect();
+        let steps = plan::steps(*strategy, plan::moves(&map, &target));
+        for (i, step) in steps.into_iter().enumerate() {
+            for m in step {
+                control.push((
+                    start + i as u64,
+                    ControlInst::Move {
+                        bin: m.bin,
+                        worker: m.to,
+                    },
+                ));
+            }
+        }
+        map = target;
+    }
+    control
+}
+
+fn check_plans(op: Op, case: &Case, plans: &Plans) -> Result<(), TestCaseError> {
+    let expected = model(op, case);
+    for workers in [2usize, 4] {
+        let case = Case {
+            control: plan_control(plans, workers),
+            ..case.clone()
+        };
+        let moved = run(op, &case, workers, true);
+        prop_assert_eq!(&moved, &expected, "pipelined plans, {} workers", workers);
+    }
+    Ok(())
 }
 
 fn check(op: Op, case: &Case) -> Result<(), TestCaseError> {
@@ -282,16 +348,30 @@ proptest! {
     fn window_with_scheduled_work_is_schedule_independent(case in arb_case(4)) {
         check(Op::Window, &case)?;
     }
+
+    #[test]
+    fn pipelined_plans_are_schedule_independent(case in arb_case(4), plans in arb_plans()) {
+        check_plans(Op::Sum, &case, &plans)?;
+        check_plans(Op::Window, &case, &plans)?;
+        check_plans(Op::Join, &case, &plans)?;
+    }
 }
 
 /// Every bin moves back and forth at consecutive times, while earlier moves are in flight.
 #[test]
 fn bins_ping_pong_every_time() {
-    let left: Vec<(Time, Rec)> = (0..40).flat_map(|t| (0..8).map(move |k| (t, (k, t + 1)))).collect();
+    let left: Vec<(Time, Rec)> = (0..40)
+        .flat_map(|t| (0..8).map(move |k| (t, (k, t + 1))))
+        .collect();
     let control = (0..40)
         .map(|t| (t, ControlInst::Map(vec![(t % 2) as u32; BINS])))
         .collect();
-    let case = Case { left, right: Vec::new(), control, steps: vec![0; 40] };
+    let case = Case {
+        left,
+        right: Vec::new(),
+        control,
+        steps: vec![0; 40],
+    };
     for op in [Op::Sum, Op::Window] {
         let expected = model(op, &case);
         assert_eq!(run(op, &case, 2, true), expected);

@@ -172,7 +172,8 @@ fn run_headless(config: RunConfig, summary_file: Option<&std::path::Path>) -> an
     let Some(summary) = summary else { return Ok(()) };
     if let Some(path) = summary_file {
         let pretty = serde_json::to_string_pretty(&summary)?;
-        std::fs::write(path, pretty + "\n").with_context(|| format!("writing the summary to {}", path.display()))?;
+        std::fs::write(path, pretty + "\n")
+            .with_context(|| format!("writing the summary to {}", path.display()))?;
     }
     eprintln!("{}", describe(&summary));
     println!("{}", serde_json::to_string(&summary)?);
@@ -203,7 +204,8 @@ fn describe(s: &Summary) -> String {
             m.steps,
             m.bins_moved,
             m.bytes_moved,
-            m.duration_s.map_or("(unfinished)".to_string(), |d| format!("{d:.3}s")),
+            m.duration_s
+                .map_or("(unfinished)".to_string(), |d| format!("{d:.3}s")),
             ms(m.latency_ns_during.p99),
             ms(m.latency_ns_during.max)
         ));

@@ -13,7 +13,11 @@ fn assert_usage_error(args: &[&str], names: &str) {
     let out = megaflux(args);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-    assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: not one line: {stderr}");
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "{args:?}: not one line: {stderr}"
+    );
     assert!(stderr.contains(names), "{args:?}: {stderr} does not name {names}");
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(out.stdout.is_empty());
@@ -35,8 +39,28 @@ fn malformed_migrations_are_rejected() {
 
 #[test]
 fn targets_that_do_not_fit_the_job_are_rejected() {
-    assert_usage_error(&["run", "--headless", "--workers", "2", "--migrate", "fluid@1:pack:3"], "pack:3");
-    assert_usage_error(&["run", "--headless", "--workers", "2", "--migrate", "fluid@1:drain:7"], "drain:7");
+    assert_usage_error(
+        &[
+            "run",
+            "--headless",
+            "--workers",
+            "2",
+            "--migrate",
+            "fluid@1:pack:3",
+        ],
+        "pack:3",
+    );
+    assert_usage_error(
+        &[
+            "run",
+            "--headless",
+            "--workers",
+            "2",
+            "--migrate",
+            "fluid@1:drain:7",
+        ],
+        "drain:7",
+    );
 }
 
 #[test]
@@ -55,6 +79,9 @@ fn bin_counts_must_be_powers_of_two() {
 fn other_bad_values_are_rejected() {
     assert_usage_error(&["run", "--headless", "--rate", "0"], "0");
     assert_usage_error(&["run", "--headless", "--duration", "-3"], "-3");
-    assert_usage_error(&["run", "--headless", "--native", "--migrate", "fluid@1:pack:1"], "--native");
+    assert_usage_error(
+        &["run", "--headless", "--native", "--migrate", "fluid@1:pack:1"],
+        "--native",
+    );
     assert_usage_error(&["run", "--headless", "--", "-n", "two"], "two");
 }

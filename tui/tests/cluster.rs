@@ -28,7 +28,10 @@ fn summary(stdout: &[u8]) -> Value {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
 }
 
 #[test]
@@ -72,7 +75,10 @@ fn two_processes_match_one() {
 
     let mut single: Vec<&str> = JOB.to_vec();
     single.extend(["--workers", "2"]);
-    let local = Command::new(env!("CARGO_BIN_EXE_megaflux")).args(&single).output().unwrap();
+    let local = Command::new(env!("CARGO_BIN_EXE_megaflux"))
+        .args(&single)
+        .output()
+        .unwrap();
     assert!(local.status.success());
     let local = summary(&local.stdout);
     assert_eq!(cluster["output_digest"], local["output_digest"]);

@@ -24,8 +24,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use timely::ExchangeData;
 use timely::dataflow::StreamVec;
-use timely::dataflow::operators::vec::{Broadcast, Map};
 use timely::dataflow::operators::Concat;
+use timely::dataflow::operators::vec::{Broadcast, Map};
 
 use crate::Time;
 use crate::bins::Bins;

@@ -14,17 +14,20 @@ use std::rc::Rc;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use timely::container::CapacityContainerBuilder;
+use timely::dataflow::StreamVec;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::Capability;
 use timely::dataflow::operators::generic::OutputBuilder;
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
-use timely::dataflow::StreamVec;
 use timely::progress::Antichain;
 
 use super::transfer::{StateChunk, encode};
 use super::{BinTable, LocalProgress, StatefulConfig};
 use crate::Time;
 use crate::config::{ControlInst, History, Map};
+
+/// Work held back until a frontier passes its time, with a capability for that time.
+type Held<T> = BTreeMap<Time, (Capability<Time>, Vec<T>)>;
 
 /// A routed record: destination worker in the high 32 bits, bin in the low 32 bits.
 pub(crate) type Routed<R> = (u64, R);
@@ -43,10 +46,7 @@ pub(crate) fn build<'s, R, S, K>(
     bin_key: K,
     table: BinTable<S>,
     progress: Rc<LocalProgress>,
-) -> (
-    StreamVec<'s, Time, Routed<R>>,
-    StreamVec<'s, Time, StateChunk>,
-)
+) -> (StreamVec<'s, Time, Routed<R>>, StreamVec<'s, Time, StateChunk>)
 where
     R: Clone + 'static,
     S: Serialize + DeserializeOwned + 'static,
@@ -72,11 +72,11 @@ where
 
     let mut history = History::new(config.initial.clone());
     // Control changes not yet final, by time, with a capability to ship state at that time.
-    let mut pending_control: BTreeMap<Time, (Capability<Time>, Vec<ControlInst>)> = BTreeMap::new();
+    let mut pending_control: Held<ControlInst> = BTreeMap::new();
     // Records whose time the control frontier has not passed yet.
-    let mut held: BTreeMap<Time, (Capability<Time>, Vec<R>)> = BTreeMap::new();
+    let mut held: Held<R> = BTreeMap::new();
     // Bins to ship, by the time from which they belong to their new owner.
-    let mut outgoing: BTreeMap<Time, (Capability<Time>, Vec<(u32, u32)>)> = BTreeMap::new();
+    let mut outgoing: Held<(u32, u32)> = BTreeMap::new();
 
     builder.build(move |_initial_capabilities| {
         move |frontiers| {
@@ -182,7 +182,13 @@ where
                     totals.chunks += u64::from(total);
                     drop(log);
                     for (seq, bytes) in parts.into_iter().enumerate() {
-                        session.give(StateChunk { dest: to, bin, seq: seq as u32, total, bytes });
+                        session.give(StateChunk {
+                            dest: to,
+                            bin,
+                            seq: seq as u32,
+                            total,
+                            bytes,
+                        });
                     }
                 }
             }
