@@ -2,6 +2,7 @@
 //! timestamped configuration changes on worker 0's control input.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
@@ -27,6 +28,9 @@ pub enum Command {
 #[derive(Clone, Debug, Default)]
 pub struct ControlHandle {
     queue: Arc<Mutex<VecDeque<Command>>>,
+    /// Commands queued and not yet drained: worker 0 polls this on every loop turn, so the
+    /// common empty case must not take the lock.
+    pending: Arc<AtomicUsize>,
 }
 
 impl ControlHandle {
@@ -39,14 +43,21 @@ impl ControlHandle {
         // A poisoned queue means a worker panicked; the job is over either way.
         if let Ok(mut q) = self.queue.lock() {
             q.push_back(command);
+            self.pending.fetch_add(1, Ordering::Release);
         }
     }
 
     /// Takes every queued command.
     pub fn drain(&self) -> Vec<Command> {
+        if self.pending.load(Ordering::Acquire) == 0 {
+            return Vec::new();
+        }
         self.queue
             .lock()
-            .map(|mut q| q.drain(..).collect())
+            .map(|mut q| {
+                self.pending.fetch_sub(q.len(), Ordering::Release);
+                q.drain(..).collect()
+            })
             .unwrap_or_default()
     }
 }
