@@ -6,23 +6,25 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use timely::dataflow::operators::{Exchange, Inspect, Probe};
 use timely::dataflow::{InputHandleVec, ProbeHandle};
 
 use crate::Time;
 use crate::bins::{Bins, mix64};
 use crate::config::{ControlInst, uniform};
-use crate::control::{Command, ControlHandle, MigrationRecord, PlanDriver};
+use crate::control::{Command, ControlHandle, PlanDriver};
 use crate::error::ConfigError;
-use crate::latency::{LatencyRecorder, Percentiles, WindowStats};
-use crate::operator::{DEFAULT_CHUNK_BYTES, StatefulConfig, TransferTotals};
+use crate::latency::LatencyRecorder;
+use crate::operator::{DEFAULT_CHUNK_BYTES, StatefulConfig};
 use crate::plan::MigrationSpec;
 use crate::rss;
+use crate::summary::{Summary, WorkerReport, summarize};
 use crate::workload::{self, Generator, Workload};
 
 /// Keys preloaded per logical time.
 const PRELOAD_PER_TIME: u64 = 1 << 18;
+/// Preload times that may be unfinished at once.
+const PRELOAD_IN_FLIGHT: u64 = 4;
 /// How often worker 0 samples resident memory.
 const RSS_SAMPLE_EVERY: Duration = Duration::from_millis(100);
 
@@ -78,72 +80,6 @@ pub enum RunError {
     Worker(String),
 }
 
-/// Latency percentiles during one migration.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct DuringLatency {
-    pub p50: u64,
-    pub p99: u64,
-    pub max: u64,
-}
-
-/// One migration in the summary.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct MigrationSummary {
-    pub strategy: String,
-    pub target: String,
-    pub issued_s: f64,
-    pub completed_s: Option<f64>,
-    pub duration_s: Option<f64>,
-    pub steps: usize,
-    pub bins_moved: usize,
-    pub bytes_moved: u64,
-    pub chunks: u64,
-    pub latency_ns_during: DuringLatency,
-    /// Job RSS sampled last before the migration was issued, and the largest sample during it.
-    pub rss_before_bytes: Option<u64>,
-    pub rss_peak_bytes: Option<u64>,
-    pub cancelled: bool,
-}
-
-/// The final report of a run (see DESIGN.md, Contracts).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Summary {
-    pub workload: String,
-    pub native: bool,
-    pub workers: usize,
-    pub processes: usize,
-    pub bins: usize,
-    pub keys: u64,
-    pub rate: u64,
-    pub duration_s: f64,
-    pub seed: u64,
-    pub preload: bool,
-    pub records_in: u64,
-    pub outputs: u64,
-    /// Order-independent hash of the multiset of (time, output) pairs, as hex.
-    pub output_digest: String,
-    pub latency_ns: Percentiles,
-    pub migrations: Vec<MigrationSummary>,
-    pub rss_peak_bytes: Option<u64>,
-    /// The last sampled RSS before the first migration (or at the end, without one).
-    pub rss_steady_bytes: Option<u64>,
-    /// Records per second actually offered (equal to `rate` unless the generator fell behind at the end).
-    pub achieved_rate: f64,
-    pub timeline: Vec<WindowStats>,
-}
-
-/// What each worker reports to worker 0 at the end.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-struct WorkerReport {
-    digest: u64,
-    outputs: u64,
-    records_in: u64,
-    transfers: Vec<(Time, TransferTotals)>,
-    /// Samples of this process's RSS (only from its first worker).
-    rss_samples: Vec<(f64, u64)>,
-    rss_peak: Option<u64>,
-}
-
 /// The first index at or after `lo` that worker `index` of `peers` generates.
 #[inline]
 fn first_index(lo: u64, index: usize, peers: usize) -> u64 {
@@ -178,9 +114,9 @@ pub fn validate(config: &RunConfig) -> Result<(), ConfigError> {
             "--native runs cannot migrate: drop --migrate or --native".into(),
         ));
     }
-    timely_config(config)?;
     // Targets are checked against the whole job's worker count.
-    let peers = total_workers(config)?;
+    let (_, processes) = timely_config(config)?;
+    let peers = config.workers * processes;
     let map = uniform(config.bins.count(), peers);
     for m in &config.migrations {
         m.target
@@ -199,46 +135,29 @@ fn timely_args(config: &RunConfig) -> Vec<String> {
     args
 }
 
-fn timely_config(config: &RunConfig) -> Result<timely::Config, ConfigError> {
+/// Timely's configuration for the run, and the number of processes in the job.
+fn timely_config(config: &RunConfig) -> Result<(timely::Config, usize), ConfigError> {
     let args = timely_args(config);
     let bad = |e: String| ConfigError::Invalid(format!("bad timely arguments {:?}: {e}", config.timely_args));
     // Only the communication parser reports left-over words; timely's own ignores them.
-    let (_, free) = timely::CommunicationConfig::from_args(args.iter().cloned()).map_err(bad)?;
+    let (communication, free) = timely::CommunicationConfig::from_args(args.iter().cloned()).map_err(bad)?;
     if !free.is_empty() {
         return Err(bad(format!("unexpected {free:?}")));
     }
-    timely::Config::from_args(args.into_iter()).map_err(bad)
-}
-
-/// Number of processes named by `-n` in the timely arguments (1 without it).
-fn processes(config: &RunConfig) -> Result<usize, ConfigError> {
-    let mut it = config.timely_args.iter();
-    let mut n = 1;
-    while let Some(a) = it.next() {
-        let value = if a == "-n" || a == "--processes" {
-            it.next().cloned()
-        } else {
-            a.strip_prefix("-n")
-                .or_else(|| a.strip_prefix("--processes="))
-                .map(str::to_string)
-        };
-        if let Some(v) = value {
-            n = v
-                .parse()
-                .map_err(|_| ConfigError::Invalid(format!("timely -n `{v}` is not a process count")))?;
-        }
-    }
-    Ok(n)
-}
-
-fn total_workers(config: &RunConfig) -> Result<usize, ConfigError> {
-    Ok(config.workers * processes(config)?)
+    let processes = match communication {
+        timely::CommunicationConfig::Cluster { addresses, .. } => addresses.len(),
+        _ => 1,
+    };
+    Ok((
+        timely::Config::from_args(args.into_iter()).map_err(bad)?,
+        processes,
+    ))
 }
 
 /// Runs the job. Returns the summary in the process that hosts worker 0, `None` elsewhere.
 pub fn run(config: RunConfig, control: ControlHandle) -> Result<Option<Summary>, RunError> {
     validate(&config)?;
-    let timely = timely_config(&config)?;
+    let (timely, _) = timely_config(&config)?;
     let config = Arc::new(config);
     let result: Arc<Mutex<Option<Summary>>> = Arc::default();
     let slot = Arc::clone(&result);
@@ -332,15 +251,21 @@ fn run_worker(
     let mut control = (index == 0).then_some(control);
 
     let mut records_in = 0u64;
-    // Preload: every key once, `PRELOAD_PER_TIME` keys per logical time, so that no time
-    // holds more than a bounded share of the preload in flight.
+    // Preload: every key once, `PRELOAD_PER_TIME` keys per logical time, with at most
+    // `PRELOAD_IN_FLIGHT` times unfinished, so that the preload never piles up in memory.
     let preload_times = if config.preload {
         config.keys.div_ceil(PRELOAD_PER_TIME)
     } else {
         0
     };
     for t in 0..preload_times {
+        while probe.less_than(&t.saturating_sub(PRELOAD_IN_FLIGHT)) {
+            worker.step();
+        }
         data.advance_to(t);
+        if let Some(control) = control.as_mut() {
+            control.advance_to(t);
+        }
         let (lo, hi) = (
             t * PRELOAD_PER_TIME,
             ((t + 1) * PRELOAD_PER_TIME).min(config.keys),
@@ -504,103 +429,4 @@ fn run_worker(
     let records = records?;
     let reports = reports.borrow();
     Some(summarize(config, peers, &reports, &latency, records, end_s))
-}
-
-fn summarize(
-    config: &RunConfig,
-    peers: usize,
-    reports: &[WorkerReport],
-    latency: &LatencyRecorder,
-    records: Vec<MigrationRecord>,
-    end_s: f64,
-) -> Summary {
-    let digest = reports.iter().fold(0u64, |d, r| d.wrapping_add(r.digest));
-    let outputs = reports.iter().map(|r| r.outputs).sum();
-    let records_in = reports.iter().map(|r| r.records_in).sum::<u64>();
-    let preloaded = if config.preload { config.keys } else { 0 };
-    // Job RSS at each sample: the sum over processes of their sample with that index.
-    let sampled: Vec<&Vec<(f64, u64)>> = reports
-        .iter()
-        .map(|r| &r.rss_samples)
-        .filter(|s| !s.is_empty())
-        .collect();
-    let len = sampled.iter().map(|s| s.len()).min().unwrap_or(0);
-    let job_rss: Vec<(f64, u64)> = (0..len)
-        .map(|i| (sampled[0][i].0, sampled.iter().map(|s| s[i].1).sum()))
-        .collect();
-    let rss_between = |from: f64, to: f64| {
-        job_rss
-            .iter()
-            .filter(|(t, _)| *t >= from && *t <= to)
-            .map(|(_, r)| *r)
-            .max()
-    };
-    let rss_before = |at: f64| {
-        job_rss
-            .iter()
-            .take_while(|(t, _)| *t < at)
-            .last()
-            .map(|(_, r)| *r)
-    };
-    let first_migration = records.first().map(|r| r.issued_s).unwrap_or(f64::INFINITY);
-    let migrations = records
-        .into_iter()
-        .map(|r| {
-            let totals = reports
-                .iter()
-                .flat_map(|rep| rep.transfers.iter())
-                .filter(|(t, _)| r.step_times.contains(t))
-                .fold(TransferTotals::default(), |mut acc, (_, v)| {
-                    acc.bytes += v.bytes;
-                    acc.chunks += v.chunks;
-                    acc.bins += v.bins;
-                    acc
-                });
-            let to_s = r.completed_s.unwrap_or(end_s);
-            let from_ms = (r.issued_s * 1000.0).floor() as u64;
-            let to_ms = (to_s * 1000.0).ceil() as u64;
-            let during = latency.between(from_ms, to_ms);
-            MigrationSummary {
-                duration_s: r.completed_s.map(|c| c - r.issued_s),
-                strategy: r.strategy,
-                target: r.target,
-                issued_s: r.issued_s,
-                completed_s: r.completed_s,
-                steps: r.step_times.len(),
-                bins_moved: r.bins_moved,
-                bytes_moved: totals.bytes,
-                chunks: totals.chunks,
-                latency_ns_during: DuringLatency {
-                    p50: during.p50,
-                    p99: during.p99,
-                    max: during.max,
-                },
-                rss_before_bytes: rss_before(r.issued_s),
-                rss_peak_bytes: rss_between(r.issued_s, to_s),
-                cancelled: r.cancelled,
-            }
-        })
-        .collect();
-    let rss_peak = reports.iter().filter_map(|r| r.rss_peak).reduce(|a, b| a + b);
-    Summary {
-        workload: config.workload.to_string(),
-        native: config.native,
-        workers: peers,
-        processes: peers / config.workers.max(1),
-        bins: config.bins.count(),
-        keys: config.keys,
-        rate: config.rate,
-        duration_s: config.duration.as_secs_f64(),
-        seed: config.seed,
-        preload: config.preload,
-        records_in,
-        outputs,
-        output_digest: format!("{digest:016x}"),
-        latency_ns: latency.overall(),
-        migrations,
-        rss_peak_bytes: rss_peak,
-        rss_steady_bytes: rss_before(first_migration.min(end_s)),
-        achieved_rate: records_in.saturating_sub(preloaded) as f64 / config.duration.as_secs_f64().max(1e-9),
-        timeline: latency.timeline(),
-    }
 }

@@ -16,6 +16,7 @@ pub mod latency;
 pub mod operator;
 pub mod plan;
 pub mod rss;
+pub mod summary;
 pub mod workload;
 
 /// Logical time: milliseconds of scheduled input time.

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use megaflux::harness::{self, RunConfig, Summary};
+use megaflux::harness::{self, RunConfig};
 use megaflux::plan::MigrationSpec;
+use megaflux::summary::Summary;
 use megaflux::workload::Workload;
 use megaflux::{Bins, ConfigError, control::ControlHandle};
 
@@ -138,6 +139,21 @@ fn run(args: RunArgs) -> ExitCode {
     if !args.headless {
         eprintln!("megaflux: the live dashboard is not part of this build yet; running headless");
     }
+    eprintln!(
+        "megaflux: {}{} at {} records/s for {} s, {} keys, {} bins, {} worker(s) per process{}",
+        config.workload,
+        if config.native { " (native)" } else { "" },
+        config.rate,
+        config.duration.as_secs_f64(),
+        config.keys,
+        config.bins.count(),
+        config.workers,
+        if config.preload {
+            "; preloading every key first"
+        } else {
+            ""
+        }
+    );
     match run_headless(config, args.summary.as_deref()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -1,0 +1,175 @@
+//! The report of a finished run: what the JSON summary holds, and how worker 0 builds it
+//! from every worker's report and its own latency measurements.
+
+use serde::{Deserialize, Serialize};
+
+use crate::Time;
+use crate::control::MigrationRecord;
+use crate::harness::RunConfig;
+use crate::latency::{LatencyRecorder, Percentiles, WindowStats};
+use crate::operator::TransferTotals;
+
+/// Latency percentiles during one migration.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DuringLatency {
+    pub p50: u64,
+    pub p99: u64,
+    pub max: u64,
+}
+
+/// One migration in the summary.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MigrationSummary {
+    pub strategy: String,
+    pub target: String,
+    pub issued_s: f64,
+    pub completed_s: Option<f64>,
+    pub duration_s: Option<f64>,
+    pub steps: usize,
+    pub bins_moved: usize,
+    pub bytes_moved: u64,
+    pub chunks: u64,
+    pub latency_ns_during: DuringLatency,
+    /// Job RSS sampled last before the migration was issued, and the largest sample during it.
+    pub rss_before_bytes: Option<u64>,
+    pub rss_peak_bytes: Option<u64>,
+    pub cancelled: bool,
+}
+
+/// The final report of a run (see DESIGN.md, Contracts).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Summary {
+    pub workload: String,
+    pub native: bool,
+    pub workers: usize,
+    pub processes: usize,
+    pub bins: usize,
+    pub keys: u64,
+    pub rate: u64,
+    pub duration_s: f64,
+    pub seed: u64,
+    pub preload: bool,
+    pub records_in: u64,
+    pub outputs: u64,
+    /// Order-independent hash of the multiset of (time, output) pairs, as hex.
+    pub output_digest: String,
+    pub latency_ns: Percentiles,
+    pub migrations: Vec<MigrationSummary>,
+    pub rss_peak_bytes: Option<u64>,
+    /// The last sampled RSS before the first migration (or at the end, without one).
+    pub rss_steady_bytes: Option<u64>,
+    /// Records per second actually offered (equal to `rate` unless the generator fell behind at the end).
+    pub achieved_rate: f64,
+    pub timeline: Vec<WindowStats>,
+}
+
+/// What each worker reports to worker 0 at the end.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub(crate) struct WorkerReport {
+    pub(crate) digest: u64,
+    pub(crate) outputs: u64,
+    pub(crate) records_in: u64,
+    pub(crate) transfers: Vec<(Time, TransferTotals)>,
+    /// Samples of this process's RSS (only from its first worker).
+    pub(crate) rss_samples: Vec<(f64, u64)>,
+    pub(crate) rss_peak: Option<u64>,
+}
+
+pub(crate) fn summarize(
+    config: &RunConfig,
+    peers: usize,
+    reports: &[WorkerReport],
+    latency: &LatencyRecorder,
+    records: Vec<MigrationRecord>,
+    end_s: f64,
+) -> Summary {
+    let digest = reports.iter().fold(0u64, |d, r| d.wrapping_add(r.digest));
+    let outputs = reports.iter().map(|r| r.outputs).sum();
+    let records_in = reports.iter().map(|r| r.records_in).sum::<u64>();
+    let preloaded = if config.preload { config.keys } else { 0 };
+    // Job RSS at each sample: the sum over processes of their sample with that index.
+    let sampled: Vec<&Vec<(f64, u64)>> = reports
+        .iter()
+        .map(|r| &r.rss_samples)
+        .filter(|s| !s.is_empty())
+        .collect();
+    let len = sampled.iter().map(|s| s.len()).min().unwrap_or(0);
+    let job_rss: Vec<(f64, u64)> = (0..len)
+        .map(|i| (sampled[0][i].0, sampled.iter().map(|s| s[i].1).sum()))
+        .collect();
+    let rss_between = |from: f64, to: f64| {
+        job_rss
+            .iter()
+            .filter(|(t, _)| *t >= from && *t <= to)
+            .map(|(_, r)| *r)
+            .max()
+    };
+    let rss_before = |at: f64| {
+        job_rss
+            .iter()
+            .take_while(|(t, _)| *t < at)
+            .last()
+            .map(|(_, r)| *r)
+    };
+    let first_migration = records.first().map(|r| r.issued_s).unwrap_or(f64::INFINITY);
+    let migrations = records
+        .into_iter()
+        .map(|r| {
+            let totals = reports
+                .iter()
+                .flat_map(|rep| rep.transfers.iter())
+                .filter(|(t, _)| r.step_times.contains(t))
+                .fold(TransferTotals::default(), |mut acc, (_, v)| {
+                    acc.bytes += v.bytes;
+                    acc.chunks += v.chunks;
+                    acc.bins += v.bins;
+                    acc
+                });
+            let to_s = r.completed_s.unwrap_or(end_s);
+            let from_ms = (r.issued_s * 1000.0).floor() as u64;
+            let to_ms = (to_s * 1000.0).ceil() as u64;
+            let during = latency.between(from_ms, to_ms);
+            MigrationSummary {
+                duration_s: r.completed_s.map(|c| c - r.issued_s),
+                strategy: r.strategy,
+                target: r.target,
+                issued_s: r.issued_s,
+                completed_s: r.completed_s,
+                steps: r.step_times.len(),
+                bins_moved: r.bins_moved,
+                bytes_moved: totals.bytes,
+                chunks: totals.chunks,
+                latency_ns_during: DuringLatency {
+                    p50: during.p50,
+                    p99: during.p99,
+                    max: during.max,
+                },
+                rss_before_bytes: rss_before(r.issued_s),
+                rss_peak_bytes: rss_between(r.issued_s, to_s),
+                cancelled: r.cancelled,
+            }
+        })
+        .collect();
+    let rss_peak = reports.iter().filter_map(|r| r.rss_peak).reduce(|a, b| a + b);
+    Summary {
+        workload: config.workload.to_string(),
+        native: config.native,
+        workers: peers,
+        processes: peers / config.workers.max(1),
+        bins: config.bins.count(),
+        keys: config.keys,
+        rate: config.rate,
+        duration_s: config.duration.as_secs_f64(),
+        seed: config.seed,
+        preload: config.preload,
+        records_in,
+        outputs,
+        output_digest: format!("{digest:016x}"),
+        latency_ns: latency.overall(),
+        migrations,
+        rss_peak_bytes: rss_peak,
+        rss_steady_bytes: rss_before(first_migration.min(end_s)),
+        achieved_rate: records_in.saturating_sub(preloaded) as f64 / config.duration.as_secs_f64().max(1e-9),
+        timeline: latency.timeline(),
+    }
+}
