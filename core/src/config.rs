@@ -15,26 +15,40 @@ pub fn uniform(bins: usize, workers: usize) -> Map {
 }
 
 /// One change to the configuration, in force from the logical time it is stamped with.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Several changes at one time are applied in this type's order (whole maps first, then
+/// moves by bin and worker), whatever order they arrived in, so that every worker derives
+/// the same map.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum ControlInst {
-    /// Bin `bin` belongs to worker `worker`.
-    Move { bin: u32, worker: u32 },
     /// Replace the whole map.
     Map(Map),
+    /// Bin `bin` belongs to worker `worker`.
+    Move { bin: u32, worker: u32 },
 }
 
 impl ControlInst {
-    /// Applies the change to `map`. Out-of-range changes are ignored: the control handle
-    /// validates commands before they enter the dataflow.
-    pub fn apply(&self, map: &mut Map) {
+    /// Applies the change to `map` of a job with `workers` workers. Changes naming a bin or
+    /// worker that does not exist, or a map of the wrong length, are ignored, the same way
+    /// on every worker (the control handle rejects them before they get here).
+    pub fn apply(&self, map: &mut Map, workers: usize) {
+        let valid = |w: &u32| (*w as usize) < workers;
         match self {
-            ControlInst::Move { bin, worker } => {
+            ControlInst::Move { bin, worker } if valid(worker) => {
                 if let Some(owner) = map.get_mut(*bin as usize) {
                     *owner = *worker;
                 }
             }
-            ControlInst::Map(new) if new.len() == map.len() => map.clone_from(new),
-            ControlInst::Map(_) => {}
+            ControlInst::Map(new) if new.len() == map.len() && new.iter().all(valid) => map.clone_from(new),
+            _ => {}
+        }
+    }
+
+    /// Whether the change is one `apply` takes for a job of `bins` bins and `workers` workers.
+    pub fn is_valid(&self, bins: usize, workers: usize) -> bool {
+        match self {
+            ControlInst::Move { bin, worker } => (*bin as usize) < bins && (*worker as usize) < workers,
+            ControlInst::Map(m) => m.len() == bins && m.iter().all(|w| (*w as usize) < workers),
         }
     }
 }
@@ -120,10 +134,33 @@ mod tests {
     #[test]
     fn apply_ignores_out_of_range() {
         let mut m = uniform(4, 2);
-        ControlInst::Move { bin: 9, worker: 0 }.apply(&mut m);
-        ControlInst::Map(vec![0]).apply(&mut m);
+        for bad in [
+            ControlInst::Move { bin: 9, worker: 0 },
+            ControlInst::Move { bin: 0, worker: 2 },
+            ControlInst::Map(vec![0]),
+            ControlInst::Map(vec![0, 1, 2, 0]),
+        ] {
+            assert!(!bad.is_valid(4, 2));
+            bad.apply(&mut m, 2);
+        }
         assert_eq!(m, vec![0, 1, 0, 1]);
-        ControlInst::Move { bin: 1, worker: 0 }.apply(&mut m);
+        ControlInst::Move { bin: 1, worker: 0 }.apply(&mut m, 2);
         assert_eq!(m, vec![0, 0, 0, 1]);
+    }
+
+    #[test]
+    fn same_time_changes_apply_in_a_fixed_order() {
+        let mut insts = vec![
+            ControlInst::Move { bin: 0, worker: 1 },
+            ControlInst::Map(vec![0, 0, 0, 0]),
+            ControlInst::Move { bin: 0, worker: 0 },
+        ];
+        insts.sort();
+        let mut m = uniform(4, 2);
+        for i in &insts {
+            i.apply(&mut m, 2);
+        }
+        // The map first, then the moves by bin and worker: bin 0 ends on worker 1.
+        assert_eq!(m, vec![1, 0, 0, 0]);
     }
 }

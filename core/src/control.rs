@@ -70,7 +70,10 @@ pub struct MigrationRecord {
     /// Wall-clock seconds since the start of the measured run.
     pub issued_s: f64,
     pub completed_s: Option<f64>,
+    /// Steps and bin moves the plan was made of.
     pub steps: usize,
+    pub bins_planned: usize,
+    /// Bin moves issued (fewer than planned if the plan was cancelled or the run ended).
     pub bins_moved: usize,
     /// The logical time of every issued step.
     pub step_times: Vec<Time>,
@@ -172,11 +175,11 @@ impl PlanDriver {
             .resolve(&self.map, self.workers)
             .map_err(|e| CommandError::BadTarget(e.to_string()))?;
         let moves = plan::moves(&self.map, &goal);
-        let bins_moved = moves.len();
+        let bins_planned = moves.len();
         let steps: VecDeque<Vec<Move>> = plan::steps(schedule.strategy, moves).into();
         tracing::info!(
             target: "megaflux::plan",
-            phase = "planned", strategy = %schedule, target = %target, steps = steps.len(), bins = bins_moved
+            phase = "planned", strategy = %schedule, target = %target, steps = steps.len(), bins = bins_planned
         );
         self.active = Some(ActivePlan {
             record: MigrationRecord {
@@ -185,7 +188,8 @@ impl PlanDriver {
                 issued_s: now_s,
                 completed_s: None,
                 steps: steps.len(),
-                bins_moved,
+                bins_planned,
+                bins_moved: 0,
                 step_times: Vec::new(),
                 cancelled: false,
             },
@@ -201,33 +205,42 @@ impl PlanDriver {
     /// passed `t`. Issues at most one step per time.
     pub fn poll(&mut self, time: Time, completed: impl Fn(Time) -> bool, now_s: f64) -> Vec<ControlInst> {
         let mut out = Vec::new();
-        let Some(active) = self.active.as_mut() else {
-            return out;
-        };
-        let last = active.record.step_times.last().copied();
-        let ready = match last {
-            None => true,
-            Some(t) if t >= time => false,
-            Some(t) => active.pipelined || completed(t),
-        };
-        if ready && let Some(step) = active.remaining.pop_front() {
-            let index = active.record.step_times.len();
-            for m in &step {
-                tracing::info!(
-                    target: "megaflux::migration",
-                    phase = "issued", bin = m.bin, from = m.from, to = m.to, time, step = index
-                );
-                self.map[m.bin as usize] = m.to;
-                out.push(ControlInst::Move {
-                    bin: m.bin,
-                    worker: m.to,
-                });
+        if let Some(active) = self.active.as_mut() {
+            let ready = match active.record.step_times.last() {
+                None => true,
+                Some(&t) if t >= time => false,
+                Some(&t) => active.pipelined || completed(t),
+            };
+            if ready && let Some(step) = active.remaining.pop_front() {
+                let index = active.record.step_times.len();
+                for m in &step {
+                    tracing::info!(
+                        target: "megaflux::migration",
+                        phase = "issued", bin = m.bin, from = m.from, to = m.to, time, step = index
+                    );
+                    self.map[m.bin as usize] = m.to;
+                    out.push(ControlInst::Move {
+                        bin: m.bin,
+                        worker: m.to,
+                    });
+                }
+                active.record.step_times.push(time);
+                active.record.bins_moved += step.len();
+                active.in_flight.push_back((time, step));
             }
-            active.record.step_times.push(time);
-            active.in_flight.push_back((time, step));
         }
+        self.retire(completed, now_s);
+        out
+    }
+
+    /// Notes the steps whose time the output frontier has passed, and finishes the plan
+    /// once every step was issued and has completed. Issues nothing: a job whose control
+    /// input is closed calls only this.
+    pub fn retire(&mut self, completed: impl Fn(Time) -> bool, now_s: f64) {
+        let Some(active) = self.active.as_mut() else {
+            return;
+        };
         while let Some((t, step)) = active.in_flight.front()
-            && *t < time
             && completed(*t)
         {
             for m in step {
@@ -238,8 +251,10 @@ impl PlanDriver {
             }
             active.in_flight.pop_front();
         }
-        let done = active.remaining.is_empty() && active.in_flight.is_empty();
-        if done && let Some(mut finished) = self.active.take() {
+        if active.remaining.is_empty()
+            && active.in_flight.is_empty()
+            && let Some(mut finished) = self.active.take()
+        {
             finished.record.completed_s = Some(now_s);
             tracing::info!(
                 target: "megaflux::plan",
@@ -247,7 +262,6 @@ impl PlanDriver {
             );
             self.finished.push(finished.record);
         }
-        out
     }
 
     /// Finished migrations, and the running one (not completed) if any.
@@ -288,6 +302,21 @@ mod tests {
         let r = &p.records()[0];
         assert_eq!((r.steps, r.bins_moved, r.completed_s), (8, 8, Some(0.5)));
         assert_eq!(p.map(), &vec![0; 16]);
+    }
+
+    #[test]
+    fn an_unfinished_plan_reports_only_what_was_issued() {
+        let mut d = PlanDriver::new(uniform(16, 2), 2);
+        d.start(schedule(Strategy::Fluid, false), &Target::Pack(1), 0.0)
+            .unwrap();
+        assert_eq!(d.poll(1, |_| false, 0.0).len(), 1);
+        assert_eq!(d.poll(2, |t| t < 2, 0.0).len(), 1);
+        // The run ends: the issued steps complete, nothing new is issued.
+        d.retire(|_| true, 1.0);
+        let r = &d.records()[0];
+        assert_eq!((r.step_times.len(), r.bins_moved, r.bins_planned), (2, 2, 8));
+        assert_eq!(r.completed_s, None);
+        assert_eq!(d.map().iter().filter(|w| **w == 0).count(), 10);
     }
 
     #[test]

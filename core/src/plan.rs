@@ -3,6 +3,7 @@
 //! A step is a set of bin moves issued together at one logical time. Strategies trade the
 //! number of steps against the amount of state that moves in any one step.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::str::FromStr;
 
@@ -238,56 +239,57 @@ pub fn steps(strategy: Strategy, moves: Vec<Move>) -> Vec<Vec<Move>> {
 
 /// Repeatedly takes a maximum matching between sending and receiving workers: each step
 /// moves at most one bin out of and one bin into each worker.
-fn matched_steps(mut remaining: Vec<Move>) -> Vec<Vec<Move>> {
-    let workers = remaining
+///
+/// The matching runs on worker pairs, not on bins, so a round costs O(workers³) however
+/// many bins remain: packing 2^16 bins stays fast.
+fn matched_steps(moves: Vec<Move>) -> Vec<Vec<Move>> {
+    let workers = moves
         .iter()
         .map(|m| m.from.max(m.to) as usize + 1)
         .max()
         .unwrap_or(0);
+    // pending[s][d]: the moves from s to d not yet in a step, in bin order.
+    let mut pending: Vec<Vec<VecDeque<Move>>> = vec![vec![VecDeque::new(); workers]; workers];
+    let mut left = moves.len();
+    for m in moves {
+        pending[m.from as usize][m.to as usize].push_back(m);
+    }
     let mut steps = Vec::new();
-    while !remaining.is_empty() {
-        // edges[s] = indices into `remaining` of moves out of worker s.
-        let mut edges = vec![Vec::new(); workers];
-        for (i, m) in remaining.iter().enumerate() {
-            edges[m.from as usize].push(i);
-        }
-        // match_of_dst[d] = the move matched into worker d.
+    while left > 0 {
         let mut match_of_dst: Vec<Option<usize>> = vec![None; workers];
         for s in 0..workers {
             let mut seen = vec![false; workers];
-            augment(s, &edges, &remaining, &mut match_of_dst, &mut seen);
+            augment(s, &pending, &mut match_of_dst, &mut seen);
         }
-        let mut chosen: Vec<usize> = match_of_dst.into_iter().flatten().collect();
-        chosen.sort_unstable();
-        let step: Vec<Move> = chosen.iter().map(|&i| remaining[i]).collect();
-        for &i in chosen.iter().rev() {
-            remaining.remove(i);
-        }
+        let mut step: Vec<Move> = match_of_dst
+            .iter()
+            .enumerate()
+            .filter_map(|(d, s)| s.and_then(|s| pending[s][d].pop_front()))
+            .collect();
+        step.sort_by_key(|m| m.bin);
+        left -= step.len();
         steps.push(step);
     }
     steps
 }
 
-/// Kuhn's augmenting path search from sender `s`.
+/// Kuhn's augmenting path search from sender `s` over pairs with pending moves.
 fn augment(
     s: usize,
-    edges: &[Vec<usize>],
-    moves: &[Move],
+    pending: &[Vec<VecDeque<Move>>],
     match_of_dst: &mut [Option<usize>],
     seen: &mut [bool],
 ) -> bool {
-    for &i in &edges[s] {
-        let d = moves[i].to as usize;
-        if seen[d] {
+    for d in 0..pending.len() {
+        if pending[s][d].is_empty() || seen[d] {
             continue;
         }
         seen[d] = true;
-        let free = match match_of_dst[d] {
+        if match match_of_dst[d] {
             None => true,
-            Some(j) => augment(moves[j].from as usize, edges, moves, match_of_dst, seen),
-        };
-        if free {
-            match_of_dst[d] = Some(i);
+            Some(other) => augment(other, pending, match_of_dst, seen),
+        } {
+            match_of_dst[d] = Some(s);
             return true;
         }
     }
@@ -394,6 +396,15 @@ mod tests {
                 })
                 .collect()
         })
+    }
+
+    #[test]
+    fn matched_plans_for_many_bins_are_fast_enough_to_run_inline() {
+        let cur = uniform(1 << 16, 4);
+        let goal = Target::Pack(1).resolve(&cur, 4).unwrap();
+        let steps = steps(Strategy::Matched, moves(&cur, &goal));
+        // Three senders, one receiver: one move per step.
+        assert_eq!(steps.len(), 3 << 14);
     }
 
     proptest! {

@@ -88,15 +88,7 @@ pub(crate) fn summarize(
     let records_in = reports.iter().map(|r| r.records_in).sum::<u64>();
     let preloaded = if config.preload { config.keys } else { 0 };
     // Job RSS at each sample: the sum over processes of their sample with that index.
-    let sampled: Vec<&Vec<(f64, u64)>> = reports
-        .iter()
-        .map(|r| &r.rss_samples)
-        .filter(|s| !s.is_empty())
-        .collect();
-    let len = sampled.iter().map(|s| s.len()).min().unwrap_or(0);
-    let job_rss: Vec<(f64, u64)> = (0..len)
-        .map(|i| (sampled[0][i].0, sampled.iter().map(|s| s[i].1).sum()))
-        .collect();
+    let job_rss = job_rss(reports);
     let rss_between = |from: f64, to: f64| {
         job_rss
             .iter()
@@ -115,10 +107,11 @@ pub(crate) fn summarize(
     let migrations = records
         .into_iter()
         .map(|r| {
+            let steps: std::collections::HashSet<Time> = r.step_times.iter().copied().collect();
             let totals = reports
                 .iter()
                 .flat_map(|rep| rep.transfers.iter())
-                .filter(|(t, _)| r.step_times.contains(t))
+                .filter(|(t, _)| steps.contains(t))
                 .fold(TransferTotals::default(), |mut acc, (_, v)| {
                     acc.bytes += v.bytes;
                     acc.chunks += v.chunks;
@@ -171,5 +164,60 @@ pub(crate) fn summarize(
         rss_steady_bytes: rss_before(first_migration.min(end_s)),
         achieved_rate: records_in.saturating_sub(preloaded) as f64 / config.duration.as_secs_f64().max(1e-9),
         timeline: latency.timeline(),
+    }
+}
+
+/// The job's resident memory over time: per `RSS_BUCKET_S` bucket of run time, the sum over
+/// processes of each one's latest sample by then (processes sample on their own clocks).
+fn job_rss(reports: &[WorkerReport]) -> Vec<(f64, u64)> {
+    const RSS_BUCKET_S: f64 = 0.1;
+    let series: Vec<&Vec<(f64, u64)>> = reports
+        .iter()
+        .map(|r| &r.rss_samples)
+        .filter(|s| !s.is_empty())
+        .collect();
+    let bucket = |t: f64| (t / RSS_BUCKET_S).floor() as usize;
+    let Some(last) = series
+        .iter()
+        .filter_map(|s| s.last())
+        .map(|(t, _)| bucket(*t))
+        .max()
+    else {
+        return Vec::new();
+    };
+    let mut cursors = vec![0usize; series.len()];
+    let mut latest: Vec<Option<u64>> = vec![None; series.len()];
+    (0..=last)
+        .filter_map(|b| {
+            for (i, s) in series.iter().enumerate() {
+                while cursors[i] < s.len() && bucket(s[cursors[i]].0) <= b {
+                    latest[i] = Some(s[cursors[i]].1);
+                    cursors[i] += 1;
+                }
+            }
+            // Only once every process has reported does the sum mean the whole job.
+            let total: Option<u64> = latest.iter().copied().sum();
+            total.map(|total| (b as f64 * RSS_BUCKET_S, total))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_rss_aligns_processes_by_time() {
+        let report = |samples: Vec<(f64, u64)>| WorkerReport {
+            rss_samples: samples,
+            ..WorkerReport::default()
+        };
+        // The second process misses a sample at 0.1 s: its 0.0 s value carries forward.
+        let reports = vec![
+            report(vec![(0.0, 10), (0.1, 20), (0.2, 30)]),
+            report(vec![(0.01, 1), (0.25, 3)]),
+            report(Vec::new()),
+        ];
+        assert_eq!(job_rss(&reports), vec![(0.0, 11), (0.1, 21), (0.2, 33)]);
     }
 }

@@ -110,9 +110,11 @@ pub(crate) type BinTable<S> = Rc<RefCell<Vec<Option<Bin<S>>>>>;
 /// What S on this worker has applied: every update at a time before `done`. S raises it and
 /// wakes F; F ships a bin moving at `t` once `t <= done`.
 ///
-/// The signal is deliberately local. A bin only ever needs its own worker's S to be done,
-/// and waiting for every worker's S instead (a global frontier) would chain each move behind
-/// the arrival of the previous one elsewhere.
+/// `done` is S's input frontier, so it still waits for every record and every bin in flight
+/// before `t`, on any worker. What it does not wait for is the other workers' S applying
+/// them: a bin only needs its own worker's S to be done, and waiting for S everywhere (the
+/// reference's feedback of S's output frontier) chained each move behind the previous
+/// move's decoding and application on the receiving worker.
 pub(crate) struct LocalProgress {
     pub(crate) done: Cell<Time>,
     pub(crate) route: RefCell<Option<timely::scheduling::Activator>>,
@@ -124,6 +126,10 @@ pub(crate) struct LocalProgress {
 /// time and bin that has records or scheduled work, in time order, with that time's records
 /// of the bin, and pushes its outputs for that time into the vector it is given.
 /// `control` carries configuration changes; it is broadcast to every worker here.
+///
+/// Bin state travels encoded with bincode 1, so its type must not need `deserialize_any`
+/// (no `serde_json::Value`, `#[serde(flatten)]` or untagged enums): such a bin would fail to
+/// decode at its new owner, which stops the job with a panic naming the bin.
 pub fn stateful_unary<'s, R, S, O, K, L>(
     data: StreamVec<'s, Time, R>,
     control: StreamVec<'s, Time, ControlInst>,
@@ -141,6 +147,12 @@ where
 {
     let scope = data.scope();
     let me = scope.index() as u32;
+    let peers = scope.peers();
+    assert!(
+        config.initial.len() == config.bins.count() && config.initial.iter().all(|w| (*w as usize) < peers),
+        "{name}: the initial map must name one of the {peers} workers for each of the {} bins",
+        config.bins.count()
+    );
     let table: BinTable<S> = Rc::new(RefCell::new(
         config
             .initial

@@ -54,6 +54,7 @@ where
 {
     let scope = data.scope();
     let me = scope.index() as u32;
+    let peers = scope.peers();
     let bins = config.bins;
     let chunk_bytes = config.chunk_bytes;
     let transfers = Rc::clone(&config.transfers);
@@ -98,11 +99,13 @@ where
                 if control_frontier.less_equal(&time) {
                     break;
                 }
-                let (cap, insts) = entry.remove();
+                let (cap, mut insts) = entry.remove();
+                // Arrival order differs between workers; the applied order must not.
+                insts.sort_unstable();
                 let old = history.latest();
                 let mut new: Map = (**old).clone();
                 for inst in &insts {
-                    inst.apply(&mut new);
+                    inst.apply(&mut new, peers);
                 }
                 let leaving: Vec<(u32, u32)> = old
                     .iter()

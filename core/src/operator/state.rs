@@ -137,7 +137,7 @@ where
                     );
                     table[bin_index as usize] = Some(bin);
                 }
-                records.sort_by_key(|(bin, _)| *bin);
+                records.sort_unstable_by_key(|(bin, _)| *bin);
                 scheduled.sort_unstable();
                 scheduled.dedup();
                 let mut records = records.into_iter().peekable();
