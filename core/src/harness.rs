@@ -10,16 +10,17 @@ use timely::dataflow::operators::{Exchange, Inspect, Probe};
 use timely::dataflow::{InputHandleVec, ProbeHandle};
 
 use crate::Time;
-use crate::bins::{Bins, mix64};
+use crate::bins::{Bins, hash_key};
 use crate::config::{ControlInst, uniform};
 use crate::control::{Command, ControlHandle, PlanDriver};
 use crate::error::ConfigError;
 use crate::latency::LatencyRecorder;
+use crate::nexmark::{NexmarkJob, NexmarkParams};
 use crate::operator::{DEFAULT_CHUNK_BYTES, StatefulConfig};
 use crate::plan::MigrationSpec;
 use crate::rss;
 use crate::summary::{Summary, WorkerReport, summarize};
-use crate::workload::{self, Generator, Workload};
+use crate::workload::{CountJob, Counting, Job, Workload};
 
 /// Keys preloaded per logical time.
 const PRELOAD_PER_TIME: u64 = 1 << 18;
@@ -46,6 +47,8 @@ pub struct RunConfig {
     pub preload: bool,
     pub migrations: Vec<MigrationSpec>,
     pub chunk_bytes: usize,
+    /// Window sizes and auction counts of the NEXMark queries.
+    pub nexmark: NexmarkParams,
     /// Timely's own arguments (`-n`, `-p`, `-h`).
     pub timely_args: Vec<String>,
 }
@@ -64,6 +67,7 @@ impl Default for RunConfig {
             preload: true,
             migrations: Vec::new(),
             chunk_bytes: DEFAULT_CHUNK_BYTES,
+            nexmark: NexmarkParams::default(),
             timely_args: Vec::new(),
         }
     }
@@ -87,12 +91,6 @@ fn first_index(lo: u64, index: usize, peers: usize) -> u64 {
     lo + (index as u64 + peers - lo % peers) % peers
 }
 
-/// The digest contribution of one output at one time.
-#[inline]
-fn digest_of(time: Time, (key, count): (u64, u64)) -> u64 {
-    mix64(mix64(mix64(time) ^ key) ^ count)
-}
-
 /// Checks the configuration without starting anything.
 pub fn validate(config: &RunConfig) -> Result<(), ConfigError> {
     if config.workers == 0 {
@@ -108,6 +106,14 @@ pub fn validate(config: &RunConfig) -> Result<(), ConfigError> {
         return Err(ConfigError::Invalid(
             "the chunk size must be at least 1 byte".into(),
         ));
+    }
+    let nexmark = config.nexmark;
+    if nexmark.window_ms == 0 || nexmark.slide_ms == 0 || !nexmark.window_ms.is_multiple_of(nexmark.slide_ms)
+    {
+        return Err(ConfigError::Invalid(format!(
+            "--slide-ms {} must divide --window-ms {}",
+            nexmark.slide_ms, nexmark.window_ms
+        )));
     }
     if config.native && !config.migrations.is_empty() {
         return Err(ConfigError::Invalid(
@@ -162,7 +168,20 @@ pub fn run(config: RunConfig, control: ControlHandle) -> Result<Option<Summary>,
     let result: Arc<Mutex<Option<Summary>>> = Arc::default();
     let slot = Arc::clone(&result);
     let guards = timely::execute(timely, move |worker| {
-        let summary = run_worker(worker, &config, &control);
+        let summary = match config.workload {
+            Workload::KeyCount => {
+                let job = CountJob::new(Counting::Dense, config.keys, config.seed);
+                run_worker(worker, &config, &job, &control)
+            }
+            Workload::HashCount => {
+                let job = CountJob::new(Counting::Hashed, config.keys, config.seed);
+                run_worker(worker, &config, &job, &control)
+            }
+            Workload::Nexmark(query) => {
+                let job = NexmarkJob::new(query, config.rate, config.nexmark);
+                run_worker(worker, &config, &job, &control)
+            }
+        };
         if let Some(s) = summary
             && let Ok(mut slot) = slot.lock()
         {
@@ -177,21 +196,18 @@ pub fn run(config: RunConfig, control: ControlHandle) -> Result<Option<Summary>,
     Ok(summary)
 }
 
-fn run_worker(
+fn run_worker<J: Job>(
     worker: &mut timely::worker::Worker,
     config: &RunConfig,
+    job: &J,
     control_handle: &ControlHandle,
 ) -> Option<Summary> {
     let index = worker.index();
     let peers = worker.peers();
     let bins = config.bins;
-    let generator = Generator {
-        workload: config.workload,
-        keys: config.keys,
-        seed: config.seed,
-    };
+    let mut source = job.source(index, peers);
 
-    let mut data = InputHandleVec::<Time, u64>::new();
+    let mut data = InputHandleVec::<Time, J::Rec>::new();
     let mut control = InputHandleVec::<Time, ControlInst>::new();
     let probe = ProbeHandle::new();
     let digest = Rc::new(RefCell::new((0u64, 0u64)));
@@ -202,15 +218,14 @@ fn run_worker(
         let digest = Rc::clone(&digest);
         let probe = probe.clone();
         let native = config.native;
-        let workload = config.workload;
         let (data, control) = (&mut data, &mut control);
         worker.dataflow::<Time, _, _>(move |scope| {
             let input = data.to_stream(scope);
             let ctrl = control.to_stream(scope);
             let output = if native {
-                workload::native(workload, input, bins)
+                job.native(input, &stateful)
             } else {
-                workload::megaflux(workload, input, ctrl, &stateful)
+                job.megaflux(input, ctrl, &stateful)
             };
             // The digest sits before the probe: once the probe is done, every output was counted.
             output
@@ -220,7 +235,7 @@ fn run_worker(
                     {
                         let mut d = digest.borrow_mut();
                         for out in batch.iter() {
-                            d.0 = d.0.wrapping_add(digest_of(time, *out));
+                            d.0 = d.0.wrapping_add(hash_key(&(time, out)));
                         }
                         d.1 += batch.len() as u64;
                     }
@@ -253,11 +268,8 @@ fn run_worker(
     let mut records_in = 0u64;
     // Preload: every key once, `PRELOAD_PER_TIME` keys per logical time, with at most
     // `PRELOAD_IN_FLIGHT` times unfinished, so that the preload never piles up in memory.
-    let preload_times = if config.preload {
-        config.keys.div_ceil(PRELOAD_PER_TIME)
-    } else {
-        0
-    };
+    let preload_len = if config.preload { job.preload_len() } else { 0 };
+    let preload_times = preload_len.div_ceil(PRELOAD_PER_TIME);
     for t in 0..preload_times {
         while probe.less_than(&t.saturating_sub(PRELOAD_IN_FLIGHT)) {
             worker.step();
@@ -268,17 +280,18 @@ fn run_worker(
         }
         let (lo, hi) = (
             t * PRELOAD_PER_TIME,
-            ((t + 1) * PRELOAD_PER_TIME).min(config.keys),
+            ((t + 1) * PRELOAD_PER_TIME).min(preload_len),
         );
         let mut i = first_index(lo, index, peers);
         while i < hi {
-            data.send(generator.key(i));
+            data.send(job.preload(i));
             records_in += 1;
             i += peers as u64;
         }
         worker.step();
     }
     // Measured epoch `e` (1-based, closing `e` ms after the start) has logical time `base + e`.
+    let preloaded = records_in;
     let base = preload_times;
     let time_of = |epoch: u64| base + epoch;
     data.advance_to(time_of(1));
@@ -374,7 +387,7 @@ fn run_worker(
                 let (lo, hi) = (first_of(next_epoch), first_of(next_epoch + 1));
                 let mut i = first_index(lo, index, peers);
                 while i < hi {
-                    data.send(generator.record(i));
+                    data.send(source(i, time_of(next_epoch)));
                     records_in += 1;
                     i += peers as u64;
                 }
@@ -415,6 +428,7 @@ fn run_worker(
         digest,
         outputs,
         records_in,
+        preloaded,
         transfers: transfers.borrow().iter().map(|(t, v)| (*t, *v)).collect(),
         rss_samples,
         rss_peak: if samples_rss { rss::peak() } else { None },

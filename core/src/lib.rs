@@ -13,6 +13,7 @@ pub mod control;
 pub mod error;
 pub mod harness;
 pub mod latency;
+pub mod nexmark;
 pub mod operator;
 pub mod plan;
 pub mod rss;

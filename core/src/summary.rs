@@ -69,6 +69,8 @@ pub(crate) struct WorkerReport {
     pub(crate) digest: u64,
     pub(crate) outputs: u64,
     pub(crate) records_in: u64,
+    /// Of `records_in`, those inserted before the measured run.
+    pub(crate) preloaded: u64,
     pub(crate) transfers: Vec<(Time, TransferTotals)>,
     /// Samples of this process's RSS (only from its first worker).
     pub(crate) rss_samples: Vec<(f64, u64)>,
@@ -86,7 +88,7 @@ pub(crate) fn summarize(
     let digest = reports.iter().fold(0u64, |d, r| d.wrapping_add(r.digest));
     let outputs = reports.iter().map(|r| r.outputs).sum();
     let records_in = reports.iter().map(|r| r.records_in).sum::<u64>();
-    let preloaded = if config.preload { config.keys } else { 0 };
+    let preloaded: u64 = reports.iter().map(|r| r.preloaded).sum();
     // Job RSS at each sample: the sum over processes of their sample with that index.
     let job_rss = job_rss(reports);
     let rss_between = |from: f64, to: f64| {

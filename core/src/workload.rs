@@ -6,9 +6,11 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::hash::Hash;
 use std::str::FromStr;
 
 use rustc_hash::FxHashMap;
+use timely::ExchangeData;
 use timely::dataflow::StreamVec;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::Capability;
@@ -18,6 +20,7 @@ use crate::Time;
 use crate::bins::{Bins, mix64};
 use crate::config::ControlInst;
 use crate::error::ConfigError;
+use crate::nexmark::Query;
 use crate::operator::{Bin, StatefulConfig, stateful_unary};
 
 /// A built-in workload.
@@ -27,14 +30,17 @@ pub enum Workload {
     KeyCount,
     /// `K` distinct pseudo-random 64-bit keys, hash-map counters; outputs (key, new count).
     HashCount,
+    /// A NEXMark query.
+    Nexmark(Query),
 }
 
 impl fmt::Display for Workload {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Workload::KeyCount => "keycount",
-            Workload::HashCount => "hashcount",
-        })
+        match self {
+            Workload::KeyCount => f.write_str("keycount"),
+            Workload::HashCount => f.write_str("hashcount"),
+            Workload::Nexmark(q) => write!(f, "{q}"),
+        }
     }
 }
 
@@ -44,11 +50,99 @@ impl FromStr for Workload {
         match s {
             "keycount" => Ok(Workload::KeyCount),
             "hashcount" => Ok(Workload::HashCount),
-            other => Err(ConfigError::Invalid(format!(
-                "unknown workload `{other}` (expected keycount or hashcount)"
-            ))),
+            other => other.parse().map(Workload::Nexmark).map_err(|_| {
+                ConfigError::Invalid(format!(
+                    "unknown workload `{other}` (expected keycount, hashcount or q1 to q8)"
+                ))
+            }),
         }
     }
+}
+
+/// A workload the harness can run: its records, how each worker makes them, and its
+/// dataflow with and without migration.
+pub trait Job {
+    type Rec: ExchangeData + Clone;
+    type Out: Clone + Hash + 'static;
+    /// How many records to insert before the measured run (at time 0 onwards).
+    fn preload_len(&self) -> u64 {
+        0
+    }
+    /// The `i`-th preload record.
+    fn preload(&self, i: u64) -> Self::Rec;
+    /// Worker `index` of `peers`'s source of measured records: it is called with the
+    /// global indices `index, index + peers, ...` in order, each with its logical time.
+    fn source(&self, index: usize, peers: usize) -> Box<dyn FnMut(u64, Time) -> Self::Rec>;
+    /// The dataflow on migrateable operators.
+    fn megaflux<'s>(
+        &self,
+        data: StreamVec<'s, Time, Self::Rec>,
+        control: StreamVec<'s, Time, ControlInst>,
+        config: &StatefulConfig,
+    ) -> StreamVec<'s, Time, Self::Out>;
+    /// The same dataflow in plain timely, without migration.
+    fn native<'s>(
+        &self,
+        data: StreamVec<'s, Time, Self::Rec>,
+        config: &StatefulConfig,
+    ) -> StreamVec<'s, Time, Self::Out>;
+}
+
+/// keycount and hashcount as a [`Job`].
+pub struct CountJob {
+    generator: Generator,
+}
+
+impl CountJob {
+    pub fn new(counting: Counting, keys: u64, seed: u64) -> Self {
+        CountJob {
+            generator: Generator { counting, keys, seed },
+        }
+    }
+}
+
+impl Job for CountJob {
+    type Rec = u64;
+    type Out = Count;
+
+    fn preload_len(&self) -> u64 {
+        self.generator.keys
+    }
+
+    fn preload(&self, i: u64) -> u64 {
+        self.generator.key(i)
+    }
+
+    fn source(&self, _index: usize, _peers: usize) -> Box<dyn FnMut(u64, Time) -> u64> {
+        let generator = self.generator;
+        Box::new(move |i, _| generator.record(i))
+    }
+
+    fn megaflux<'s>(
+        &self,
+        data: StreamVec<'s, Time, u64>,
+        control: StreamVec<'s, Time, ControlInst>,
+        config: &StatefulConfig,
+    ) -> StreamVec<'s, Time, Count> {
+        megaflux(self.generator.counting, data, control, config)
+    }
+
+    fn native<'s>(
+        &self,
+        data: StreamVec<'s, Time, u64>,
+        config: &StatefulConfig,
+    ) -> StreamVec<'s, Time, Count> {
+        native(self.generator.counting, data, config.bins)
+    }
+}
+
+/// How the counting workloads keep their counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counting {
+    /// keycount: dense per-bin counter arrays.
+    Dense,
+    /// hashcount: per-bin hash maps of pseudo-random keys.
+    Hashed,
 }
 
 /// A key-count output: the key and its count after the record.
@@ -57,7 +151,7 @@ pub type Count = (u64, u64);
 /// Generates the workload's records from their global index.
 #[derive(Clone, Copy, Debug)]
 pub struct Generator {
-    pub workload: Workload,
+    pub counting: Counting,
     pub keys: u64,
     pub seed: u64,
 }
@@ -73,53 +167,53 @@ impl Generator {
     /// The `i`-th distinct key, `i < keys`; preloading inserts each once.
     #[inline]
     pub fn key(&self, i: u64) -> u64 {
-        match self.workload {
-            Workload::KeyCount => i,
+        match self.counting {
+            Counting::Dense => i,
             // mix64 is a bijection, so the K keys are distinct.
-            Workload::HashCount => mix64(i.wrapping_add(self.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15))),
+            Counting::Hashed => mix64(i.wrapping_add(self.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15))),
         }
     }
 
     /// The bin key of a record.
     #[inline]
-    pub fn bin_key(workload: Workload, bins: Bins, key: u64) -> u64 {
-        match workload {
+    pub fn bin_key(counting: Counting, bins: Bins, key: u64) -> u64 {
+        match counting {
             // Keys are already uniform: the low bits pick the bin, the rest index the bin's
             // dense counter array. A fixed bijection, like any other bin hash.
-            Workload::KeyCount => key.rotate_right(bins.log2()),
-            Workload::HashCount => mix64(key),
+            Counting::Dense => key.rotate_right(bins.log2()),
+            Counting::Hashed => mix64(key),
         }
     }
 }
 
 /// The workload's stateful operator with migration.
 pub fn megaflux<'s>(
-    workload: Workload,
+    counting: Counting,
     data: StreamVec<'s, Time, u64>,
     control: StreamVec<'s, Time, ControlInst>,
     config: &StatefulConfig,
 ) -> StreamVec<'s, Time, Count> {
     let bins = config.bins;
     let log2 = bins.log2();
-    match workload {
-        Workload::KeyCount => stateful_unary(
+    match counting {
+        Counting::Dense => stateful_unary(
             data,
             control,
             config,
             "keycount",
-            move |k: &u64| Generator::bin_key(Workload::KeyCount, bins, *k),
+            move |k: &u64| Generator::bin_key(Counting::Dense, bins, *k),
             move |_t, bin: &mut Bin<Vec<u64>>, keys: &mut Vec<u64>, out: &mut Vec<Count>| {
                 for k in keys.drain(..) {
                     out.push((k, bump_dense(&mut bin.state, (k >> log2) as usize)));
                 }
             },
         ),
-        Workload::HashCount => stateful_unary(
+        Counting::Hashed => stateful_unary(
             data,
             control,
             config,
             "hashcount",
-            move |k: &u64| Generator::bin_key(Workload::HashCount, bins, *k),
+            move |k: &u64| Generator::bin_key(Counting::Hashed, bins, *k),
             move |_t, bin: &mut Bin<FxHashMap<u64, u64>>, keys: &mut Vec<u64>, out: &mut Vec<Count>| {
                 for k in keys.drain(..) {
                     let c = bin.state.entry(k).or_insert(0);
@@ -143,14 +237,14 @@ fn bump_dense(counts: &mut Vec<u64>, slot: usize) -> u64 {
 /// The same workload as plain timely: exchange by the initial bin owner and a frontier
 /// operator applying each time's records in time order; no control, no migration.
 pub fn native<'s>(
-    workload: Workload,
+    counting: Counting,
     data: StreamVec<'s, Time, u64>,
     bins: Bins,
 ) -> StreamVec<'s, Time, Count> {
     let peers = data.scope().peers() as u64;
     let log2 = bins.log2();
     let route =
-        Exchange::new(move |k: &u64| u64::from(bins.bin_of(Generator::bin_key(workload, bins, *k))) % peers);
+        Exchange::new(move |k: &u64| u64::from(bins.bin_of(Generator::bin_key(counting, bins, *k))) % peers);
     let mut held: BTreeMap<Time, (Capability<Time>, Vec<u64>)> = BTreeMap::new();
     let mut dense: Vec<Vec<u64>> = vec![Vec::new(); bins.count()];
     let mut hashed: FxHashMap<u64, u64> = FxHashMap::default();
@@ -172,12 +266,12 @@ pub fn native<'s>(
                 let (cap, keys) = entry.remove();
                 let mut session = output.session(&cap);
                 for k in keys {
-                    let count = match workload {
-                        Workload::KeyCount => {
-                            let bin = bins.bin_of(Generator::bin_key(workload, bins, k)) as usize;
+                    let count = match counting {
+                        Counting::Dense => {
+                            let bin = bins.bin_of(Generator::bin_key(counting, bins, k)) as usize;
                             bump_dense(&mut dense[bin], (k >> log2) as usize)
                         }
-                        Workload::HashCount => {
+                        Counting::Hashed => {
                             let c = hashed.entry(k).or_insert(0);
                             *c += 1;
                             *c
@@ -197,9 +291,9 @@ mod tests {
 
     #[test]
     fn keys_are_distinct_and_in_range() {
-        for workload in [Workload::KeyCount, Workload::HashCount] {
+        for counting in [Counting::Dense, Counting::Hashed] {
             let g = Generator {
-                workload,
+                counting,
                 keys: 1000,
                 seed: 7,
             };
@@ -216,7 +310,7 @@ mod tests {
     fn keycount_bins_are_low_bits() {
         let bins = Bins::new(16).unwrap();
         for k in 0..100u64 {
-            let bk = Generator::bin_key(Workload::KeyCount, bins, k);
+            let bk = Generator::bin_key(Counting::Dense, bins, k);
             assert_eq!(bins.bin_of(bk) as u64, k % 16);
         }
     }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use megaflux::harness::{self, RunConfig};
+use megaflux::nexmark::NexmarkParams;
 use megaflux::plan::MigrationSpec;
 use megaflux::summary::Summary;
 use megaflux::workload::Workload;
@@ -31,7 +32,7 @@ struct RunArgs {
     /// No dashboard: print the final JSON summary as the last line of stdout.
     #[arg(long)]
     headless: bool,
-    /// keycount or hashcount.
+    /// keycount, hashcount, or a NEXMark query q1 to q8.
     #[arg(long, default_value = "keycount", value_parser = parse_workload)]
     workload: Workload,
     /// Worker threads per process.
@@ -62,6 +63,15 @@ struct RunArgs {
     /// Strategies: all-at-once, fluid, batched:K, matched. Targets: uniform, pack:N, drain:W, map:W,W,...
     #[arg(long = "migrate", value_name = "SPEC", value_parser = parse_migration)]
     migrations: Vec<MigrationSpec>,
+    /// NEXMark: window length of Q5 (sliding), Q7 and Q8 (tumbling), in ms.
+    #[arg(long, default_value_t = NexmarkParams::default().window_ms, value_parser = clap::value_parser!(u64).range(1..))]
+    window_ms: u64,
+    /// NEXMark: slide of Q5's window in ms (must divide --window-ms).
+    #[arg(long, default_value_t = NexmarkParams::default().slide_ms, value_parser = clap::value_parser!(u64).range(1..))]
+    slide_ms: u64,
+    /// NEXMark: auctions open at any time (state of Q3, Q4, Q6).
+    #[arg(long, default_value_t = NexmarkParams::default().in_flight_auctions, value_parser = parse_auctions)]
+    in_flight_auctions: usize,
     /// Largest state message in bytes.
     #[arg(long, default_value_t = megaflux::operator::DEFAULT_CHUNK_BYTES, value_parser = parse_chunk)]
     chunk_bytes: usize,
@@ -75,6 +85,13 @@ struct RunArgs {
 
 fn parse_workload(s: &str) -> Result<Workload, String> {
     s.parse().map_err(|e: ConfigError| e.to_string())
+}
+
+fn parse_auctions(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("`{s}` is not a number of auctions (at least 1)")),
+    }
 }
 
 fn parse_bins(s: &str) -> Result<usize, String> {
@@ -176,6 +193,11 @@ fn run_config(args: &RunArgs) -> Result<RunConfig, ConfigError> {
         preload: !args.no_preload,
         migrations: args.migrations.clone(),
         chunk_bytes: args.chunk_bytes,
+        nexmark: NexmarkParams {
+            window_ms: args.window_ms,
+            slide_ms: args.slide_ms,
+            in_flight_auctions: args.in_flight_auctions,
+        },
         timely_args: args.timely.clone(),
     };
     harness::validate(&config)?;

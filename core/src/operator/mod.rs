@@ -12,6 +12,8 @@
 //!
 //! Hence the output at every time is the same as without migration, for every schedule.
 
+mod apply;
+mod native;
 mod route;
 mod state;
 pub mod transfer;
@@ -31,6 +33,7 @@ use crate::Time;
 use crate::bins::Bins;
 use crate::config::{ControlInst, Map as BinMap, uniform};
 
+pub use native::{native_binary, native_unary};
 pub use transfer::DEFAULT_CHUNK_BYTES;
 
 /// A bin's user state plus the work it has scheduled for later times.
@@ -218,15 +221,20 @@ where
             Side::Right(b) => bin_key_right(b),
         },
         move |time, bin, records, out| {
-            for r in records.drain(..) {
-                match r {
-                    Side::Left(a) => lefts.push(a),
-                    Side::Right(b) => rights.push(b),
-                }
-            }
+            split_sides(records, &mut lefts, &mut rights);
             logic(time, bin, &mut lefts, &mut rights, out);
             lefts.clear();
             rights.clear();
         },
     )
+}
+
+/// Moves merged records back into one vector per input.
+fn split_sides<A, B>(records: &mut Vec<Side<A, B>>, lefts: &mut Vec<A>, rights: &mut Vec<B>) {
+    for r in records.drain(..) {
+        match r {
+            Side::Left(a) => lefts.push(a),
+            Side::Right(b) => rights.push(b),
+        }
+    }
 }

@@ -22,6 +22,7 @@ use timely::dataflow::operators::generic::OutputBuilder;
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 use timely::progress::Antichain;
 
+use super::apply::apply_time;
 use super::route::Routed;
 use super::transfer::{Assembly, StateChunk, decode};
 use super::{Bin, BinTable, LocalProgress};
@@ -85,9 +86,13 @@ where
         move |frontiers| {
             records_in.for_each_stamp(|cap, batches| {
                 let Some(&time) = cap.least() else { return };
-                let entry = work.entry(time).or_insert_with(|| Work::new(cap.delayed(&time, 0)));
+                let entry = work
+                    .entry(time)
+                    .or_insert_with(|| Work::new(cap.delayed(&time, 0)));
                 for b in batches {
-                    entry.records.extend(b.drain(..).map(|(dest, r)| (dest as u32, r)));
+                    entry
+                        .records
+                        .extend(b.drain(..).map(|(dest, r)| (dest as u32, r)));
                 }
             });
             chunks_in.for_each_stamp(|cap, batches| {
@@ -115,7 +120,12 @@ where
                 if frontiers[0].less_equal(&time) || frontiers[1].less_equal(&time) {
                     break;
                 }
-                let Work { cap, mut records, mut scheduled, installs } = entry.remove();
+                let Work {
+                    cap,
+                    records,
+                    mut scheduled,
+                    installs,
+                } = entry.remove();
                 let mut table = table.borrow_mut();
                 for (bin_index, parts) in installs {
                     let bytes: usize = parts.iter().map(Vec::len).sum();
@@ -128,7 +138,10 @@ where
                         if at <= time {
                             scheduled.push(bin_index);
                         } else {
-                            work.entry(at).or_insert_with(|| Work::new(cap.delayed(&at))).scheduled.push(bin_index);
+                            work.entry(at)
+                                .or_insert_with(|| Work::new(cap.delayed(&at)))
+                                .scheduled
+                                .push(bin_index);
                         }
                     }
                     tracing::debug!(
@@ -137,49 +150,25 @@ where
                     );
                     table[bin_index as usize] = Some(bin);
                 }
-                records.sort_unstable_by_key(|(bin, _)| *bin);
-                scheduled.sort_unstable();
-                scheduled.dedup();
-                let mut records = records.into_iter().peekable();
-                let mut scheduled = scheduled.into_iter().peekable();
-                loop {
-                    let bin_index = match (records.peek().map(|(b, _)| *b), scheduled.peek().copied()) {
-                        (None, None) => break,
-                        (Some(r), Some(s)) => r.min(s),
-                        (Some(r), None) => r,
-                        (None, Some(s)) => s,
-                    };
-                    let mut due = false;
-                    while scheduled.next_if_eq(&bin_index).is_some() {
-                        due = true;
-                    }
-                    while let Some((_, r)) = records.next_if(|(b, _)| *b == bin_index) {
-                        batch.push(r);
-                    }
-                    let Some(bin) = table[bin_index as usize].as_mut() else {
-                        if batch.is_empty() {
-                            // Scheduled work of a bin that has since moved away.
-                            continue;
-                        }
-                        panic!("{name}: worker {me} got records for bin {bin_index} at time {time} but does not hold it");
-                    };
-                    if due {
-                        let later = bin.scheduled.split_off(&(time + 1));
-                        due = !bin.scheduled.is_empty();
-                        bin.scheduled = later;
-                    }
-                    if batch.is_empty() && !due {
-                        continue;
-                    }
-                    logic(time, bin, &mut batch, &mut produced);
-                    batch.clear();
-                    for at in bin.fresh.drain(..) {
-                        if at <= time {
-                            bin.scheduled.remove(&at);
-                            continue;
-                        }
-                        work.entry(at).or_insert_with(|| Work::new(cap.delayed(&at))).scheduled.push(bin_index);
-                    }
+                let applied = apply_time(
+                    time,
+                    records,
+                    scheduled,
+                    &mut table,
+                    &mut batch,
+                    &mut produced,
+                    &mut logic,
+                    |at, bin| {
+                        work.entry(at)
+                            .or_insert_with(|| Work::new(cap.delayed(&at)))
+                            .scheduled
+                            .push(bin)
+                    },
+                );
+                if let Err(bin) = applied {
+                    panic!(
+                        "{name}: worker {me} got records for bin {bin} at time {time} but does not hold it"
+                    );
                 }
                 if !produced.is_empty() {
                     output.session(&cap).give_container(&mut produced);

@@ -1,0 +1,116 @@
+//! NEXMark queries Q1–Q8 on migrateable operators, each with a native-timely twin, and the
+//! job that runs them open-loop.
+//!
+//! Events come from the `nexmark` crate's generator, deterministic per event index. Every
+//! query works in logical time: an event's time is its scheduled millisecond, and auction
+//! expiries keep the generator's distance from the auction's creation.
+
+pub mod events;
+mod queries;
+pub mod reference;
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use timely::dataflow::StreamVec;
+
+pub use events::{Auction, Bid, Event, Person};
+pub use queries::Output;
+
+use crate::Time;
+use crate::config::ControlInst;
+use crate::operator::StatefulConfig;
+use crate::workload::Job;
+
+/// One of the eight queries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Query(pub u8);
+
+impl fmt::Display for Query {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "q{}", self.0)
+    }
+}
+
+impl FromStr for Query {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        match s.strip_prefix('q').and_then(|n| n.parse::<u8>().ok()) {
+            Some(n @ 1..=8) => Ok(Query(n)),
+            _ => Err(()),
+        }
+    }
+}
+
+/// Window sizes and state sizes of the queries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NexmarkParams {
+    /// Window length of Q5 (sliding), Q7 and Q8 (tumbling), in ms.
+    pub window_ms: u64,
+    /// Slide of Q5's window, in ms; divides `window_ms`.
+    pub slide_ms: u64,
+    /// Auctions open at any time (the generator's `in_flight_auctions`): Q3, Q4 and Q6
+    /// keep state for each.
+    pub in_flight_auctions: usize,
+}
+
+impl Default for NexmarkParams {
+    fn default() -> Self {
+        NexmarkParams {
+            window_ms: 2_000,
+            slide_ms: 500,
+            in_flight_auctions: 10_000,
+        }
+    }
+}
+
+/// A NEXMark query as a harness [`Job`].
+pub struct NexmarkJob {
+    query: Query,
+    rate: u64,
+    params: NexmarkParams,
+}
+
+impl NexmarkJob {
+    pub fn new(query: Query, rate: u64, params: NexmarkParams) -> Self {
+        NexmarkJob { query, rate, params }
+    }
+}
+
+impl Job for NexmarkJob {
+    type Rec = Event;
+    type Out = Output;
+
+    fn preload(&self, _i: u64) -> Event {
+        unreachable!("NEXMark has no preload")
+    }
+
+    fn source(&self, index: usize, peers: usize) -> Box<dyn FnMut(u64, Time) -> Event> {
+        Box::new(events::Source::new(self.rate, self.params, index, peers).into_fn())
+    }
+
+    fn megaflux<'s>(
+        &self,
+        data: StreamVec<'s, Time, Event>,
+        control: StreamVec<'s, Time, ControlInst>,
+        config: &StatefulConfig,
+    ) -> StreamVec<'s, Time, Output> {
+        let backend = queries::Migrating {
+            control,
+            config: config.clone(),
+        };
+        queries::build(self.query, self.params, data, &backend)
+    }
+
+    fn native<'s>(
+        &self,
+        data: StreamVec<'s, Time, Event>,
+        config: &StatefulConfig,
+    ) -> StreamVec<'s, Time, Output> {
+        let backend = queries::Native {
+            config: config.clone(),
+        };
+        queries::build(self.query, self.params, data, &backend)
+    }
+}

@@ -1,0 +1,150 @@
+//! The native twin of the migrateable operators: the same per-bin logic in plain timely
+//! (an exchange by the initial bin owner and one frontier operator), with no control input
+//! and no migration. Comparing the two measures what migration costs.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use timely::ExchangeData;
+use timely::dataflow::StreamVec;
+use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::Capability;
+use timely::dataflow::operators::Concat;
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::vec::Map;
+
+use super::apply::apply_time;
+use super::{Bin, Side, StatefulConfig};
+use crate::Time;
+
+struct Work<R> {
+    cap: Capability<Time>,
+    records: Vec<(u32, R)>,
+    scheduled: Vec<u32>,
+}
+
+/// [`crate::stateful_unary`] without migration: bins stay on their initial owners.
+pub fn native_unary<'s, R, S, O, K, L>(
+    data: StreamVec<'s, Time, R>,
+    config: &StatefulConfig,
+    name: &str,
+    bin_key: K,
+    mut logic: L,
+) -> StreamVec<'s, Time, O>
+where
+    R: ExchangeData + Clone,
+    S: Default + 'static,
+    O: Clone + 'static,
+    K: Fn(&R) -> u64 + 'static,
+    L: FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>) + 'static,
+{
+    let me = data.scope().index() as u32;
+    let bins = config.bins;
+    let owners = config.initial.clone();
+    // The exchange and the operator both need the bin of a record.
+    let bin_key = Rc::new(bin_key);
+    let route_key = Rc::clone(&bin_key);
+    let route_owners = owners.clone();
+    let route = Exchange::new(move |r: &R| u64::from(route_owners[bins.bin_of(route_key(r)) as usize]));
+    let mut table: Vec<Option<Bin<S>>> = owners
+        .iter()
+        .map(|w| (*w == me).then(|| Bin::new(S::default())))
+        .collect();
+    let mut work: BTreeMap<Time, Work<R>> = BTreeMap::new();
+    let mut batch = Vec::new();
+    let mut produced = Vec::new();
+    let name = name.to_string();
+    data.unary_frontier(route, &format!("{name}.native"), move |_cap, _info| {
+        move |(input, frontier), output| {
+            input.for_each_stamp(|cap, batches| {
+                let Some(&time) = cap.least() else { return };
+                let entry = work.entry(time).or_insert_with(|| Work {
+                    cap: cap.delayed(&time, 0),
+                    records: Vec::new(),
+                    scheduled: Vec::new(),
+                });
+                for b in batches {
+                    entry
+                        .records
+                        .extend(b.drain(..).map(|r| (bins.bin_of(bin_key(&r)), r)));
+                }
+            });
+            while let Some(entry) = work.first_entry() {
+                let time = *entry.key();
+                if frontier.less_equal(&time) {
+                    break;
+                }
+                let Work {
+                    cap,
+                    records,
+                    scheduled,
+                } = entry.remove();
+                let applied = apply_time(
+                    time,
+                    records,
+                    scheduled,
+                    &mut table,
+                    &mut batch,
+                    &mut produced,
+                    &mut logic,
+                    |at, bin| {
+                        work.entry(at)
+                            .or_insert_with(|| Work {
+                                cap: cap.delayed(&at),
+                                records: Vec::new(),
+                                scheduled: Vec::new(),
+                            })
+                            .scheduled
+                            .push(bin)
+                    },
+                );
+                if let Err(bin) = applied {
+                    panic!("{name}: worker {me} got records for bin {bin} it does not own");
+                }
+                if !produced.is_empty() {
+                    output.session(&cap).give_container(&mut produced);
+                    produced.clear();
+                }
+            }
+        }
+    })
+    .container::<Vec<O>>()
+}
+
+/// [`crate::stateful_binary`] without migration.
+pub fn native_binary<'s, R1, R2, S, O, K1, K2, L>(
+    left: StreamVec<'s, Time, R1>,
+    right: StreamVec<'s, Time, R2>,
+    config: &StatefulConfig,
+    name: &str,
+    bin_key_left: K1,
+    bin_key_right: K2,
+    mut logic: L,
+) -> StreamVec<'s, Time, O>
+where
+    R1: ExchangeData + Clone,
+    R2: ExchangeData + Clone,
+    S: Default + 'static,
+    O: Clone + 'static,
+    K1: Fn(&R1) -> u64 + 'static,
+    K2: Fn(&R2) -> u64 + 'static,
+    L: FnMut(Time, &mut Bin<S>, &mut Vec<R1>, &mut Vec<R2>, &mut Vec<O>) + 'static,
+{
+    let merged = left.map(Side::Left).concat(right.map(Side::Right));
+    let (mut lefts, mut rights) = (Vec::new(), Vec::new());
+    native_unary(
+        merged,
+        config,
+        name,
+        move |r: &Side<R1, R2>| match r {
+            Side::Left(a) => bin_key_left(a),
+            Side::Right(b) => bin_key_right(b),
+        },
+        move |time, bin, records, out| {
+            super::split_sides(records, &mut lefts, &mut rights);
+            logic(time, bin, &mut lefts, &mut rights, out);
+            lefts.clear();
+            rights.clear();
+        },
+    )
+}

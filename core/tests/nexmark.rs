@@ -1,0 +1,161 @@
+//! Each NEXMark query, on migrateable operators under a migration schedule and as its
+//! native twin, gives at every time the outputs of a plain sequential implementation.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use megaflux::nexmark::events::Source;
+use megaflux::nexmark::{Event, NexmarkJob, NexmarkParams, Output, Query, reference};
+use megaflux::workload::Job;
+use megaflux::{Bins, ControlInst, StatefulConfig, Time};
+use timely::dataflow::operators::{Inspect, Probe};
+use timely::dataflow::{InputHandleVec, ProbeHandle};
+
+const RATE: u64 = 4_000;
+const EVENTS: u64 = 6_000;
+const BINS: usize = 16;
+
+fn params() -> NexmarkParams {
+    NexmarkParams {
+        window_ms: 200,
+        slide_ms: 50,
+        in_flight_auctions: 40,
+    }
+}
+
+/// The events with their logical times (as the harness schedules them: event `i` in the
+/// millisecond `i * 1000 / RATE`, at time that plus one).
+fn events() -> Vec<(Time, Event)> {
+    let mut source = Source::new(RATE, params(), 0, 1);
+    (0..EVENTS)
+        .map(|i| {
+            let t = i * 1000 / RATE + 1;
+            (t, source.next_at(t))
+        })
+        .collect()
+}
+
+/// Moves every few milliseconds: single bins, back and forth, and whole maps.
+fn schedule(workers: u32) -> Vec<(Time, ControlInst)> {
+    let mut control = Vec::new();
+    for (k, t) in (5..1500).step_by(37).enumerate() {
+        let k = k as u32;
+        if k % 5 == 4 {
+            let map = (0..BINS as u32).map(|b| (b + k) % workers).collect();
+            control.push((t, ControlInst::Map(map)));
+        } else {
+            control.push((
+                t,
+                ControlInst::Move {
+                    bin: (k * 7) % BINS as u32,
+                    worker: k % workers,
+                },
+            ));
+            control.push((
+                t,
+                ControlInst::Move {
+                    bin: (k * 3) % BINS as u32,
+                    worker: (k + 1) % workers,
+                },
+            ));
+        }
+    }
+    control
+}
+
+fn run(
+    query: Query,
+    workers: usize,
+    native: bool,
+    events: Arc<Vec<(Time, Event)>>,
+) -> BTreeMap<Time, Vec<Output>> {
+    let results: Arc<Mutex<Vec<(Time, Output)>>> = Arc::default();
+    let sink = Arc::clone(&results);
+    let guards = timely::execute(timely::Config::process(workers), move |worker| {
+        let (index, peers) = (worker.index(), worker.peers());
+        let mut data = InputHandleVec::<Time, Event>::new();
+        let mut control = InputHandleVec::<Time, ControlInst>::new();
+        let config = StatefulConfig::uniform(Bins::new(BINS).unwrap(), peers);
+        let job = NexmarkJob::new(query, RATE, params());
+        let sink = Arc::clone(&sink);
+        let probe = ProbeHandle::new();
+        let (d, c) = (&mut data, &mut control);
+        worker.dataflow::<Time, _, _>(|scope| {
+            let out = if native {
+                job.native(d.to_stream(scope), &config)
+            } else {
+                job.megaflux(d.to_stream(scope), c.to_stream(scope), &config)
+            };
+            out.inspect_core(move |event| {
+                if let Ok((stamp, batch)) = event {
+                    let t = *stamp.least().expect("outputs carry a time");
+                    sink.lock().unwrap().extend(batch.iter().map(|o| (t, o.clone())));
+                }
+            })
+            .probe_with(&probe);
+        });
+        let control_plan = schedule(peers as u32);
+        let end = events.last().map_or(0, |(t, _)| *t) + 1;
+        let mut next = 0;
+        for t in 1..end {
+            data.advance_to(t);
+            control.advance_to(t);
+            while next < events.len() && events[next].0 == t {
+                if next % peers == index {
+                    data.send(events[next].1.clone());
+                }
+                next += 1;
+            }
+            if index == 0 && !native {
+                for (_, inst) in control_plan.iter().filter(|(ct, _)| *ct == t) {
+                    control.send(inst.clone());
+                }
+            }
+            worker.step();
+        }
+        drop((data, control));
+        while !probe.done() {
+            worker.step();
+        }
+    })
+    .expect("timely starts");
+    for r in guards.join() {
+        r.expect("worker finished");
+    }
+    let mut by_time: BTreeMap<Time, Vec<Output>> = BTreeMap::new();
+    for (t, o) in results.lock().unwrap().drain(..) {
+        by_time.entry(t).or_default().push(o);
+    }
+    for v in by_time.values_mut() {
+        v.sort_unstable();
+    }
+    by_time
+}
+
+#[test]
+fn every_query_matches_its_sequential_reference() {
+    let events = Arc::new(events());
+    let kinds = |k: fn(&Event) -> bool| events.iter().filter(|(_, e)| k(e)).count();
+    assert!(kinds(|e| matches!(e, Event::Person(_))) > 50);
+    assert!(kinds(|e| matches!(e, Event::Auction(_))) > 200);
+    for q in 1..=8 {
+        let query = Query(q);
+        let expected = reference::outputs(query, params(), &events);
+        assert!(
+            !expected.is_empty(),
+            "{query}: the reference produces nothing on this stream"
+        );
+        for workers in [1, 2, 3] {
+            assert_eq!(
+                run(query, workers, true, Arc::clone(&events)),
+                expected,
+                "{query} native, {workers} workers"
+            );
+            assert_eq!(
+                run(query, workers, false, Arc::clone(&events)),
+                expected,
+                "{query} migrating, {workers} workers"
+            );
+        }
+    }
+}
