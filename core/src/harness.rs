@@ -3,7 +3,7 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use timely::dataflow::operators::{Exchange, Inspect, Probe};
@@ -167,19 +167,23 @@ pub fn run(config: RunConfig, control: ControlHandle) -> Result<Option<Summary>,
     let config = Arc::new(config);
     let result: Arc<Mutex<Option<Summary>>> = Arc::default();
     let slot = Arc::clone(&result);
+    // One clock for all workers of this process: a worker that gets past the start a few
+    // milliseconds late then catches up on its overdue epochs instead of lagging for good.
+    let start: Arc<OnceLock<Instant>> = Arc::default();
     let guards = timely::execute(timely, move |worker| {
+        let start = Arc::clone(&start);
         let summary = match config.workload {
             Workload::KeyCount => {
                 let job = CountJob::new(Counting::Dense, config.keys, config.seed);
-                run_worker(worker, &config, &job, &control)
+                run_worker(worker, &config, &job, &control, &start)
             }
             Workload::HashCount => {
                 let job = CountJob::new(Counting::Hashed, config.keys, config.seed);
-                run_worker(worker, &config, &job, &control)
+                run_worker(worker, &config, &job, &control, &start)
             }
             Workload::Nexmark(query) => {
                 let job = NexmarkJob::new(query, config.rate, config.nexmark);
-                run_worker(worker, &config, &job, &control)
+                run_worker(worker, &config, &job, &control, &start)
             }
         };
         if let Some(s) = summary
@@ -201,6 +205,7 @@ fn run_worker<J: Job>(
     config: &RunConfig,
     job: &J,
     control_handle: &ControlHandle,
+    shared_start: &OnceLock<Instant>,
 ) -> Option<Summary> {
     let index = worker.index();
     let peers = worker.peers();
@@ -302,7 +307,7 @@ fn run_worker<J: Job>(
         worker.step();
     }
 
-    let start = Instant::now();
+    let start = *shared_start.get_or_init(Instant::now);
     let duration_ms = config.duration.as_millis() as u64;
     let mut driver = (index == 0).then(|| PlanDriver::new(uniform(bins.count(), peers), peers));
     let mut pending_migrations: Vec<MigrationSpec> = config.migrations.clone();
