@@ -66,6 +66,26 @@ fn targets_that_do_not_fit_the_job_are_rejected() {
 #[test]
 fn unknown_workload_is_rejected() {
     assert_usage_error(&["run", "--headless", "--workload", "wordcount"], "wordcount");
+    assert_usage_error(&["run", "--headless", "--workload", "q9"], "q9");
+}
+
+#[test]
+fn nexmark_windows_must_fit() {
+    assert_usage_error(
+        &["run", "--headless", "--workload", "q5", "--slide-ms", "300"],
+        "300",
+    );
+    assert_usage_error(
+        &[
+            "run",
+            "--headless",
+            "--workload",
+            "q4",
+            "--in-flight-auctions",
+            "0",
+        ],
+        "0",
+    );
 }
 
 #[test]
