@@ -25,6 +25,8 @@ struct Cli {
 enum Command {
     /// Run a built-in workload (timely's -n/-p/-h go after `--`).
     Run(RunArgs),
+    /// Run a matrix of workloads x variants, print a table and write JSON.
+    Bench(crate::bench::BenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -132,6 +134,18 @@ pub fn main() -> ExitCode {
     install_tracing();
     match cli.command {
         Command::Run(args) => run(args),
+        Command::Bench(args) => match crate::bench::bench(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                // Bad settings are usage errors; a failed run is not.
+                if e.downcast_ref::<ConfigError>().is_some() {
+                    ExitCode::from(2)
+                } else {
+                    ExitCode::FAILURE
+                }
+            }
+        },
     }
 }
 

@@ -1,5 +1,6 @@
 //! `megaflux`: run migrating dataflows and watch them.
 
+mod bench;
 mod cli;
 
 use std::process::ExitCode;

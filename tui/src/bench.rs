@@ -1,0 +1,291 @@
+//! `megaflux bench`: a matrix of fresh runs on the standard timeline (migrate away at 1/3 of
+//! the duration, back to `uniform` at 2/3), compared side by side.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use megaflux::control::ControlHandle;
+use megaflux::harness::{self, RunConfig};
+use megaflux::plan::MigrationSpec;
+use megaflux::summary::Summary;
+use megaflux::workload::Workload;
+use megaflux::{Bins, ConfigError};
+use serde::Serialize;
+
+/// The variants every benchmark knows.
+const VARIANTS: &[&str] = &["native", "none", "all-at-once", "fluid", "batched:8", "matched"];
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Workloads, comma separated (keycount, hashcount, q1..q8).
+    #[arg(long, value_delimiter = ',', default_value = "hashcount")]
+    workloads: Vec<String>,
+    /// Variants, comma separated: native, none, or a strategy (all-at-once, fluid, batched:K,
+    /// matched, each optionally +pipelined).
+    #[arg(long, value_delimiter = ',', default_values_t = VARIANTS.iter().map(|v| v.to_string()))]
+    variants: Vec<String>,
+    /// Bin counts to try, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "256")]
+    bins: Vec<usize>,
+    /// Offered rates to try (records/s), comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "400000")]
+    rates: Vec<u64>,
+    /// Keys of the counting workloads.
+    #[arg(long, default_value_t = 4_000_000)]
+    keys: u64,
+    /// Seconds per run.
+    #[arg(long, default_value_t = 30.0)]
+    duration: f64,
+    /// Worker threads.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// Where the migration goes at 1/3 of the run: pack:N, drain:W or another target.
+    #[arg(long, default_value = "pack:1")]
+    away: String,
+    /// A preset that finishes in under three minutes on 2 cores.
+    #[arg(long)]
+    quick: bool,
+    /// Where to write the results as JSON.
+    #[arg(long, default_value = "bench.json")]
+    out: PathBuf,
+}
+
+/// One run of the matrix and what it measured.
+#[derive(Debug, Serialize)]
+struct Row {
+    workload: String,
+    variant: String,
+    bins: usize,
+    rate: u64,
+    steady_p50_ns: u64,
+    steady_p99_ns: u64,
+    steady_max_ns: u64,
+    during_p99_ns: Option<u64>,
+    during_max_ns: Option<u64>,
+    migration_s: Option<f64>,
+    bytes_moved: u64,
+    rss_peak_bytes: Option<u64>,
+    achieved_rate: f64,
+    /// During-migration max latency over all-at-once's, and steady p99 over native's (same
+    /// workload, bins and rate), where both were run.
+    max_vs_all_at_once: Option<f64>,
+    p99_vs_native: Option<f64>,
+    summary: Summary,
+}
+
+#[derive(Serialize)]
+struct Results<'a> {
+    format: u32,
+    workers: usize,
+    duration_s: f64,
+    away: &'a str,
+    rows: &'a [Row],
+}
+
+/// One cell of the matrix.
+struct Cell {
+    workload: Workload,
+    variant: String,
+    bins: usize,
+    rate: u64,
+}
+
+pub fn bench(mut args: BenchArgs) -> anyhow::Result<()> {
+    if args.quick {
+        args.duration = 9.0;
+        args.keys = 1_000_000;
+        args.rates = vec![200_000];
+        args.variants = ["native", "none", "all-at-once", "fluid", "matched"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    }
+    let cells = cells(&args)?;
+    let bar = ProgressBar::new(cells.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} runs, {elapsed} spent, about {eta} left  {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut rows = Vec::new();
+    for cell in &cells {
+        bar.set_message(format!(
+            "{} {} bins={} rate={}",
+            cell.workload, cell.variant, cell.bins, cell.rate
+        ));
+        let config = run_config(&args, cell)?;
+        let summary = harness::run(config, ControlHandle::new())
+            .with_context(|| format!("run {} {}", cell.workload, cell.variant))?
+            .context("no summary: bench runs in one process")?;
+        rows.push(row(cell, summary));
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    add_ratios(&mut rows);
+    print_table(&rows);
+    write(&args.out, &args, &rows)?;
+    eprintln!("results written to {}", args.out.display());
+    Ok(())
+}
+
+fn cells(args: &BenchArgs) -> Result<Vec<Cell>, ConfigError> {
+    let mut cells = Vec::new();
+    for w in &args.workloads {
+        let workload: Workload = w.parse()?;
+        for &bins in &args.bins {
+            Bins::new(bins)?;
+            for &rate in &args.rates {
+                for variant in &args.variants {
+                    if variant != "native" && variant != "none" {
+                        format!("{variant}@1:uniform").parse::<MigrationSpec>()?;
+                    }
+                    cells.push(Cell {
+                        workload,
+                        variant: variant.clone(),
+                        bins,
+                        rate,
+                    });
+                }
+            }
+        }
+    }
+    Ok(cells)
+}
+
+fn run_config(args: &BenchArgs, cell: &Cell) -> anyhow::Result<RunConfig> {
+    let third = args.duration / 3.0;
+    let migrations = match cell.variant.as_str() {
+        "native" | "none" => Vec::new(),
+        v => vec![
+            format!("{v}@{third}:{}", args.away).parse()?,
+            format!("{v}@{}:uniform", 2.0 * third).parse()?,
+        ],
+    };
+    let config = RunConfig {
+        workload: cell.workload,
+        workers: args.workers,
+        bins: Bins::new(cell.bins)?,
+        keys: args.keys,
+        rate: cell.rate,
+        duration: Duration::from_secs_f64(args.duration),
+        native: cell.variant == "native",
+        migrations,
+        ..RunConfig::default()
+    };
+    harness::validate(&config)?;
+    Ok(config)
+}
+
+fn row(cell: &Cell, summary: Summary) -> Row {
+    let migrating = |t: f64| {
+        summary
+            .migrations
+            .iter()
+            .any(|m| t + 0.25 >= m.issued_s && t <= m.completed_s.unwrap_or(f64::INFINITY))
+    };
+    // Steady: the timeline windows after the first second and outside every migration.
+    let steady: Vec<_> = summary
+        .timeline
+        .iter()
+        .filter(|w| w.t_s >= 1.0 && !migrating(w.t_s))
+        .collect();
+    let median = |mut v: Vec<u64>| {
+        v.sort_unstable();
+        v.get(v.len() / 2).copied().unwrap_or(0)
+    };
+    let ms = &summary.migrations;
+    Row {
+        workload: cell.workload.to_string(),
+        variant: cell.variant.clone(),
+        bins: cell.bins,
+        rate: cell.rate,
+        steady_p50_ns: median(steady.iter().map(|w| w.latency_ns.p50).collect()),
+        steady_p99_ns: median(steady.iter().map(|w| w.latency_ns.p99).collect()),
+        steady_max_ns: steady.iter().map(|w| w.latency_ns.max).max().unwrap_or(0),
+        during_p99_ns: ms.iter().map(|m| m.latency_ns_during.p99).max(),
+        during_max_ns: ms.iter().map(|m| m.latency_ns_during.max).max(),
+        migration_s: ms.iter().filter_map(|m| m.duration_s).reduce(f64::max),
+        bytes_moved: ms.iter().map(|m| m.bytes_moved).sum(),
+        rss_peak_bytes: summary.rss_peak_bytes,
+        achieved_rate: summary.achieved_rate,
+        max_vs_all_at_once: None,
+        p99_vs_native: None,
+        summary,
+    }
+}
+
+fn add_ratios(rows: &mut [Row]) {
+    let find = |rows: &[Row], r: &Row, variant: &str| {
+        rows.iter().position(|o| {
+            o.variant == variant && o.workload == r.workload && o.bins == r.bins && o.rate == r.rate
+        })
+    };
+    for i in 0..rows.len() {
+        let aao = find(rows, &rows[i], "all-at-once").and_then(|j| rows[j].during_max_ns);
+        let native = find(rows, &rows[i], "native").map(|j| rows[j].steady_p99_ns);
+        let r = &mut rows[i];
+        r.max_vs_all_at_once = r.during_max_ns.zip(aao).map(|(a, b)| a as f64 / b.max(1) as f64);
+        r.p99_vs_native = native.map(|n| r.steady_p99_ns as f64 / n.max(1) as f64);
+    }
+}
+
+fn print_table(rows: &[Row]) {
+    let ms = |ns: u64| format!("{:.2}", ns as f64 / 1e6);
+    let opt = |v: Option<u64>| v.map_or("-".to_string(), ms);
+    let ratio = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.3}"));
+    println!(
+        "{:<10} {:<16} {:>6} {:>8} | {:>8} {:>8} {:>8} | {:>9} {:>9} {:>8} {:>10} {:>8} | {:>9} {:>7} | {:>8} {:>8}",
+        "workload",
+        "variant",
+        "bins",
+        "rate",
+        "p50 ms",
+        "p99 ms",
+        "max ms",
+        "mig p99",
+        "mig max",
+        "mig s",
+        "MB moved",
+        "RSS MB",
+        "achieved",
+        "offered",
+        "vs aao",
+        "vs nat"
+    );
+    for r in rows {
+        println!(
+            "{:<10} {:<16} {:>6} {:>8} | {:>8} {:>8} {:>8} | {:>9} {:>9} {:>8} {:>10.1} {:>8} | {:>9.0} {:>7} | {:>8} {:>8}",
+            r.workload,
+            r.variant,
+            r.bins,
+            r.rate,
+            ms(r.steady_p50_ns),
+            ms(r.steady_p99_ns),
+            ms(r.steady_max_ns),
+            opt(r.during_p99_ns),
+            opt(r.during_max_ns),
+            r.migration_s.map_or("-".to_string(), |s| format!("{s:.3}")),
+            r.bytes_moved as f64 / 1e6,
+            r.rss_peak_bytes
+                .map_or("-".to_string(), |b| format!("{:.0}", b as f64 / 1e6)),
+            r.achieved_rate,
+            r.rate,
+            ratio(r.max_vs_all_at_once),
+            ratio(r.p99_vs_native),
+        );
+    }
+}
+
+fn write(path: &Path, args: &BenchArgs, rows: &[Row]) -> anyhow::Result<()> {
+    let results = Results {
+        format: 1,
+        workers: args.workers,
+        duration_s: args.duration,
+        away: &args.away,
+        rows,
+    };
+    let json = serde_json::to_string_pretty(&results)?;
+    std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))
+}
