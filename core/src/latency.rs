@@ -99,6 +99,30 @@ impl LatencyRecorder {
         self.between(0, u64::MAX)
     }
 
+    /// The complementary CDF of all epochs' latencies: (latency, fraction of epochs slower),
+    /// at quantiles dense enough for a log-scale plot down to one in 100,000.
+    pub fn ccdf(&self) -> Vec<(u64, f64)> {
+        let mut h = histogram();
+        for (_, l) in &self.epochs {
+            h.saturating_record(*l);
+        }
+        if h.is_empty() {
+            return Vec::new();
+        }
+        let mut quantiles: Vec<f64> = (0..10).map(|i| i as f64 / 10.0).collect();
+        for nines in 1..=5 {
+            let tail = 10f64.powi(-nines);
+            quantiles.extend((1..10).rev().map(|k| 1.0 - tail * k as f64));
+        }
+        quantiles.push(1.0);
+        quantiles.sort_by(f64::total_cmp);
+        quantiles.dedup();
+        quantiles
+            .into_iter()
+            .map(|q| (h.value_at_quantile(q), 1.0 - q))
+            .collect()
+    }
+
     /// The timeline, one entry per `WINDOW_MS` window.
     pub fn timeline(&self) -> Vec<WindowStats> {
         let Some(last) = self.epochs.iter().map(|(e, _)| *e).max() else {

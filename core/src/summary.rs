@@ -61,6 +61,8 @@ pub struct Summary {
     /// Records per second actually offered (equal to `rate` unless the generator fell behind at the end).
     pub achieved_rate: f64,
     pub timeline: Vec<WindowStats>,
+    /// (latency ns, fraction of epochs slower) over the whole run.
+    pub latency_ccdf: Vec<(u64, f64)>,
 }
 
 /// What each worker reports to worker 0 at the end.
@@ -166,6 +168,7 @@ pub(crate) fn summarize(
         rss_steady_bytes: rss_before(first_migration.min(end_s)),
         achieved_rate: records_in.saturating_sub(preloaded) as f64 / config.duration.as_secs_f64().max(1e-9),
         timeline: latency.timeline(),
+        latency_ccdf: latency.ccdf(),
     }
 }
 

@@ -27,6 +27,8 @@ enum Command {
     Run(RunArgs),
     /// Run a matrix of workloads x variants, print a table and write JSON.
     Bench(crate::bench::BenchArgs),
+    /// Draw bench results or run summaries as an SVG (latency over time, CCDF).
+    Report(crate::report::ReportArgs),
 }
 
 #[derive(Debug, Args)]
@@ -134,6 +136,17 @@ pub fn main() -> ExitCode {
     install_tracing();
     match cli.command {
         Command::Run(args) => run(args),
+        Command::Report(args) => match crate::report::report(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                if e.downcast_ref::<crate::report::BadInput>().is_some() {
+                    ExitCode::from(2)
+                } else {
+                    ExitCode::FAILURE
+                }
+            }
+        },
         Command::Bench(args) => match crate::bench::bench(args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
