@@ -9,6 +9,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use megaflux::control::ControlHandle;
 use megaflux::harness::{self, RunConfig};
+use megaflux::nexmark::NexmarkParams;
 use megaflux::plan::MigrationSpec;
 use megaflux::summary::Summary;
 use megaflux::workload::Workload;
@@ -39,6 +40,9 @@ pub struct BenchArgs {
     /// Seconds per run.
     #[arg(long, default_value_t = 30.0)]
     duration: f64,
+    /// NEXMark: auctions open at any time (state of Q3, Q4, Q6).
+    #[arg(long, default_value_t = NexmarkParams::default().in_flight_auctions)]
+    in_flight_auctions: usize,
     /// Worker threads.
     #[arg(long, default_value_t = 2)]
     workers: usize,
@@ -172,6 +176,10 @@ fn run_config(args: &BenchArgs, cell: &Cell) -> anyhow::Result<RunConfig> {
         duration: Duration::from_secs_f64(args.duration),
         native: cell.variant == "native",
         migrations,
+        nexmark: NexmarkParams {
+            in_flight_auctions: args.in_flight_auctions.max(1),
+            ..NexmarkParams::default()
+        },
         ..RunConfig::default()
     };
     harness::validate(&config)?;
