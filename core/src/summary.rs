@@ -56,6 +56,9 @@ pub struct Summary {
     pub latency_ns: Percentiles,
     pub migrations: Vec<MigrationSummary>,
     pub rss_peak_bytes: Option<u64>,
+    /// The largest RSS sampled during the measured run (unlike `rss_peak_bytes`, not
+    /// inflated by earlier runs in the same process).
+    pub rss_max_bytes: Option<u64>,
     /// The last sampled RSS before the first migration (or at the end, without one).
     pub rss_steady_bytes: Option<u64>,
     /// Records per second actually offered (equal to `rate` unless the generator fell behind at the end).
@@ -166,6 +169,7 @@ pub(crate) fn summarize(
         migrations,
         rss_peak_bytes: rss_peak,
         rss_steady_bytes: rss_before(first_migration.min(end_s)),
+        rss_max_bytes: job_rss.iter().map(|(_, r)| *r).max(),
         achieved_rate: records_in.saturating_sub(preloaded) as f64 / config.duration.as_secs_f64().max(1e-9),
         timeline: latency.timeline(),
         latency_ccdf: latency.ccdf(),

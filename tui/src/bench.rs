@@ -71,6 +71,7 @@ struct Row {
     during_max_ns: Option<u64>,
     migration_s: Option<f64>,
     bytes_moved: u64,
+    /// The largest RSS sampled during the run (runs share the bench's process).
     rss_peak_bytes: Option<u64>,
     achieved_rate: f64,
     /// During-migration max latency over all-at-once's, and steady p99 over native's (same
@@ -216,7 +217,7 @@ fn row(cell: &Cell, summary: Summary) -> Row {
         during_max_ns: ms.iter().map(|m| m.latency_ns_during.max).max(),
         migration_s: ms.iter().filter_map(|m| m.duration_s).reduce(f64::max),
         bytes_moved: ms.iter().map(|m| m.bytes_moved).sum(),
-        rss_peak_bytes: summary.rss_peak_bytes,
+        rss_peak_bytes: summary.rss_max_bytes,
         achieved_rate: summary.achieved_rate,
         max_vs_all_at_once: None,
         p99_vs_native: None,
