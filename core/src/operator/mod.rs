@@ -198,7 +198,7 @@ pub fn stateful_binary<'s, R1, R2, S, O, K1, K2, L>(
     name: &str,
     bin_key_left: K1,
     bin_key_right: K2,
-    mut logic: L,
+    logic: L,
 ) -> StreamVec<'s, Time, O>
 where
     R1: ExchangeData + Clone,
@@ -209,32 +209,49 @@ where
     K2: Fn(&R2) -> u64 + 'static,
     L: FnMut(Time, &mut Bin<S>, &mut Vec<R1>, &mut Vec<R2>, &mut Vec<O>) + 'static,
 {
-    let merged = left.map(Side::Left).concat(right.map(Side::Right));
-    let (mut lefts, mut rights) = (Vec::new(), Vec::new());
-    stateful_unary(
-        merged,
-        control,
-        config,
-        name,
-        move |r: &Side<R1, R2>| match r {
-            Side::Left(a) => bin_key_left(a),
-            Side::Right(b) => bin_key_right(b),
-        },
-        move |time, bin, records, out| {
-            split_sides(records, &mut lefts, &mut rights);
-            logic(time, bin, &mut lefts, &mut rights, out);
-            lefts.clear();
-            rights.clear();
-        },
-    )
+    let (merged, key, logic) = sides(left, right, bin_key_left, bin_key_right, logic);
+    stateful_unary(merged, control, config, name, key, logic)
 }
 
-/// Moves merged records back into one vector per input.
-fn split_sides<A, B>(records: &mut Vec<Side<A, B>>, lefts: &mut Vec<A>, rights: &mut Vec<B>) {
-    for r in records.drain(..) {
-        match r {
-            Side::Left(a) => lefts.push(a),
-            Side::Right(b) => rights.push(b),
+/// A binary operator as a unary one: both inputs merged into one stream of [`Side`]s, the
+/// key function of each side, and `logic` fed each side's records separately.
+#[allow(clippy::type_complexity)]
+pub(crate) fn sides<'s, R1, R2, S, O, K1, K2, L>(
+    left: StreamVec<'s, Time, R1>,
+    right: StreamVec<'s, Time, R2>,
+    bin_key_left: K1,
+    bin_key_right: K2,
+    mut logic: L,
+) -> (
+    StreamVec<'s, Time, Side<R1, R2>>,
+    impl Fn(&Side<R1, R2>) -> u64 + 'static,
+    impl FnMut(Time, &mut Bin<S>, &mut Vec<Side<R1, R2>>, &mut Vec<O>) + 'static,
+)
+where
+    R1: Clone + 'static,
+    R2: Clone + 'static,
+    S: 'static,
+    O: 'static,
+    K1: Fn(&R1) -> u64 + 'static,
+    K2: Fn(&R2) -> u64 + 'static,
+    L: FnMut(Time, &mut Bin<S>, &mut Vec<R1>, &mut Vec<R2>, &mut Vec<O>) + 'static,
+{
+    let merged = left.map(Side::Left).concat(right.map(Side::Right));
+    let key = move |r: &Side<R1, R2>| match r {
+        Side::Left(a) => bin_key_left(a),
+        Side::Right(b) => bin_key_right(b),
+    };
+    let (mut lefts, mut rights) = (Vec::new(), Vec::new());
+    let split = move |time, bin: &mut Bin<S>, records: &mut Vec<Side<R1, R2>>, out: &mut Vec<O>| {
+        for r in records.drain(..) {
+            match r {
+                Side::Left(a) => lefts.push(a),
+                Side::Right(b) => rights.push(b),
+            }
         }
-    }
+        logic(time, bin, &mut lefts, &mut rights, out);
+        lefts.clear();
+        rights.clear();
+    };
+    (merged, key, split)
 }

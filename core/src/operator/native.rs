@@ -9,12 +9,10 @@ use timely::ExchangeData;
 use timely::dataflow::StreamVec;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::Capability;
-use timely::dataflow::operators::Concat;
 use timely::dataflow::operators::generic::Operator;
-use timely::dataflow::operators::vec::Map;
 
 use super::apply::apply_time;
-use super::{Bin, Side, StatefulConfig};
+use super::{Bin, StatefulConfig};
 use crate::Time;
 
 struct Work<R> {
@@ -119,7 +117,7 @@ pub fn native_binary<'s, R1, R2, S, O, K1, K2, L>(
     name: &str,
     bin_key_left: K1,
     bin_key_right: K2,
-    mut logic: L,
+    logic: L,
 ) -> StreamVec<'s, Time, O>
 where
     R1: ExchangeData + Clone,
@@ -130,21 +128,6 @@ where
     K2: Fn(&R2) -> u64 + 'static,
     L: FnMut(Time, &mut Bin<S>, &mut Vec<R1>, &mut Vec<R2>, &mut Vec<O>) + 'static,
 {
-    let merged = left.map(Side::Left).concat(right.map(Side::Right));
-    let (mut lefts, mut rights) = (Vec::new(), Vec::new());
-    native_unary(
-        merged,
-        config,
-        name,
-        move |r: &Side<R1, R2>| match r {
-            Side::Left(a) => bin_key_left(a),
-            Side::Right(b) => bin_key_right(b),
-        },
-        move |time, bin, records, out| {
-            super::split_sides(records, &mut lefts, &mut rights);
-            logic(time, bin, &mut lefts, &mut rights, out);
-            lefts.clear();
-            rights.clear();
-        },
-    )
+    let (merged, key, logic) = super::sides(left, right, bin_key_left, bin_key_right, logic);
+    native_unary(merged, config, name, key, logic)
 }
