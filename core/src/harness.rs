@@ -443,7 +443,6 @@ fn run_worker<J: Job>(
     while !reports_probe.done() {
         worker.step();
     }
-    let _ = &reports_probe;
 
     let records = records?;
     let reports = reports.borrow();

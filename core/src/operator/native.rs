@@ -21,6 +21,16 @@ struct Work<R> {
     scheduled: Vec<u32>,
 }
 
+impl<R> Work<R> {
+    fn new(cap: Capability<Time>) -> Self {
+        Work {
+            cap,
+            records: Vec::new(),
+            scheduled: Vec::new(),
+        }
+    }
+}
+
 /// [`crate::stateful_unary`] without migration: bins stay on their initial owners.
 pub fn native_unary<'s, R, S, O, K, L>(
     data: StreamVec<'s, Time, R>,
@@ -56,11 +66,9 @@ where
         move |(input, frontier), output| {
             input.for_each_stamp(|cap, batches| {
                 let Some(&time) = cap.least() else { return };
-                let entry = work.entry(time).or_insert_with(|| Work {
-                    cap: cap.delayed(&time, 0),
-                    records: Vec::new(),
-                    scheduled: Vec::new(),
-                });
+                let entry = work
+                    .entry(time)
+                    .or_insert_with(|| Work::new(cap.delayed(&time, 0)));
                 for b in batches {
                     entry
                         .records
@@ -87,11 +95,7 @@ where
                     &mut logic,
                     |at, bin| {
                         work.entry(at)
-                            .or_insert_with(|| Work {
-                                cap: cap.delayed(&at),
-                                records: Vec::new(),
-                                scheduled: Vec::new(),
-                            })
+                            .or_insert_with(|| Work::new(cap.delayed(&at)))
                             .scheduled
                             .push(bin)
                     },
