@@ -219,6 +219,7 @@ fn run_worker<J: Job>(
     let mut stateful = StatefulConfig::uniform(bins, peers);
     stateful.chunk_bytes = config.chunk_bytes;
     let transfers = Rc::clone(&stateful.transfers);
+    let main_dataflow = worker.next_dataflow_index();
     {
         let digest = Rc::clone(&digest);
         let probe = probe.clone();
@@ -232,7 +233,8 @@ fn run_worker<J: Job>(
             } else {
                 job.megaflux(input, ctrl, &stateful)
             };
-            // The digest sits before the probe: once the probe is done, every output was counted.
+            // The digest sits before the probe: once the probe has passed a time, every output at
+            // that time was counted.
             output
                 .inspect_core(move |event| {
                     if let Ok((stamp, batch)) = event
@@ -271,10 +273,11 @@ fn run_worker<J: Job>(
     let mut control = (index == 0).then_some(control);
 
     let mut records_in = 0u64;
-    // Preload: every key once, `PRELOAD_PER_TIME` keys per logical time, with at most
+    // Preload (every key once, or the first NEXMark events): `PRELOAD_PER_TIME` keys per logical time, with at most
     // `PRELOAD_IN_FLIGHT` times unfinished, so that the preload never piles up in memory.
     let preload_len = if config.preload { job.preload_len() } else { 0 };
     let preload_times = preload_len.div_ceil(PRELOAD_PER_TIME);
+    let mut preload = job.preload_source(index, peers);
     for t in 0..preload_times {
         while probe.less_than(&t.saturating_sub(PRELOAD_IN_FLIGHT)) {
             worker.step();
@@ -289,7 +292,7 @@ fn run_worker<J: Job>(
         );
         let mut i = first_index(lo, index, peers);
         while i < hi {
-            data.send(job.preload(i));
+            data.send(preload(i, t));
             records_in += 1;
             i += peers as u64;
         }
@@ -413,18 +416,26 @@ fn run_worker<J: Job>(
         }
         worker.step();
     }
-    drop(data);
-    drop(control);
-    while !probe.done() {
+    // The run covers the logical times up to its last epoch: wait for those, then drop the
+    // dataflow rather than close its inputs. Closing them would release all scheduled later
+    // work at once (Q4's auction closings, minutes ahead), which belongs to no measured epoch
+    // and costs seconds and gigabytes to drain.
+    while probe.less_equal(&time_of(duration_ms)) {
         worker.step();
         if index == 0 {
             measure(&mut latency, &mut next_measured, duration_ms + 1);
         }
         if let Some(driver) = driver.as_mut() {
-            // Steps already issued may still complete while the run drains.
+            // Steps already issued may still complete while the last epochs finish.
             driver.retire(|t| !probe.less_equal(&t), start.elapsed().as_secs_f64());
         }
     }
+    if let Some(driver) = driver.as_mut() {
+        driver.retire(|t| !probe.less_equal(&t), start.elapsed().as_secs_f64());
+    }
+    drop(data);
+    drop(control);
+    worker.drop_dataflow(main_dataflow);
     let end_s = start.elapsed().as_secs_f64();
     let records = driver.as_ref().map(PlanDriver::records);
 

@@ -68,8 +68,10 @@ pub trait Job {
     fn preload_len(&self) -> u64 {
         0
     }
-    /// The `i`-th preload record.
-    fn preload(&self, i: u64) -> Self::Rec;
+    /// Worker `index` of `peers`'s source of preload records: it is called with the global
+    /// preload indices `index, index + peers, ...` below `preload_len` in order, each with
+    /// its logical time.
+    fn preload_source(&self, index: usize, peers: usize) -> Box<dyn FnMut(u64, Time) -> Self::Rec>;
     /// Worker `index` of `peers`'s source of measured records: it is called with the
     /// global indices `index, index + peers, ...` in order, each with its logical time.
     fn source(&self, index: usize, peers: usize) -> Box<dyn FnMut(u64, Time) -> Self::Rec>;
@@ -109,8 +111,9 @@ impl Job for CountJob {
         self.generator.keys
     }
 
-    fn preload(&self, i: u64) -> u64 {
-        self.generator.key(i)
+    fn preload_source(&self, _index: usize, _peers: usize) -> Box<dyn FnMut(u64, Time) -> u64> {
+        let generator = self.generator;
+        Box::new(move |i, _| generator.key(i))
     }
 
     fn source(&self, _index: usize, _peers: usize) -> Box<dyn FnMut(u64, Time) -> u64> {

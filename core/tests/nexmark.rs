@@ -26,7 +26,7 @@ fn params() -> NexmarkParams {
 /// The events with their logical times (as the harness schedules them: event `i` in the
 /// millisecond `i * 1000 / RATE`, at time that plus one).
 fn events() -> Vec<(Time, Event)> {
-    let mut source = Source::new(RATE, params(), 0, 1);
+    let mut source = Source::new(RATE, params(), 0, 0, 1);
     (0..EVENTS)
         .map(|i| {
             let t = i * 1000 / RATE + 1;

@@ -60,7 +60,8 @@ struct RunArgs {
     /// Run the plain-timely twin of the workload (no migration machinery).
     #[arg(long)]
     native: bool,
-    /// Do not insert every key once before the measured run.
+    /// Start the measured run with empty state: no preload of every key (count workloads)
+    /// or of the events that open `--in-flight-auctions` auctions (NEXMark).
     #[arg(long)]
     no_preload: bool,
     /// A migration: STRATEGY[+pipelined]@SECS:TARGET, e.g. fluid@10:pack:1 or matched@20:uniform.
@@ -192,10 +193,10 @@ fn run(args: RunArgs) -> ExitCode {
         config.keys,
         config.bins.count(),
         config.workers,
-        if config.preload {
-            "; preloading every key first"
-        } else {
-            ""
+        match (config.preload, config.workload) {
+            (false, _) => "",
+            (true, Workload::Nexmark(_)) => "; preloading the events that open the in-flight auctions",
+            (true, _) => "; preloading every key first",
         }
     );
     match run_headless(config, args.summary.as_deref()) {

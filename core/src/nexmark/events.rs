@@ -64,7 +64,7 @@ impl Event {
     }
 }
 
-/// One worker's share of the event sequence: events `index, index + peers, ...`.
+/// One worker's share of the event sequence: events `first + index, first + index + peers, ...`.
 pub struct Source {
     generator: nexmark::EventGenerator,
 }
@@ -72,7 +72,7 @@ pub struct Source {
 impl Source {
     /// The generator has no seed: NEXMark streams are the same for every `--seed`. (Shifting
     /// its `first_event_id` looks like one but makes auction ids repeat.)
-    pub fn new(rate: u64, params: NexmarkParams, index: usize, peers: usize) -> Self {
+    pub fn new(rate: u64, params: NexmarkParams, first: u64, index: usize, peers: usize) -> Self {
         let config = nexmark::config::NexmarkConfig {
             // Fixed: the wall clock would make every run different.
             base_time: 0,
@@ -87,7 +87,7 @@ impl Source {
         };
         Source {
             generator: nexmark::EventGenerator::new(config)
-                .with_offset(index as u64)
+                .with_offset(first + index as u64)
                 .with_step(peers as u64),
         }
     }

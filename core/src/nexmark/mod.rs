@@ -23,6 +23,11 @@ use crate::config::ControlInst;
 use crate::operator::StatefulConfig;
 use crate::workload::Job;
 
+/// Auctions among every `EVENT_PROPORTION` generated events (the generator's default mix:
+/// 1 person, 3 auctions, 46 bids).
+const AUCTION_PROPORTION: u64 = 3;
+const EVENT_PROPORTION: u64 = 50;
+
 /// One of the eight queries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Query(pub u8);
@@ -82,12 +87,23 @@ impl Job for NexmarkJob {
     type Rec = Event;
     type Out = Output;
 
-    fn preload(&self, _i: u64) -> Event {
-        unreachable!("NEXMark has no preload")
+    /// The stream's first events, enough to open `in_flight_auctions` auctions, so that the
+    /// measured run starts with the queries' state at its steady size (filling it at the
+    /// offered rate would take `in_flight_auctions` / (rate × 3/50) seconds).
+    fn preload_len(&self) -> u64 {
+        (self.params.in_flight_auctions as u64).div_ceil(AUCTION_PROPORTION) * EVENT_PROPORTION
+    }
+
+    /// Preloaded events get the harness's compressed preload times, but auctions keep the
+    /// generator's lengths, so they close during (or after) the measured run, as they would
+    /// have had the stream run that long already.
+    fn preload_source(&self, index: usize, peers: usize) -> Box<dyn FnMut(u64, Time) -> Event> {
+        Box::new(events::Source::new(self.rate, self.params, 0, index, peers).into_fn())
     }
 
     fn source(&self, index: usize, peers: usize) -> Box<dyn FnMut(u64, Time) -> Event> {
-        Box::new(events::Source::new(self.rate, self.params, index, peers).into_fn())
+        let first = self.preload_len();
+        Box::new(events::Source::new(self.rate, self.params, first, index, peers).into_fn())
     }
 
     fn megaflux<'s>(

@@ -242,15 +242,16 @@ fn closed_auctions<'s, B: Backend<'s>>(
         |a: &Auction| hash_key(&a.id),
         |b: &Bid| hash_key(&b.auction),
         |t, bin: &mut Bin<Auctions>, new: &mut Vec<Auction>, bids: &mut Vec<Bid>, out: &mut Vec<Closed>| {
-            let later = bin.state.closing.split_off(&(t + 1));
-            for id in std::mem::replace(&mut bin.state.closing, later)
-                .into_values()
-                .flatten()
+            // Popping costs only the closing auctions; `split_off` would walk the open ones.
+            while let Some(entry) = bin.state.closing.first_entry()
+                && *entry.key() <= t
             {
-                if let Some(open) = bin.state.open.remove(&id)
-                    && let Some(price) = open.best
-                {
-                    out.push((open.category, open.seller, price));
+                for id in entry.remove() {
+                    if let Some(open) = bin.state.open.remove(&id)
+                        && let Some(price) = open.best
+                    {
+                        out.push((open.category, open.seller, price));
+                    }
                 }
             }
             for a in new.drain(..) {

@@ -49,9 +49,12 @@ where
             return Err(bin_index);
         };
         if due {
-            let rest = bin.scheduled.split_off(&(time + 1));
-            due = !bin.scheduled.is_empty();
-            bin.scheduled = rest;
+            // Popping costs only the due entries; `split_off` would walk the later ones.
+            due = false;
+            while bin.scheduled.first().is_some_and(|at| *at <= time) {
+                bin.scheduled.pop_first();
+                due = true;
+            }
         }
         if batch.is_empty() && !due {
             continue;

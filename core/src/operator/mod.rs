@@ -14,6 +14,7 @@
 
 mod apply;
 mod native;
+mod pending;
 mod route;
 mod state;
 pub mod transfer;

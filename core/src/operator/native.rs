@@ -2,29 +2,26 @@
 //! (an exchange by the initial bin owner and one frontier operator), with no control input
 //! and no migration. Comparing the two measures what migration costs.
 
-use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use timely::ExchangeData;
 use timely::dataflow::StreamVec;
 use timely::dataflow::channels::pact::Exchange;
-use timely::dataflow::operators::Capability;
 use timely::dataflow::operators::generic::Operator;
 
 use super::apply::apply_time;
+use super::pending::Pending;
 use super::{Bin, StatefulConfig};
 use crate::Time;
 
 struct Work<R> {
-    cap: Capability<Time>,
     records: Vec<(u32, R)>,
     scheduled: Vec<u32>,
 }
 
-impl<R> Work<R> {
-    fn new(cap: Capability<Time>) -> Self {
+impl<R> Default for Work<R> {
+    fn default() -> Self {
         Work {
-            cap,
             records: Vec::new(),
             scheduled: Vec::new(),
         }
@@ -58,7 +55,7 @@ where
         .iter()
         .map(|w| (*w == me).then(|| Bin::new(S::default())))
         .collect();
-    let mut work: BTreeMap<Time, Work<R>> = BTreeMap::new();
+    let mut work: Pending<Work<R>> = Pending::new();
     let mut batch = Vec::new();
     let mut produced = Vec::new();
     let name = name.to_string();
@@ -66,25 +63,16 @@ where
         move |(input, frontier), output| {
             input.for_each_stamp(|cap, batches| {
                 let Some(&time) = cap.least() else { return };
-                let entry = work
-                    .entry(time)
-                    .or_insert_with(|| Work::new(cap.delayed(&time, 0)));
+                let entry = work.arrived(time, || cap.delayed(&time, 0));
                 for b in batches {
                     entry
                         .records
                         .extend(b.drain(..).map(|r| (bins.bin_of(bin_key(&r)), r)));
                 }
             });
-            while let Some(entry) = work.first_entry() {
-                let time = *entry.key();
-                if frontier.less_equal(&time) {
-                    break;
-                }
-                let Work {
-                    cap,
-                    records,
-                    scheduled,
-                } = entry.remove();
+            while let Some((time, Work { records, scheduled })) =
+                work.next(|time| !frontier.less_equal(&time))
+            {
                 let applied = apply_time(
                     time,
                     records,
@@ -93,21 +81,19 @@ where
                     &mut batch,
                     &mut produced,
                     &mut logic,
-                    |at, bin| {
-                        work.entry(at)
-                            .or_insert_with(|| Work::new(cap.delayed(&at)))
-                            .scheduled
-                            .push(bin)
-                    },
+                    |at, bin| work.later(at).scheduled.push(bin),
                 );
                 if let Err(bin) = applied {
                     panic!("{name}: worker {me} got records for bin {bin} it does not own");
                 }
-                if !produced.is_empty() {
-                    output.session(&cap).give_container(&mut produced);
+                if !produced.is_empty()
+                    && let Some(cap) = work.capability()
+                {
+                    output.session(cap).give_container(&mut produced);
                     produced.clear();
                 }
             }
+            work.settle();
         }
     })
     .container::<Vec<O>>()

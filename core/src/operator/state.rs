@@ -8,7 +8,6 @@
 //!   bins, scheduled work), and tells F through `LocalProgress` which times it has applied;
 //! * only bins with records or scheduled work at `t` are touched.
 
-use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use serde::Serialize;
@@ -17,12 +16,12 @@ use timely::ExchangeData;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::StreamVec;
 use timely::dataflow::channels::pact::Exchange;
-use timely::dataflow::operators::Capability;
 use timely::dataflow::operators::generic::OutputBuilder;
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 use timely::progress::Antichain;
 
 use super::apply::apply_time;
+use super::pending::Pending;
 use super::route::Routed;
 use super::transfer::{Assembly, StateChunk, decode};
 use super::{Bin, BinTable, LocalProgress};
@@ -30,7 +29,6 @@ use crate::Time;
 
 /// Everything S must do at one time.
 struct Work<R> {
-    cap: Capability<Time>,
     records: Vec<(u32, R)>,
     scheduled: Vec<u32>,
     /// Bins arriving at this time, still serialized: decoding waits until the time is
@@ -38,10 +36,9 @@ struct Work<R> {
     installs: Vec<(u32, Vec<Vec<u8>>)>,
 }
 
-impl<R> Work<R> {
-    fn new(cap: Capability<Time>) -> Self {
+impl<R> Default for Work<R> {
+    fn default() -> Self {
         Work {
-            cap,
             records: Vec::new(),
             scheduled: Vec::new(),
             installs: Vec::new(),
@@ -77,7 +74,7 @@ where
         builder.new_output_connection([(0, Antichain::from_elem(0)), (1, Antichain::from_elem(0))]);
     let mut output = OutputBuilder::<_, CapacityContainerBuilder<Vec<O>>>::from(output);
 
-    let mut work: BTreeMap<Time, Work<R>> = BTreeMap::new();
+    let mut work: Pending<Work<R>> = Pending::new();
     let mut assembly = Assembly::default();
     let mut batch: Vec<R> = Vec::new();
     let mut produced: Vec<O> = Vec::new();
@@ -86,9 +83,7 @@ where
         move |frontiers| {
             records_in.for_each_stamp(|cap, batches| {
                 let Some(&time) = cap.least() else { return };
-                let entry = work
-                    .entry(time)
-                    .or_insert_with(|| Work::new(cap.delayed(&time, 0)));
+                let entry = work.arrived(time, || cap.delayed(&time, 0));
                 for b in batches {
                     entry
                         .records
@@ -105,27 +100,21 @@ where
                                 phase = "received", operator = %name, bin = bin.0, time, worker = me,
                                 bytes = bin.1.iter().map(Vec::len).sum::<usize>()
                             );
-                            work.entry(time)
-                                .or_insert_with(|| Work::new(cap.delayed(&time, 0)))
-                                .installs
-                                .push(bin);
+                            work.arrived(time, || cap.delayed(&time, 0)).installs.push(bin);
                         }
                     }
                 }
             });
 
             let mut output = output.activate();
-            while let Some(entry) = work.first_entry() {
-                let time = *entry.key();
-                if frontiers[0].less_equal(&time) || frontiers[1].less_equal(&time) {
-                    break;
-                }
+            while let Some((time, work_now)) =
+                work.next(|time| !frontiers[0].less_equal(&time) && !frontiers[1].less_equal(&time))
+            {
                 let Work {
-                    cap,
                     records,
                     mut scheduled,
                     installs,
-                } = entry.remove();
+                } = work_now;
                 let mut table = table.borrow_mut();
                 for (bin_index, parts) in installs {
                     let bytes: usize = parts.iter().map(Vec::len).sum();
@@ -138,10 +127,7 @@ where
                         if at <= time {
                             scheduled.push(bin_index);
                         } else {
-                            work.entry(at)
-                                .or_insert_with(|| Work::new(cap.delayed(&at)))
-                                .scheduled
-                                .push(bin_index);
+                            work.later(at).scheduled.push(bin_index);
                         }
                     }
                     tracing::debug!(
@@ -158,23 +144,21 @@ where
                     &mut batch,
                     &mut produced,
                     &mut logic,
-                    |at, bin| {
-                        work.entry(at)
-                            .or_insert_with(|| Work::new(cap.delayed(&at)))
-                            .scheduled
-                            .push(bin)
-                    },
+                    |at, bin| work.later(at).scheduled.push(bin),
                 );
                 if let Err(bin) = applied {
                     panic!(
                         "{name}: worker {me} got records for bin {bin} at time {time} but does not hold it"
                     );
                 }
-                if !produced.is_empty() {
-                    output.session(&cap).give_container(&mut produced);
+                if !produced.is_empty()
+                    && let Some(cap) = work.capability()
+                {
+                    output.session(cap).give_container(&mut produced);
                     produced.clear();
                 }
             }
+            work.settle();
 
             // Everything before `done` is applied here: no record or bin can still arrive
             // before it, and the loop above applied every time before it.
