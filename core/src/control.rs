@@ -2,7 +2,7 @@
 //! timestamped configuration changes on worker 0's control input.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
@@ -25,9 +25,13 @@ pub enum Command {
 
 /// A thread-safe way into the dataflow: commands sent here are taken by worker 0 and
 /// become control instructions at its next epoch. Cloning shares the queue.
+///
+/// Each command gets an id; the `megaflux::command` event that says whether it was applied
+/// or rejected carries it, so that whoever sent it can match the answer.
 #[derive(Clone, Debug, Default)]
 pub struct ControlHandle {
-    queue: Arc<Mutex<VecDeque<Command>>>,
+    queue: Arc<Mutex<VecDeque<(u64, Command)>>>,
+    next_id: Arc<AtomicU64>,
     /// Commands queued and not yet drained: worker 0 polls this on every loop turn, so the
     /// common empty case must not take the lock.
     pending: Arc<AtomicUsize>,
@@ -38,17 +42,19 @@ impl ControlHandle {
         Self::default()
     }
 
-    /// Queues a command; it never blocks on the dataflow.
-    pub fn send(&self, command: Command) {
+    /// Queues a command and returns its id; it never blocks on the dataflow.
+    pub fn send(&self, command: Command) -> u64 {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         // A poisoned queue means a worker panicked; the job is over either way.
         if let Ok(mut q) = self.queue.lock() {
-            q.push_back(command);
+            q.push_back((id, command));
             self.pending.fetch_add(1, Ordering::Release);
         }
+        id
     }
 
-    /// Takes every queued command.
-    pub fn drain(&self) -> Vec<Command> {
+    /// Takes every queued command, with its id.
+    pub fn drain(&self) -> Vec<(u64, Command)> {
         if self.pending.load(Ordering::Acquire) == 0 {
             return Vec::new();
         }
@@ -386,8 +392,8 @@ mod tests {
     fn handle_is_shared() {
         let h = ControlHandle::new();
         let h2 = h.clone();
-        h2.send(Command::CancelPlan);
-        assert_eq!(h.drain(), vec![Command::CancelPlan]);
+        let id = h2.send(Command::CancelPlan);
+        assert_eq!(h.drain(), vec![(id, Command::CancelPlan)]);
         assert!(h.drain().is_empty());
     }
 }

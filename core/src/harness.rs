@@ -6,6 +6,7 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use serde::{Deserialize, Serialize};
 use timely::dataflow::operators::{Exchange, Inspect, Probe};
 use timely::dataflow::{InputHandleVec, ProbeHandle};
 
@@ -14,11 +15,12 @@ use crate::bins::{Bins, hash_key};
 use crate::config::{ControlInst, uniform};
 use crate::control::{Command, ControlHandle, PlanDriver};
 use crate::error::ConfigError;
-use crate::latency::LatencyRecorder;
+use crate::latency::{LatencyRecorder, WINDOW_MS};
 use crate::nexmark::{NexmarkJob, NexmarkParams};
 use crate::operator::{DEFAULT_CHUNK_BYTES, StatefulConfig};
 use crate::plan::MigrationSpec;
 use crate::rss;
+use crate::sampler::{self, Sampler};
 use crate::summary::{Summary, WorkerReport, summarize};
 use crate::workload::{CountJob, Counting, Job, Workload};
 
@@ -29,22 +31,28 @@ const PRELOAD_IN_FLIGHT: u64 = 4;
 /// How often worker 0 samples resident memory.
 const RSS_SAMPLE_EVERY: Duration = Duration::from_millis(100);
 
-/// Everything that defines a run.
-#[derive(Clone, Debug)]
+/// Everything that defines a run. It serializes to the readable form trace headers carry
+/// (the workload, migrations and bins as `megaflux run` spells them, the duration in seconds)
+/// and reads back from it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunConfig {
+    #[serde(with = "text")]
     pub workload: Workload,
     /// Worker threads per process.
     pub workers: usize,
+    #[serde(with = "bin_count")]
     pub bins: Bins,
     pub keys: u64,
     /// Records per second, over all workers.
     pub rate: u64,
+    #[serde(rename = "duration_s", with = "seconds")]
     pub duration: Duration,
     pub seed: u64,
     /// Run the plain-timely twin instead (no migration).
     pub native: bool,
     /// Insert every key once before the measured run.
     pub preload: bool,
+    #[serde(with = "texts")]
     pub migrations: Vec<MigrationSpec>,
     pub chunk_bytes: usize,
     /// Window sizes and auction counts of the NEXMark queries.
@@ -70,6 +78,76 @@ impl Default for RunConfig {
             nexmark: NexmarkParams::default(),
             timely_args: Vec::new(),
         }
+    }
+}
+
+/// Serde forms of [`RunConfig`]'s fields that have a textual form of their own.
+mod text {
+    use std::fmt::Display;
+    use std::str::FromStr;
+
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub fn serialize<T: Display, S: Serializer>(value: &T, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(value)
+    }
+
+    pub fn deserialize<'de, T, D>(d: D) -> Result<T, D::Error>
+    where
+        T: FromStr<Err: Display>,
+        D: Deserializer<'de>,
+    {
+        String::deserialize(d)?.parse().map_err(D::Error::custom)
+    }
+}
+
+mod texts {
+    use std::fmt::Display;
+    use std::str::FromStr;
+
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub fn serialize<T: Display, S: Serializer>(values: &[T], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(values.iter().map(ToString::to_string))
+    }
+
+    pub fn deserialize<'de, T, D>(d: D) -> Result<Vec<T>, D::Error>
+    where
+        T: FromStr<Err: Display>,
+        D: Deserializer<'de>,
+    {
+        Vec::<String>::deserialize(d)?
+            .iter()
+            .map(|v| v.parse().map_err(D::Error::custom))
+            .collect()
+    }
+}
+
+mod bin_count {
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    use crate::Bins;
+
+    pub fn serialize<S: Serializer>(bins: &Bins, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(bins.count() as u64)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Bins, D::Error> {
+        Bins::new(usize::deserialize(d)?).map_err(D::Error::custom)
+    }
+}
+
+mod seconds {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Duration::try_from_secs_f64(f64::deserialize(d)?).map_err(D::Error::custom)
     }
 }
 
@@ -219,6 +297,8 @@ fn run_worker<J: Job>(
     let mut stateful = StatefulConfig::uniform(bins, peers);
     stateful.chunk_bytes = config.chunk_bytes;
     let transfers = Rc::clone(&stateful.transfers);
+    // Built before the dataflow, whose operators pick up the scheduling log it installs.
+    let mut sampler = sampler::wanted().then(|| Sampler::new(worker, stateful.observers.clone()));
     let main_dataflow = worker.next_dataflow_index();
     {
         let digest = Rc::clone(&digest);
@@ -311,6 +391,7 @@ fn run_worker<J: Job>(
     }
 
     let start = *shared_start.get_or_init(Instant::now);
+    tracing::info!(target: "megaflux::job", phase = "started", worker = index, peers, base);
     let duration_ms = config.duration.as_millis() as u64;
     let mut driver = (index == 0).then(|| PlanDriver::new(uniform(bins.count(), peers), peers));
     let mut pending_migrations: Vec<MigrationSpec> = config.migrations.clone();
@@ -325,6 +406,7 @@ fn run_worker<J: Job>(
     let samples_rss = index.is_multiple_of(config.workers);
     let mut rss_samples: Vec<(f64, u64)> = Vec::new();
     let mut last_rss = start - RSS_SAMPLE_EVERY;
+    let observed = sampler.is_some();
     let measure = |latency: &mut LatencyRecorder, next_measured: &mut u64, until: u64| {
         while *next_measured < until && !probe.less_equal(&time_of(*next_measured)) {
             let close = Duration::from_millis(*next_measured);
@@ -332,6 +414,9 @@ fn run_worker<J: Job>(
                 *next_measured,
                 start.elapsed().saturating_sub(close).as_nanos() as u64,
             );
+            if observed && next_measured.is_multiple_of(WINDOW_MS) {
+                latency.report_window(*next_measured / WINDOW_MS - 1);
+            }
             *next_measured += 1;
         }
     };
@@ -349,14 +434,14 @@ fn run_worker<J: Job>(
         }
 
         if let (Some(driver), Some(control)) = (driver.as_mut(), control.as_mut()) {
-            for command in control_handle.drain() {
+            for (id, command) in control_handle.drain() {
                 let describe = format!("{command:?}");
                 match driver.command(command, now_s) {
                     Ok(()) => {
-                        tracing::info!(target: "megaflux::command", outcome = "applied", command = %describe)
+                        tracing::info!(target: "megaflux::command", outcome = "applied", id, command = %describe)
                     }
                     Err(e) => {
-                        tracing::warn!(target: "megaflux::command", outcome = "rejected", command = %describe, reason = %e)
+                        tracing::warn!(target: "megaflux::command", outcome = "rejected", id, command = %describe, reason = %e)
                     }
                 }
             }
@@ -411,6 +496,10 @@ fn run_worker<J: Job>(
         if index == 0 {
             measure(&mut latency, &mut next_measured, next_epoch);
         }
+        if let Some(sampler) = sampler.as_mut() {
+            let output = probe.with_frontier(|f| f.first().copied());
+            sampler.maybe_sample(records_in, time_of(next_epoch), output);
+        }
         if next_epoch > duration_ms {
             break;
         }
@@ -436,6 +525,7 @@ fn run_worker<J: Job>(
     drop(data);
     drop(control);
     worker.drop_dataflow(main_dataflow);
+    tracing::info!(target: "megaflux::job", phase = "finished", worker = index, records = records_in);
     let end_s = start.elapsed().as_secs_f64();
     let records = driver.as_ref().map(PlanDriver::records);
 

@@ -1,7 +1,10 @@
 //! Open-loop latency: per epoch, the wall time at which the output frontier passed the
 //! epoch minus the epoch's scheduled close, in HdrHistograms overall and per window.
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use hdrhistogram::Histogram;
+use hdrhistogram::serialization::{Serializer, V2Serializer};
 use serde::{Deserialize, Serialize};
 
 use crate::Time;
@@ -92,6 +95,38 @@ impl LatencyRecorder {
             h.saturating_record(*l);
         }
         Percentiles::of(&h)
+    }
+
+    /// Reports window `window` (epochs `window * WINDOW_MS + 1 ..= (window + 1) * WINDOW_MS`)
+    /// as a `megaflux::latency` event: its percentiles and its histogram, serialized with
+    /// HdrHistogram's V2 format and base64-encoded.
+    pub fn report_window(&self, window: u64) {
+        let (from, to) = (window * WINDOW_MS + 1, (window + 1) * WINDOW_MS);
+        let mut h = histogram();
+        // Epochs are recorded in order: the window is at the end.
+        for (_, l) in self
+            .epochs
+            .iter()
+            .rev()
+            .skip_while(|(e, _)| *e > to)
+            .take_while(|(e, _)| *e >= from)
+        {
+            h.saturating_record(*l);
+        }
+        let p = Percentiles::of(&h);
+        let mut bytes = Vec::new();
+        let encoded = match V2Serializer::new().serialize(&h, &mut bytes) {
+            Ok(_) => BASE64.encode(&bytes),
+            Err(e) => {
+                tracing::warn!(target: "megaflux::latency", window, error = %e, "histogram not serialized");
+                String::new()
+            }
+        };
+        tracing::info!(
+            target: "megaflux::latency",
+            window, t_s = (window * WINDOW_MS) as f64 / 1000.0, count = p.count, p50 = p.p50, p99 = p.p99,
+            max = p.max, histogram = %encoded
+        );
     }
 
     /// Percentiles over every epoch.

@@ -17,6 +17,8 @@ pub mod nexmark;
 pub mod operator;
 pub mod plan;
 pub mod rss;
+pub mod sampler;
+pub mod size;
 pub mod summary;
 pub mod workload;
 
@@ -27,3 +29,4 @@ pub use bins::Bins;
 pub use config::ControlInst;
 pub use error::{CommandError, ConfigError};
 pub use operator::{Bin, Side, StatefulConfig, stateful_binary, stateful_unary};
+pub use size::{BinState, StateSize};

@@ -2,12 +2,12 @@
 //! the duration, back to `uniform` at 2/3), compared side by side.
 
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use megaflux::control::ControlHandle;
 use megaflux::harness::{self, RunConfig};
 use megaflux::nexmark::NexmarkParams;
 use megaflux::plan::MigrationSpec;
@@ -71,7 +71,7 @@ struct Row {
     during_max_ns: Option<u64>,
     migration_s: Option<f64>,
     bytes_moved: u64,
-    /// The largest RSS sampled during the run (runs share the bench's process).
+    /// The largest RSS sampled during the measured run.
     rss_peak_bytes: Option<u64>,
     achieved_rate: f64,
     /// During-migration max latency over all-at-once's, and steady p99 over native's (same
@@ -109,6 +109,9 @@ pub fn bench(mut args: BenchArgs) -> anyhow::Result<()> {
             .collect();
     }
     let cells = cells(&args)?;
+    for cell in &cells {
+        check(&args, cell)?;
+    }
     let bar = ProgressBar::new(cells.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} runs, {elapsed} spent, about {eta} left  {msg}")
@@ -120,10 +123,8 @@ pub fn bench(mut args: BenchArgs) -> anyhow::Result<()> {
             "{} {} bins={} rate={}",
             cell.workload, cell.variant, cell.bins, cell.rate
         ));
-        let config = run_config(&args, cell)?;
-        let summary = harness::run(config, ControlHandle::new())
-            .with_context(|| format!("run {} {}", cell.workload, cell.variant))?
-            .context("no summary: bench runs in one process")?;
+        let summary =
+            run_child(&args, cell).with_context(|| format!("run {} {}", cell.workload, cell.variant))?;
         rows.push(row(cell, summary));
         bar.inc(1);
     }
@@ -159,7 +160,61 @@ fn cells(args: &BenchArgs) -> Result<Vec<Cell>, ConfigError> {
     Ok(cells)
 }
 
-fn run_config(args: &BenchArgs, cell: &Cell) -> anyhow::Result<RunConfig> {
+/// The `megaflux run` arguments of one cell, on the standard timeline.
+fn run_args(args: &BenchArgs, cell: &Cell, summary: &Path) -> Vec<String> {
+    let mut argv: Vec<String> = vec!["run".into(), "--headless".into()];
+    let mut flag = |name: &str, value: String| {
+        argv.push(format!("--{name}"));
+        argv.push(value);
+    };
+    flag("workload", cell.workload.to_string());
+    flag("workers", args.workers.to_string());
+    flag("bins", cell.bins.to_string());
+    flag("keys", args.keys.to_string());
+    flag("rate", cell.rate.to_string());
+    flag("duration", args.duration.to_string());
+    flag("in-flight-auctions", args.in_flight_auctions.max(1).to_string());
+    flag("summary", summary.display().to_string());
+    let third = args.duration / 3.0;
+    match cell.variant.as_str() {
+        "native" => argv.push("--native".into()),
+        "none" => {}
+        v => {
+            argv.push("--migrate".into());
+            argv.push(format!("{v}@{third}:{}", args.away));
+            argv.push("--migrate".into());
+            argv.push(format!("{v}@{}:uniform", 2.0 * third));
+        }
+    }
+    argv
+}
+
+/// Runs one cell as a fresh `megaflux run` process: every run starts from an empty heap,
+/// and its peak RSS is its own.
+fn run_child(args: &BenchArgs, cell: &Cell) -> anyhow::Result<Summary> {
+    let exe = std::env::current_exe().context("finding the megaflux executable")?;
+    let summary_file = std::env::temp_dir().join(format!("megaflux-bench-{}.json", std::process::id()));
+    let output = Command::new(&exe)
+        .args(run_args(args, cell, &summary_file))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .with_context(|| format!("starting {}", exe.display()))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let last = stderr.lines().last().unwrap_or("no message");
+        anyhow::bail!("megaflux run failed ({}): {last}", output.status);
+    }
+    let text = std::fs::read_to_string(&summary_file)
+        .with_context(|| format!("reading the run's summary {}", summary_file.display()))?;
+    let _ = std::fs::remove_file(&summary_file);
+    serde_json::from_str(&text).context("parsing the run's summary")
+}
+
+/// Checks a cell's settings the way `megaflux run` will, so that a bad matrix fails before
+/// its first run.
+fn check(args: &BenchArgs, cell: &Cell) -> anyhow::Result<()> {
     let third = args.duration / 3.0;
     let migrations = match cell.variant.as_str() {
         "native" | "none" => Vec::new(),
@@ -184,7 +239,7 @@ fn run_config(args: &BenchArgs, cell: &Cell) -> anyhow::Result<RunConfig> {
         ..RunConfig::default()
     };
     harness::validate(&config)?;
-    Ok(config)
+    Ok(())
 }
 
 fn row(cell: &Cell, summary: Summary) -> Row {

@@ -1,5 +1,6 @@
 //! Command-line parsing and the headless run.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -12,6 +13,10 @@ use megaflux::plan::MigrationSpec;
 use megaflux::summary::Summary;
 use megaflux::workload::Workload;
 use megaflux::{Bins, ConfigError, control::ControlHandle};
+use megaflux_probe::ProbeError;
+use megaflux_probe::wire::TOKEN_ENV;
+
+use crate::observe::{self, ProbeArgs};
 
 /// Live state migration for timely dataflow: run a workload, migrate its bins, measure.
 #[derive(Debug, Parser)]
@@ -83,6 +88,20 @@ struct RunArgs {
     /// Also write the summary (pretty JSON) to this file.
     #[arg(long, value_name = "FILE")]
     summary: Option<PathBuf>,
+    /// Record every event of the job to this trace file (JSON Lines, traces/FORMAT.md).
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+    /// Serve the job's events and take commands on this address (loopback unless --token).
+    #[arg(long, value_name = "ADDR")]
+    serve: Option<SocketAddr>,
+    /// Send this process's events to the collector at this address (the other processes of
+    /// a cluster, with process 0 serving).
+    #[arg(long, value_name = "ADDR")]
+    export: Option<SocketAddr>,
+    /// The token subscribers need to send commands (default: $MEGAFLUX_TOKEN); required to
+    /// serve on a non-loopback address.
+    #[arg(long, value_name = "TOKEN")]
+    token: Option<String>,
     /// Arguments for timely: -n PROCESSES -p INDEX -h HOSTFILE.
     #[arg(last = true, value_name = "TIMELY_ARGS")]
     timely: Vec<String>,
@@ -134,7 +153,10 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    install_tracing();
+    if !matches!(cli.command, Command::Run(_)) {
+        // `run` sets up tracing itself, with the probe when asked for.
+        observe::install_tracing(None);
+    }
     match cli.command {
         Command::Run(args) => run(args),
         Command::Report(args) => match crate::report::report(args) {
@@ -163,16 +185,6 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn install_tracing() {
-    use tracing_subscriber::EnvFilter;
-    // Off unless asked for with MEGAFLUX_LOG (e.g. MEGAFLUX_LOG=megaflux=debug).
-    let filter = EnvFilter::try_from_env("MEGAFLUX_LOG").unwrap_or_else(|_| EnvFilter::new("off"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
-}
-
 fn run(args: RunArgs) -> ExitCode {
     let config = match run_config(&args) {
         Ok(c) => c,
@@ -199,9 +211,39 @@ fn run(args: RunArgs) -> ExitCode {
             (true, _) => "; preloading every key first",
         }
     );
-    match run_headless(config, args.summary.as_deref()) {
-        Ok(()) => ExitCode::SUCCESS,
+    let probe = ProbeArgs {
+        record: args.record.clone(),
+        serve: args.serve,
+        export: args.export,
+        token: args.token.clone().or_else(|| std::env::var(TOKEN_ENV).ok()),
+    };
+    let control = ControlHandle::new();
+    let observer = match observe::start(&config, &probe, &control) {
+        Ok(o) => o,
         Err(e) => {
+            eprintln!("error: {e:#}");
+            let usage = e
+                .downcast_ref::<ProbeError>()
+                .is_some_and(|p| matches!(p, ProbeError::Config(_)));
+            return ExitCode::from(if usage { 2 } else { 1 });
+        }
+    };
+    let ran = run_headless(config, args.summary.as_deref(), control);
+    // The trace keeps what the job emitted even if the run failed.
+    let finished = observer.finish();
+    match (ran, finished) {
+        (Ok(()), Ok(report)) => {
+            if let (Some(report), Some(path)) = (report, &args.record) {
+                eprintln!(
+                    "megaflux: recorded {} lines to {} ({} events dropped)",
+                    report.recorded_lines,
+                    path.display(),
+                    report.model.dropped_total()
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        (Err(e), _) | (Ok(()), Err(e)) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
@@ -232,8 +274,12 @@ fn run_config(args: &RunArgs) -> Result<RunConfig, ConfigError> {
     Ok(config)
 }
 
-fn run_headless(config: RunConfig, summary_file: Option<&std::path::Path>) -> anyhow::Result<()> {
-    let summary = harness::run(config, ControlHandle::new()).context("the run failed")?;
+fn run_headless(
+    config: RunConfig,
+    summary_file: Option<&std::path::Path>,
+    control: ControlHandle,
+) -> anyhow::Result<()> {
+    let summary = harness::run(config, control).context("the run failed")?;
     // Only the process that hosts worker 0 has the job's summary.
     let Some(summary) = summary else { return Ok(()) };
     if let Some(path) = summary_file {

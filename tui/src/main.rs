@@ -2,6 +2,7 @@
 
 mod bench;
 mod cli;
+mod observe;
 mod report;
 
 use std::process::ExitCode;

@@ -1,9 +1,12 @@
-//! A real two-process timely cluster on loopback gives the same output digest as one process.
+//! A real two-process timely cluster on loopback gives the same output digest as one process,
+//! and process 0's collector records the events of both.
 
 use std::io::Write;
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
 
+use megaflux_probe::event::{Event, Phase};
+use megaflux_probe::model::JobModel;
 use serde_json::Value;
 
 const JOB: &[&str] = &[
@@ -27,12 +30,13 @@ fn summary(stdout: &[u8]) -> Value {
     serde_json::from_str(last).unwrap_or_else(|e| panic!("no JSON summary ({e}) in: {text}"))
 }
 
-/// Two distinct free ports: both listeners are held until both ports are known.
-fn free_ports() -> [u16; 2] {
-    let a = TcpListener::bind("127.0.0.1:0").expect("a free port");
-    let b = TcpListener::bind("127.0.0.1:0").expect("a free port");
+/// Distinct free ports: every listener is held until all ports are known.
+fn free_ports() -> [u16; 3] {
+    let ls: Vec<TcpListener> = (0..3)
+        .map(|_| TcpListener::bind("127.0.0.1:0").expect("a free port"))
+        .collect();
     let port = |l: &TcpListener| l.local_addr().expect("a bound address").port();
-    [port(&a), port(&b)]
+    [port(&ls[0]), port(&ls[1]), port(&ls[2])]
 }
 
 #[test]
@@ -41,14 +45,21 @@ fn two_processes_match_one() {
     std::fs::create_dir_all(&dir).unwrap();
     let hostfile = dir.join("hosts.txt");
     let mut f = std::fs::File::create(&hostfile).unwrap();
-    for port in free_ports() {
+    let [a, b, collector] = free_ports();
+    for port in [a, b] {
         writeln!(f, "127.0.0.1:{port}").unwrap();
     }
     drop(f);
     let host = hostfile.to_str().unwrap();
+    let trace = dir.join("trace.jsonl");
+    let collector = format!("127.0.0.1:{collector}");
 
     let spawn = |p: &str| {
         let mut args: Vec<&str> = JOB.to_vec();
+        match p {
+            "0" => args.extend(["--serve", &collector, "--record", trace.to_str().unwrap()]),
+            _ => args.extend(["--export", &collector]),
+        }
         args.extend(["--workers", "1", "--", "-n", "2", "-p", p, "-h", host]);
         Command::new(env!("CARGO_BIN_EXE_megaflux"))
             .args(&args)
@@ -80,6 +91,8 @@ fn two_processes_match_one() {
         assert!(m["bytes_moved"].as_u64().unwrap() > 0);
     }
 
+    check_trace(&trace);
+
     let mut single: Vec<&str> = JOB.to_vec();
     single.extend(["--workers", "2"]);
     let local = Command::new(env!("CARGO_BIN_EXE_megaflux"))
@@ -92,4 +105,67 @@ fn two_processes_match_one() {
     assert_eq!(cluster["outputs"], local["outputs"]);
     assert_eq!(cluster["records_in"], local["records_in"]);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The trace holds both processes' state sizes and frontiers, every phase of every moved bin,
+/// and bin sizes that add up to the job's state (keycount preloads each of its keys once).
+fn check_trace(path: &std::path::Path) {
+    let trace = megaflux_probe::record::read(path).unwrap();
+    assert_eq!(trace.header.processes, 2);
+    assert_eq!(trace.header.peers, 2);
+    assert_eq!(trace.header.config["keys"], 20000);
+    assert!(!trace.truncated);
+    for process in [0, 1] {
+        let of = |pred: fn(&Event) -> bool| {
+            trace
+                .events
+                .iter()
+                .any(|e| e.process == process && pred(&e.event))
+        };
+        assert!(
+            of(|e| matches!(e, Event::Hello { .. })),
+            "hello of process {process}"
+        );
+        assert!(
+            of(|e| matches!(e, Event::BinSize { .. })),
+            "bin sizes of process {process}"
+        );
+        assert!(
+            of(|e| matches!(e, Event::Frontier { .. })),
+            "frontiers of process {process}"
+        );
+    }
+    // Every issued move went through every phase, at its time.
+    let mut phases: std::collections::BTreeMap<(u32, u64), Vec<Phase>> = Default::default();
+    for e in &trace.events {
+        if let Event::Migration { phase, bin, time, .. } = &e.event {
+            phases.entry((*bin, *time)).or_default().push(*phase);
+        }
+    }
+    assert_eq!(phases.len(), 256, "two migrations of 128 bins");
+    for (mv, seen) in &phases {
+        let mut sorted = seen.clone();
+        sorted.sort();
+        assert_eq!(
+            sorted,
+            vec![
+                Phase::Issued,
+                Phase::Extracted,
+                Phase::Received,
+                Phase::Installed,
+                Phase::Completed
+            ],
+            "bin {} at time {}",
+            mv.0,
+            mv.1
+        );
+    }
+    let mut model = JobModel::new();
+    trace.events.iter().for_each(|e| model.apply(e));
+    assert_eq!(model.operators.len(), 1);
+    let bins = model.operators.values().next().unwrap();
+    assert_eq!(bins.len(), 256);
+    assert!(bins.iter().all(|b| b.owner.is_some()));
+    assert_eq!(bins.iter().map(|b| b.keys).sum::<u64>(), 20000);
+    assert_eq!(model.dropped_total(), 0);
 }

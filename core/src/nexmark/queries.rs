@@ -4,7 +4,6 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use rustc_hash::FxHashMap;
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use timely::ExchangeData;
 use timely::dataflow::StreamVec;
@@ -15,6 +14,7 @@ use crate::Time;
 use crate::bins::hash_key;
 use crate::config::ControlInst;
 use crate::operator::{Bin, StatefulConfig, native_binary, native_unary, stateful_binary, stateful_unary};
+use crate::size::{BinState, StateSize};
 
 /// Every query's output, in one type so that one harness runs them all.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -55,7 +55,7 @@ pub(crate) trait Backend<'s> {
     ) -> StreamVec<'s, Time, O>
     where
         R: ExchangeData + Clone,
-        S: Serialize + DeserializeOwned + Default + 'static,
+        S: BinState,
         O: Clone + 'static,
         K: Fn(&R) -> u64 + 'static,
         L: FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>) + 'static;
@@ -73,7 +73,7 @@ pub(crate) trait Backend<'s> {
     where
         R1: ExchangeData + Clone,
         R2: ExchangeData + Clone,
-        S: Serialize + DeserializeOwned + Default + 'static,
+        S: BinState,
         O: Clone + 'static,
         K1: Fn(&R1) -> u64 + 'static,
         K2: Fn(&R2) -> u64 + 'static,
@@ -101,7 +101,7 @@ impl<'s> Backend<'s> for Migrating<'s> {
     ) -> StreamVec<'s, Time, O>
     where
         R: ExchangeData + Clone,
-        S: Serialize + DeserializeOwned + Default + 'static,
+        S: BinState,
         O: Clone + 'static,
         K: Fn(&R) -> u64 + 'static,
         L: FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>) + 'static,
@@ -121,7 +121,7 @@ impl<'s> Backend<'s> for Migrating<'s> {
     where
         R1: ExchangeData + Clone,
         R2: ExchangeData + Clone,
-        S: Serialize + DeserializeOwned + Default + 'static,
+        S: BinState,
         O: Clone + 'static,
         K1: Fn(&R1) -> u64 + 'static,
         K2: Fn(&R2) -> u64 + 'static,
@@ -150,7 +150,7 @@ impl<'s> Backend<'s> for Native {
     ) -> StreamVec<'s, Time, O>
     where
         R: ExchangeData + Clone,
-        S: Serialize + DeserializeOwned + Default + 'static,
+        S: BinState,
         O: Clone + 'static,
         K: Fn(&R) -> u64 + 'static,
         L: FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>) + 'static,
@@ -170,7 +170,7 @@ impl<'s> Backend<'s> for Native {
     where
         R1: ExchangeData + Clone,
         R2: ExchangeData + Clone,
-        S: Serialize + DeserializeOwned + Default + 'static,
+        S: BinState,
         O: Clone + 'static,
         K1: Fn(&R1) -> u64 + 'static,
         K2: Fn(&R2) -> u64 + 'static,
@@ -216,6 +216,18 @@ struct Open {
 struct Auctions {
     open: FxHashMap<u64, Open>,
     closing: BTreeMap<Time, Vec<u64>>,
+}
+
+impl StateSize for Auctions {
+    /// Open auctions: `closing` indexes the same auctions by time.
+    fn keys(&self) -> usize {
+        self.open.len()
+    }
+    fn bytes(&self) -> usize {
+        StateSize::bytes(&self.open)
+            + StateSize::bytes(&self.closing)
+            + self.open.len() * std::mem::size_of::<u64>()
+    }
 }
 
 /// Q3: per person, the person once seen and the auctions waiting for them.

@@ -14,6 +14,7 @@
 
 mod apply;
 mod native;
+mod observe;
 mod pending;
 mod route;
 mod state;
@@ -33,8 +34,10 @@ use timely::dataflow::operators::vec::{Broadcast, Map};
 use crate::Time;
 use crate::bins::Bins;
 use crate::config::{ControlInst, Map as BinMap, uniform};
+use crate::size::{BinState, StateSize};
 
 pub use native::{native_binary, native_unary};
+pub use observe::{BinSize, Frontiers, Observers, OperatorProbe};
 pub use transfer::DEFAULT_CHUNK_BYTES;
 
 /// A bin's user state plus the work it has scheduled for later times.
@@ -83,6 +86,8 @@ pub struct StatefulConfig {
     pub chunk_bytes: usize,
     /// What this worker's operators shipped, by move time.
     pub transfers: TransferLog,
+    /// Where this worker's operators register for observers.
+    pub observers: Observers,
 }
 
 /// Totals of the bins one worker shipped at one time.
@@ -104,6 +109,7 @@ impl StatefulConfig {
             initial: uniform(bins.count(), workers),
             chunk_bytes: DEFAULT_CHUNK_BYTES,
             transfers: TransferLog::default(),
+            observers: Observers::default(),
         }
     }
 }
@@ -121,6 +127,8 @@ pub(crate) type BinTable<S> = Rc<RefCell<Vec<Option<Bin<S>>>>>;
 /// move's decoding and application on the receiving worker.
 pub(crate) struct LocalProgress {
     pub(crate) done: Cell<Time>,
+    /// The control frontier F last saw (for observers).
+    pub(crate) control: Cell<Time>,
     pub(crate) route: RefCell<Option<timely::scheduling::Activator>>,
 }
 
@@ -144,7 +152,7 @@ pub fn stateful_unary<'s, R, S, O, K, L>(
 ) -> StreamVec<'s, Time, O>
 where
     R: ExchangeData + Clone,
-    S: Serialize + DeserializeOwned + Default + 'static,
+    S: BinState,
     O: Clone + 'static,
     K: Fn(&R) -> u64 + 'static,
     L: FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>) + 'static,
@@ -166,7 +174,15 @@ where
     ));
     let progress = Rc::new(LocalProgress {
         done: Cell::new(0),
+        control: Cell::new(0),
         route: RefCell::new(None),
+    });
+    observe_table(config, name, &table, {
+        let progress = Rc::clone(&progress);
+        move || Frontiers {
+            applied: progress.done.get(),
+            control: Some(progress.control.get()),
+        }
     });
     let (routed, chunks) = route::build(
         name,
@@ -178,6 +194,31 @@ where
         Rc::clone(&progress),
     );
     state::build(name, routed, chunks, table, progress, logic)
+}
+
+/// Registers an operator's bin table and frontiers with the job's observers.
+pub(crate) fn observe_table<S: StateSize + 'static>(
+    config: &StatefulConfig,
+    name: &str,
+    table: &BinTable<S>,
+    frontiers: impl Fn() -> Frontiers + 'static,
+) {
+    let table = Rc::clone(table);
+    config.observers.register(OperatorProbe {
+        name: name.to_string(),
+        frontiers: Box::new(frontiers),
+        sizes: Box::new(move |out| {
+            for (bin, held) in table.borrow().iter().enumerate() {
+                if let Some(b) = held {
+                    out.push(BinSize {
+                        bin: bin as u32,
+                        keys: b.state.keys() as u64,
+                        bytes: (b.state.bytes() + b.scheduled.len() * std::mem::size_of::<Time>()) as u64,
+                    });
+                }
+            }
+        }),
+    });
 }
 
 /// A record of either input of a binary operator.
@@ -204,7 +245,7 @@ pub fn stateful_binary<'s, R1, R2, S, O, K1, K2, L>(
 where
     R1: ExchangeData + Clone,
     R2: ExchangeData + Clone,
-    S: Serialize + DeserializeOwned + Default + 'static,
+    S: BinState,
     O: Clone + 'static,
     K1: Fn(&R1) -> u64 + 'static,
     K2: Fn(&R2) -> u64 + 'static,

@@ -2,6 +2,7 @@
 //! (an exchange by the initial bin owner and one frontier operator), with no control input
 //! and no migration. Comparing the two measures what migration costs.
 
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use timely::ExchangeData;
@@ -11,8 +12,9 @@ use timely::dataflow::operators::generic::Operator;
 
 use super::apply::apply_time;
 use super::pending::Pending;
-use super::{Bin, StatefulConfig};
+use super::{Bin, BinTable, Frontiers, StatefulConfig};
 use crate::Time;
+use crate::size::BinState;
 
 struct Work<R> {
     records: Vec<(u32, R)>,
@@ -38,7 +40,7 @@ pub fn native_unary<'s, R, S, O, K, L>(
 ) -> StreamVec<'s, Time, O>
 where
     R: ExchangeData + Clone,
-    S: Default + 'static,
+    S: BinState,
     O: Clone + 'static,
     K: Fn(&R) -> u64 + 'static,
     L: FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>) + 'static,
@@ -51,10 +53,20 @@ where
     let route_key = Rc::clone(&bin_key);
     let route_owners = owners.clone();
     let route = Exchange::new(move |r: &R| u64::from(route_owners[bins.bin_of(route_key(r)) as usize]));
-    let mut table: Vec<Option<Bin<S>>> = owners
-        .iter()
-        .map(|w| (*w == me).then(|| Bin::new(S::default())))
-        .collect();
+    let table: BinTable<S> = Rc::new(RefCell::new(
+        owners
+            .iter()
+            .map(|w| (*w == me).then(|| Bin::new(S::default())))
+            .collect(),
+    ));
+    let applied = Rc::new(Cell::new(0));
+    super::observe_table(config, name, &table, {
+        let applied = Rc::clone(&applied);
+        move || Frontiers {
+            applied: applied.get(),
+            control: None,
+        }
+    });
     let mut work: Pending<Work<R>> = Pending::new();
     let mut batch = Vec::new();
     let mut produced = Vec::new();
@@ -77,7 +89,7 @@ where
                     time,
                     records,
                     scheduled,
-                    &mut table,
+                    &mut table.borrow_mut(),
                     &mut batch,
                     &mut produced,
                     &mut logic,
@@ -94,6 +106,7 @@ where
                 }
             }
             work.settle();
+            applied.set(frontier.frontier().first().copied().unwrap_or(Time::MAX));
         }
     })
     .container::<Vec<O>>()
@@ -112,7 +125,7 @@ pub fn native_binary<'s, R1, R2, S, O, K1, K2, L>(
 where
     R1: ExchangeData + Clone,
     R2: ExchangeData + Clone,
-    S: Default + 'static,
+    S: BinState,
     O: Clone + 'static,
     K1: Fn(&R1) -> u64 + 'static,
     K2: Fn(&R2) -> u64 + 'static,

@@ -82,6 +82,9 @@ where
     builder.build(move |_initial_capabilities| {
         move |frontiers| {
             let (data_frontier, control_frontier) = (&frontiers[0], &frontiers[1]);
+            progress
+                .control
+                .set(control_frontier.frontier().first().copied().unwrap_or(Time::MAX));
 
             control_in.for_each_stamp(|cap, batches| {
                 let Some(&time) = cap.least() else { return };

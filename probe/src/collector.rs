@@ -1,0 +1,578 @@
+//! The collector: merges this process's events and those of exporters (the other processes
+//! of a cluster) into one [`JobModel`], records them, serves subscribers, and forwards
+//! subscribers' commands to the job's control handle.
+//!
+//! It runs on its own thread with a single-threaded tokio runtime, so that it takes no
+//! worker thread's time. Nothing it does can stall the job: the job's events reach it
+//! through the layer's never-blocking queue, and a slow subscriber loses events (counted)
+//! instead of holding up the collector or the other subscribers.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use megaflux::control::{Command, ControlHandle};
+use megaflux::plan::{Schedule, Target};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::{Instant, MissedTickBehavior};
+
+use crate::error::ProbeError;
+use crate::event::{Event, Outcome, Stamped};
+use crate::layer::EventQueue;
+use crate::model::JobModel;
+use crate::record::{Recorder, TraceHeader};
+use crate::wire::{ClientFrame, CommandRequest, Connection, PROTOCOL_VERSION, Role, ServerFrame};
+
+/// Frames queued for one subscriber before it starts losing events.
+pub const SUBSCRIBER_QUEUE: usize = 1024;
+/// How long a new connection may take to say hello.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often dropped-event counts are reported and the trace flushed.
+const TICK: Duration = Duration::from_millis(500);
+/// Most events handled per turn of the collector loop.
+const BATCH: usize = 4096;
+
+/// How to run a collector.
+#[derive(Default)]
+pub struct CollectorConfig {
+    /// Where to serve exporters and subscribers.
+    pub serve: Option<SocketAddr>,
+    /// The token subscribers need for commands. Without one, only a loopback address may be
+    /// served.
+    pub token: Option<String>,
+    /// Where to record, and the trace's header.
+    pub record: Option<(PathBuf, TraceHeader)>,
+    /// The job's control, for subscribers' commands.
+    pub control: Option<ControlHandle>,
+    /// This process's hello, the first event of the job.
+    pub hello: Option<Stamped>,
+}
+
+/// What a collector did, once finished.
+#[derive(Clone, Debug, Default)]
+pub struct CollectorReport {
+    pub events: u64,
+    pub recorded_lines: u64,
+    /// Connections closed for a protocol error, with the reason.
+    pub closed: Vec<String>,
+    /// The model at the end.
+    pub model: JobModel,
+}
+
+/// A running collector.
+pub struct Collector {
+    local_addr: Option<SocketAddr>,
+    stop: Option<oneshot::Sender<Duration>>,
+    thread: Option<std::thread::JoinHandle<Result<CollectorReport, ProbeError>>>,
+}
+
+enum Inbox {
+    Events(Vec<Stamped>),
+    ExporterJoined,
+    ExporterLeft,
+    Subscribe {
+        frames: mpsc::Sender<ServerFrame>,
+        snapshot: oneshot::Sender<(u64, Box<JobModel>)>,
+    },
+    Unsubscribe(u64),
+    Command {
+        subscriber: u64,
+        request: u64,
+        command: CommandRequest,
+        allowed: bool,
+    },
+    Closed(String),
+}
+
+struct Subscriber {
+    frames: mpsc::Sender<ServerFrame>,
+    dropped: u64,
+    reported: u64,
+}
+
+impl Collector {
+    /// Starts a collector fed by `queue` (this process's layer).
+    pub fn start(config: CollectorConfig, queue: EventQueue) -> Result<Self, ProbeError> {
+        if let Some(addr) = config.serve
+            && !addr.ip().is_loopback()
+            && config.token.is_none()
+        {
+            return Err(ProbeError::Config(format!(
+                "serving on {addr}, which is not a loopback address, needs a token (--token or {})",
+                crate::wire::TOKEN_ENV
+            )));
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| ProbeError::io("starting the collector's runtime", e))?;
+        let listener = match config.serve {
+            Some(addr) => Some(
+                runtime
+                    .block_on(TcpListener::bind(addr))
+                    .map_err(|e| ProbeError::io(format!("listening on {addr}"), e))?,
+            ),
+            None => None,
+        };
+        let local_addr = listener.as_ref().and_then(|l| l.local_addr().ok());
+        let recorder = match &config.record {
+            Some((path, header)) => Some(Recorder::create(path, header)?),
+            None => None,
+        };
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let thread = std::thread::Builder::new()
+            .name("megaflux-collector".into())
+            .spawn(move || runtime.block_on(run(config, queue, listener, recorder, stop_rx)))
+            .map_err(|e| ProbeError::io("starting the collector's thread", e))?;
+        Ok(Collector {
+            local_addr,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// The address it serves on (with the port the system chose for port 0).
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.local_addr
+    }
+
+    /// Takes every event still queued, waits up to `linger` for exporters to finish sending,
+    /// flushes the trace and stops.
+    pub fn finish(mut self, linger: Duration) -> Result<CollectorReport, ProbeError> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(linger);
+        }
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(result)) => result,
+            Some(Err(_)) => Err(ProbeError::Protocol("the collector's thread panicked".into())),
+            None => Ok(CollectorReport::default()),
+        }
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(Duration::ZERO);
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+struct State {
+    model: JobModel,
+    recorder: Option<Recorder>,
+    subscribers: HashMap<u64, Subscriber>,
+    next_subscriber: u64,
+    control: Option<ControlHandle>,
+    /// Commands sent to the job and not answered yet: control id → (subscriber, request).
+    pending: HashMap<u64, (u64, u64)>,
+    exporters: usize,
+    report: CollectorReport,
+    queue_dropped: Arc<std::sync::atomic::AtomicU64>,
+    queue_reported: u64,
+}
+
+impl State {
+    fn handle(&mut self, events: Vec<Stamped>) -> Result<(), ProbeError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        for event in &events {
+            self.model.apply(event);
+            if let Some(r) = self.recorder.as_mut() {
+                r.write(event)?;
+            }
+            if let Event::Command {
+                id: Some(id),
+                outcome,
+                reason,
+                ..
+            } = &event.event
+                && event.process == 0
+                && let Some((subscriber, request)) = self.pending.remove(id)
+            {
+                self.answer(subscriber, request, *outcome, reason.clone());
+            }
+        }
+        self.report.events += events.len() as u64;
+        self.subscribers.retain(|_, s| {
+            match s.frames.try_send(ServerFrame::Events {
+                events: events.clone(),
+            }) {
+                Ok(()) => true,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    s.dropped += events.len() as u64;
+                    true
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            }
+        });
+        Ok(())
+    }
+
+    fn answer(&mut self, subscriber: u64, request: u64, outcome: Outcome, reason: Option<String>) {
+        if let Some(s) = self.subscribers.get_mut(&subscriber) {
+            let frame = ServerFrame::Answer {
+                request,
+                outcome,
+                reason,
+            };
+            if s.frames.try_send(frame).is_err() {
+                s.dropped += 1;
+            }
+        }
+    }
+
+    fn command(&mut self, subscriber: u64, request: u64, command: CommandRequest, allowed: bool) {
+        let checked = if allowed {
+            self.check(command)
+        } else {
+            Err("commands need the collector's token".to_string())
+        };
+        match (checked, self.control.as_ref()) {
+            (Err(reason), _) => self.answer(subscriber, request, Outcome::Rejected, Some(reason)),
+            (Ok(_), None) => self.answer(
+                subscriber,
+                request,
+                Outcome::Rejected,
+                Some("this collector has no job to command".into()),
+            ),
+            (Ok(command), Some(control)) => {
+                let id = control.send(command);
+                self.pending.insert(id, (subscriber, request));
+            }
+        }
+    }
+
+    /// What can be checked before the job sees the command (the job checks again).
+    fn check(&self, command: CommandRequest) -> Result<Command, String> {
+        let bins = self.model.bins();
+        let peers = self.model.peers;
+        match command {
+            CommandRequest::MoveBins { bins: moved, worker } => {
+                if moved.is_empty() {
+                    return Err("no bins to move".into());
+                }
+                if peers > 0 && worker >= peers as usize {
+                    return Err(format!(
+                        "unknown worker {worker}: the job has workers 0 to {}",
+                        peers - 1
+                    ));
+                }
+                if let (Some(n), Some(bad)) = (bins, moved.iter().find(|b| **b >= bins.unwrap_or(0) as usize))
+                {
+                    return Err(format!("unknown bin {bad}: the job has bins 0 to {}", n - 1));
+                }
+                Ok(Command::MoveBins { bins: moved, worker })
+            }
+            CommandRequest::StartPlan { schedule, target } => {
+                let schedule: Schedule = schedule.parse().map_err(|e| format!("{e}"))?;
+                let target: Target = target.parse().map_err(|e| format!("{e}"))?;
+                Ok(Command::StartPlan { schedule, target })
+            }
+            CommandRequest::CancelPlan => Ok(Command::CancelPlan),
+        }
+    }
+
+    /// Reports counts of dropped events that changed, as events of their own.
+    fn report_drops(&mut self, now: f64) -> Result<(), ProbeError> {
+        let mut events = Vec::new();
+        let queue = self.queue_dropped.load(Ordering::Relaxed);
+        if queue != self.queue_reported {
+            self.queue_reported = queue;
+            events.push(Stamped {
+                at_s: now,
+                process: 0,
+                event: Event::Dropped {
+                    place: "queue".into(),
+                    count: queue,
+                },
+            });
+        }
+        for (id, s) in self.subscribers.iter_mut() {
+            if s.dropped != s.reported {
+                s.reported = s.dropped;
+                events.push(Stamped {
+                    at_s: now,
+                    process: 0,
+                    event: Event::Dropped {
+                        place: format!("subscriber {id}"),
+                        count: s.dropped,
+                    },
+                });
+            }
+        }
+        self.handle(events)
+    }
+}
+
+async fn run(
+    config: CollectorConfig,
+    mut queue: EventQueue,
+    listener: Option<TcpListener>,
+    recorder: Option<Recorder>,
+    mut stop: oneshot::Receiver<Duration>,
+) -> Result<CollectorReport, ProbeError> {
+    let (inbox_tx, mut inbox) = mpsc::channel::<Inbox>(1024);
+    let commands_need_token = config.token.clone();
+    if let Some(listener) = listener {
+        tokio::spawn(accept(listener, inbox_tx.clone(), commands_need_token));
+    }
+    drop(inbox_tx);
+    let mut state = State {
+        model: JobModel::new(),
+        recorder,
+        subscribers: HashMap::new(),
+        next_subscriber: 0,
+        control: config.control,
+        pending: HashMap::new(),
+        exporters: 0,
+        report: CollectorReport::default(),
+        queue_dropped: Arc::clone(&queue.dropped),
+        queue_reported: 0,
+    };
+    let started = Instant::now();
+    state.handle(config.hello.into_iter().collect())?;
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut batch = Vec::with_capacity(BATCH);
+    let linger = loop {
+        tokio::select! {
+            n = queue.events.recv_many(&mut batch, BATCH) => {
+                if n == 0 {
+                    // The layer is gone: the job ended without finishing the collector.
+                    break Duration::ZERO;
+                }
+                state.handle(std::mem::take(&mut batch))?;
+            }
+            Some(msg) = inbox.recv() => inbox_message(&mut state, msg)?,
+            _ = tick.tick() => {
+                state.report_drops(started.elapsed().as_secs_f64())?;
+                if let Some(r) = state.recorder.as_mut() {
+                    r.flush()?;
+                }
+            }
+            linger = &mut stop => break linger.unwrap_or(Duration::ZERO),
+        }
+    };
+    // Everything the job emitted before it asked us to finish.
+    while let Ok(event) = queue.events.try_recv() {
+        batch.push(event);
+    }
+    state.handle(std::mem::take(&mut batch))?;
+    // Exporters send their last events after their own job ends: give them `linger`.
+    let deadline = Instant::now() + linger;
+    while state.exporters > 0 {
+        tokio::select! {
+            Some(msg) = inbox.recv() => inbox_message(&mut state, msg)?,
+            _ = tokio::time::sleep_until(deadline) => break,
+        }
+    }
+    state.report_drops(started.elapsed().as_secs_f64())?;
+    if let Some(r) = state.recorder.as_mut() {
+        r.flush()?;
+        state.report.recorded_lines = r.lines();
+    }
+    state.report.model = state.model;
+    Ok(state.report)
+}
+
+fn inbox_message(state: &mut State, msg: Inbox) -> Result<(), ProbeError> {
+    match msg {
+        Inbox::Events(events) => state.handle(events)?,
+        Inbox::ExporterJoined => state.exporters += 1,
+        Inbox::ExporterLeft => state.exporters = state.exporters.saturating_sub(1),
+        Inbox::Subscribe { frames, snapshot } => {
+            let id = state.next_subscriber;
+            state.next_subscriber += 1;
+            if snapshot.send((id, Box::new(state.model.clone()))).is_ok() {
+                state.subscribers.insert(
+                    id,
+                    Subscriber {
+                        frames,
+                        dropped: 0,
+                        reported: 0,
+                    },
+                );
+            }
+        }
+        Inbox::Unsubscribe(id) => {
+            state.subscribers.remove(&id);
+        }
+        Inbox::Command {
+            subscriber,
+            request,
+            command,
+            allowed,
+        } => state.command(subscriber, request, command, allowed),
+        Inbox::Closed(reason) => {
+            tracing::warn!(target: "megaflux_probe::collector", %reason, "connection closed");
+            state.report.closed.push(reason);
+        }
+    }
+    Ok(())
+}
+
+async fn accept(listener: TcpListener, inbox: mpsc::Sender<Inbox>, token: Option<String>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                let inbox = inbox.clone();
+                let token = token.clone();
+                tokio::spawn(async move {
+                    if let Err(reason) = serve(stream, &inbox, token).await {
+                        let _ = inbox.send(Inbox::Closed(format!("{peer}: {reason}"))).await;
+                    }
+                });
+            }
+            Err(e) => {
+                tracing::warn!(target: "megaflux_probe::collector", error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// One connection, from hello to close. An error is the reason it was closed.
+async fn serve(
+    stream: TcpStream,
+    inbox: &mpsc::Sender<Inbox>,
+    token: Option<String>,
+) -> Result<(), ProbeError> {
+    let mut conn = Connection::new(stream);
+    let hello = match tokio::time::timeout(HELLO_TIMEOUT, conn.recv::<ClientFrame>()).await {
+        Ok(Ok(hello)) => hello,
+        Ok(Err(e)) => {
+            let _ = conn
+                .send(&ServerFrame::Refused {
+                    reason: e.to_string(),
+                })
+                .await;
+            return Err(e);
+        }
+        Err(_) => return Err(ProbeError::Protocol(format!("no hello within {HELLO_TIMEOUT:?}"))),
+    };
+    let (role, presented) = match hello {
+        Some(ClientFrame::Hello {
+            protocol: PROTOCOL_VERSION,
+            role,
+            token,
+        }) => (role, token),
+        Some(ClientFrame::Hello { protocol, .. }) => {
+            let reason =
+                format!("protocol version {protocol}; this collector speaks version {PROTOCOL_VERSION}");
+            let _ = conn
+                .send(&ServerFrame::Refused {
+                    reason: reason.clone(),
+                })
+                .await;
+            return Err(ProbeError::Protocol(reason));
+        }
+        Some(_) => {
+            let reason = "the first frame must be a hello".to_string();
+            let _ = conn
+                .send(&ServerFrame::Refused {
+                    reason: reason.clone(),
+                })
+                .await;
+            return Err(ProbeError::Protocol(reason));
+        }
+        None => return Ok(()),
+    };
+    conn.send(&ServerFrame::Welcome {
+        protocol: PROTOCOL_VERSION,
+    })
+    .await?;
+    match role {
+        Role::Exporter { process } => {
+            let _ = inbox.send(Inbox::ExporterJoined).await;
+            let result = exporter(&mut conn, inbox, process).await;
+            let _ = inbox.send(Inbox::ExporterLeft).await;
+            result
+        }
+        Role::Subscriber => {
+            let allowed = match &token {
+                Some(t) => presented.as_deref() == Some(t.as_str()),
+                None => true,
+            };
+            subscriber(&mut conn, inbox, allowed).await
+        }
+    }
+}
+
+async fn exporter(
+    conn: &mut Connection<TcpStream>,
+    inbox: &mpsc::Sender<Inbox>,
+    process: u32,
+) -> Result<(), ProbeError> {
+    loop {
+        match conn.recv::<ClientFrame>().await? {
+            None => return Ok(()),
+            Some(ClientFrame::Events { events }) => {
+                if let Some(wrong) = events.iter().find(|e| e.process != process) {
+                    return Err(ProbeError::Protocol(format!(
+                        "exporter of process {process} sent an event of process {}",
+                        wrong.process
+                    )));
+                }
+                if inbox.send(Inbox::Events(events)).await.is_err() {
+                    return Ok(());
+                }
+            }
+            Some(_) => return Err(ProbeError::Protocol("an exporter may only send events".into())),
+        }
+    }
+}
+
+async fn subscriber(
+    conn: &mut Connection<TcpStream>,
+    inbox: &mpsc::Sender<Inbox>,
+    allowed: bool,
+) -> Result<(), ProbeError> {
+    let (frames_tx, mut frames) = mpsc::channel(SUBSCRIBER_QUEUE);
+    let (snap_tx, snap_rx) = oneshot::channel();
+    if inbox
+        .send(Inbox::Subscribe {
+            frames: frames_tx,
+            snapshot: snap_tx,
+        })
+        .await
+        .is_err()
+    {
+        return Ok(());
+    }
+    let Ok((id, model)) = snap_rx.await else {
+        return Ok(());
+    };
+    let result = async {
+        conn.send(&ServerFrame::Snapshot { model }).await?;
+        loop {
+            tokio::select! {
+                frame = frames.recv() => match frame {
+                    Some(frame) => conn.send(&frame).await?,
+                    None => return Ok(()),
+                },
+                incoming = conn.recv::<ClientFrame>() => match incoming? {
+                    None => return Ok(()),
+                    Some(ClientFrame::Command { request, command }) => {
+                        let msg = Inbox::Command { subscriber: id, request, command, allowed };
+                        if inbox.send(msg).await.is_err() {
+                            return Ok(());
+                        }
+                    }
+                    Some(_) => return Err(ProbeError::Protocol("a subscriber may only send commands".into())),
+                },
+            }
+        }
+    }
+    .await;
+    let _ = inbox.send(Inbox::Unsubscribe(id)).await;
+    result
+}

@@ -1,0 +1,253 @@
+//! The typed events of a megaflux job: what the probe makes of core's `tracing` events, what
+//! travels on the wire and what a trace file holds, one per line (`traces/FORMAT.md`).
+//!
+//! Adding an event kind or an optional field keeps [`FORMAT_VERSION`]; renaming or removing
+//! anything bumps it. Readers skip kinds they do not know.
+
+use serde::{Deserialize, Serialize};
+
+/// Version of the event schema and of the trace format.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// An event with where and when it happened.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Stamped {
+    /// Wall-clock seconds since the probe of the emitting process started.
+    pub at_s: f64,
+    /// The timely process the event comes from.
+    pub process: u32,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+/// Phases a bin goes through when it moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Worker 0 sent the move on the control input, effective at `time`.
+    Issued,
+    /// The old owner serialized the bin and sent it.
+    Extracted,
+    /// The new owner has every chunk of the bin.
+    Received,
+    /// The new owner installed the bin before applying `time`.
+    Installed,
+    /// The output frontier passed `time`: the move is complete everywhere.
+    Completed,
+}
+
+/// What became of a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Applied,
+    Rejected,
+}
+
+/// One thing that happened in a job.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Event {
+    /// A process joined: its share of the job and the job's configuration.
+    Hello {
+        processes: u32,
+        /// Workers in this process.
+        workers: u32,
+        /// Workers in the whole job.
+        peers: u32,
+        bins: u32,
+        /// The job's complete configuration, as `megaflux run` took it.
+        config: serde_json::Value,
+    },
+    /// A worker finished its preload: the measured run starts at logical time `base`.
+    JobStarted { worker: u32, peers: u32, base: u64 },
+    /// A worker finished its last epoch.
+    JobFinished { worker: u32, records: u64 },
+    /// The size of one bin of one operator, reported by the worker holding it.
+    BinSize {
+        worker: u32,
+        operator: String,
+        bin: u32,
+        keys: u64,
+        bytes: u64,
+    },
+    /// A worker finished sampling an operator. When `full`, every bin it holds was reported
+    /// just before this event.
+    Sampled {
+        worker: u32,
+        operator: String,
+        full: bool,
+        bins: u64,
+        keys: u64,
+        bytes: u64,
+    },
+    /// An operator's frontiers on a worker: everything before `applied` is applied (`None`:
+    /// finished); `control` is the control frontier it has seen; `input` the time the
+    /// worker's input is open at, so `input - applied` is its lag in epochs (ms).
+    Frontier {
+        worker: u32,
+        operator: String,
+        applied: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        control: Option<u64>,
+        input: u64,
+    },
+    /// A worker's load over the last sampling interval.
+    WorkerStats {
+        worker: u32,
+        records: u64,
+        busy_ns: u64,
+        interval_ns: u64,
+    },
+    /// Latency of one 250 ms window of epochs; `histogram` is HdrHistogram V2, base64.
+    Latency {
+        window: u64,
+        t_s: f64,
+        count: u64,
+        p50: u64,
+        p99: u64,
+        max: u64,
+        histogram: String,
+    },
+    /// A bin's move went through a phase. `worker` is where it happened.
+    Migration {
+        phase: Phase,
+        bin: u32,
+        time: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        operator: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worker: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        to: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bytes: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        chunks: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        step: Option<u64>,
+    },
+    /// A plan was made from a command or a `--migrate`.
+    PlanStarted {
+        strategy: String,
+        target: String,
+        steps: u64,
+        bins: u64,
+    },
+    /// A plan finished: every step issued and complete (or cancelled and drained).
+    PlanCompleted {
+        strategy: String,
+        steps: u64,
+        seconds: f64,
+    },
+    /// A command was applied or rejected (with the reason). `id` is the control handle's.
+    Command {
+        outcome: Outcome,
+        id: Option<u64>,
+        command: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// A worker failed (high availability; not emitted yet).
+    Failure { worker: u32, reason: String },
+    /// A failed worker's bins are served again (high availability; not emitted yet).
+    Recovery { worker: u32, bins: Vec<u32> },
+    /// Events lost on the way, counted where they were lost (`queue`, `export`, a
+    /// subscriber). The count is the total so far at that place.
+    Dropped { place: String, count: u64 },
+}
+
+/// Every event kind of this format version, as the `kind` field spells it.
+pub const KINDS: &[&str] = &[
+    "hello",
+    "job_started",
+    "job_finished",
+    "bin_size",
+    "sampled",
+    "frontier",
+    "worker_stats",
+    "latency",
+    "migration",
+    "plan_started",
+    "plan_completed",
+    "command",
+    "failure",
+    "recovery",
+    "dropped",
+];
+
+impl Event {
+    /// The `kind` field of this event.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::Hello { .. } => "hello",
+            Event::JobStarted { .. } => "job_started",
+            Event::JobFinished { .. } => "job_finished",
+            Event::BinSize { .. } => "bin_size",
+            Event::Sampled { .. } => "sampled",
+            Event::Frontier { .. } => "frontier",
+            Event::WorkerStats { .. } => "worker_stats",
+            Event::Latency { .. } => "latency",
+            Event::Migration { .. } => "migration",
+            Event::PlanStarted { .. } => "plan_started",
+            Event::PlanCompleted { .. } => "plan_completed",
+            Event::Command { .. } => "command",
+            Event::Failure { .. } => "failure",
+            Event::Recovery { .. } => "recovery",
+            Event::Dropped { .. } => "dropped",
+        }
+    }
+
+    /// The worker an event is about, if it is about one.
+    pub fn worker(&self) -> Option<u32> {
+        match self {
+            Event::JobStarted { worker, .. }
+            | Event::JobFinished { worker, .. }
+            | Event::BinSize { worker, .. }
+            | Event::Sampled { worker, .. }
+            | Event::Frontier { worker, .. }
+            | Event::WorkerStats { worker, .. }
+            | Event::Failure { worker, .. }
+            | Event::Recovery { worker, .. } => Some(*worker),
+            Event::Migration { worker, .. } => *worker,
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_round_trip() {
+        let e = Stamped {
+            at_s: 1.5,
+            process: 1,
+            event: Event::Migration {
+                phase: Phase::Extracted,
+                bin: 7,
+                time: 1200,
+                operator: Some("count".into()),
+                worker: None,
+                from: Some(0),
+                to: Some(1),
+                bytes: Some(4096),
+                chunks: Some(1),
+                step: None,
+            },
+        };
+        let line = serde_json::to_string(&e).unwrap();
+        assert!(
+            line.contains(&format!(r#""kind":"{}""#, e.event.kind())),
+            "{line}"
+        );
+        assert!(KINDS.contains(&e.event.kind()));
+        assert!(line.contains(r#""phase":"extracted""#), "{line}");
+        assert!(!line.contains("step"), "{line}");
+        let back: Stamped = serde_json::from_str(&line).unwrap();
+        assert_eq!(back, e);
+    }
+}

@@ -1,0 +1,338 @@
+//! The merged view of a job, built from its events alone: where every bin lives and how big
+//! it is, each worker's load, each operator's frontiers, the latency timeline, migrations in
+//! flight and finished, and the command log. The collector keeps one and sends it whole to
+//! each new subscriber, which then applies the events that follow.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::{Deserialize, Serialize};
+
+use crate::event::{Event, Outcome, Phase, Stamped};
+
+/// Entries the command log keeps.
+pub const COMMAND_LOG: usize = 256;
+
+/// One bin of one operator.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BinView {
+    pub owner: Option<u32>,
+    pub keys: u64,
+    pub bytes: u64,
+}
+
+/// A worker's latest load.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkerView {
+    pub process: u32,
+    pub records_per_s: f64,
+    /// Fraction of the last interval spent running operators.
+    pub busy: f64,
+    pub finished: bool,
+}
+
+/// An operator's frontiers on a worker.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FrontierView {
+    pub applied: Option<u64>,
+    pub control: Option<u64>,
+    pub input: u64,
+}
+
+impl FrontierView {
+    /// Epochs (ms) the operator lags behind the input.
+    pub fn lag(&self) -> Option<u64> {
+        self.applied.map(|a| self.input.saturating_sub(a))
+    }
+}
+
+/// One latency window.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LatencyWindow {
+    pub t_s: f64,
+    pub count: u64,
+    pub p50: u64,
+    pub p99: u64,
+    pub max: u64,
+}
+
+/// A bin on the move.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Move {
+    pub bin: u32,
+    pub time: u64,
+    pub from: Option<u32>,
+    pub to: Option<u32>,
+    pub phase: Phase,
+    pub bytes: u64,
+}
+
+/// A plan, running or finished.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlanView {
+    pub strategy: String,
+    pub target: String,
+    pub steps: u64,
+    pub bins: u64,
+    pub steps_issued: u64,
+    pub bins_completed: u64,
+    pub bytes_moved: u64,
+    pub started_s: f64,
+    pub seconds: Option<f64>,
+}
+
+/// A command and what became of it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CommandView {
+    pub at_s: f64,
+    pub outcome: Outcome,
+    pub command: String,
+    pub reason: Option<String>,
+}
+
+/// Everything known about a job.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobModel {
+    /// The hello of each process.
+    pub processes: BTreeMap<u32, Stamped>,
+    pub peers: u32,
+    /// Per operator, per bin.
+    pub operators: BTreeMap<String, Vec<BinView>>,
+    pub workers: BTreeMap<u32, WorkerView>,
+    /// Per worker, per operator (`output` is the job's output frontier).
+    pub frontiers: BTreeMap<u32, BTreeMap<String, FrontierView>>,
+    pub latency: Vec<LatencyWindow>,
+    /// Bins whose latest move has not completed, by bin.
+    pub moving: BTreeMap<u32, Move>,
+    pub plan: Option<PlanView>,
+    pub finished_plans: Vec<PlanView>,
+    pub commands: VecDeque<CommandView>,
+    /// Events dropped, per place.
+    pub dropped: BTreeMap<String, u64>,
+    /// Events applied.
+    pub events: u64,
+    /// The latest event's time.
+    pub now_s: f64,
+}
+
+impl JobModel {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Bins per operator, once a process said hello.
+    pub fn bins(&self) -> Option<u32> {
+        self.processes.values().find_map(|h| match &h.event {
+            Event::Hello { bins, .. } => Some(*bins),
+            _ => None,
+        })
+    }
+
+    fn bin_mut(&mut self, operator: &str, bin: u32) -> &mut BinView {
+        let count = self.bins().unwrap_or(0).max(bin + 1) as usize;
+        let bins = self.operators.entry(operator.to_string()).or_default();
+        if bins.len() < count {
+            bins.resize(count, BinView::default());
+        }
+        &mut bins[bin as usize]
+    }
+
+    /// Total dropped events over every place.
+    pub fn dropped_total(&self) -> u64 {
+        self.dropped.values().sum()
+    }
+
+    /// Applies one event.
+    pub fn apply(&mut self, stamped: &Stamped) {
+        self.events += 1;
+        self.now_s = self.now_s.max(stamped.at_s);
+        match &stamped.event {
+            Event::Hello { peers, .. } => {
+                self.peers = *peers;
+                self.processes.insert(stamped.process, stamped.clone());
+            }
+            Event::JobStarted { worker, peers, .. } => {
+                self.peers = self.peers.max(*peers);
+                self.workers.entry(*worker).or_default().process = stamped.process;
+            }
+            Event::JobFinished { worker, .. } => {
+                self.workers.entry(*worker).or_default().finished = true;
+            }
+            Event::BinSize {
+                worker,
+                operator,
+                bin,
+                keys,
+                bytes,
+            } => {
+                *self.bin_mut(operator, *bin) = BinView {
+                    owner: Some(*worker),
+                    keys: *keys,
+                    bytes: *bytes,
+                };
+            }
+            Event::Sampled { .. } => {}
+            Event::Frontier {
+                worker,
+                operator,
+                applied,
+                control,
+                input,
+            } => {
+                self.frontiers.entry(*worker).or_default().insert(
+                    operator.clone(),
+                    FrontierView {
+                        applied: *applied,
+                        control: *control,
+                        input: *input,
+                    },
+                );
+            }
+            Event::WorkerStats {
+                worker,
+                records,
+                busy_ns,
+                interval_ns,
+            } => {
+                let w = self.workers.entry(*worker).or_default();
+                w.process = stamped.process;
+                let secs = (*interval_ns as f64 / 1e9).max(1e-9);
+                w.records_per_s = *records as f64 / secs;
+                w.busy = (*busy_ns as f64 / *interval_ns.max(&1) as f64).min(1.0);
+            }
+            Event::Latency {
+                t_s,
+                count,
+                p50,
+                p99,
+                max,
+                ..
+            } => self.latency.push(LatencyWindow {
+                t_s: *t_s,
+                count: *count,
+                p50: *p50,
+                p99: *p99,
+                max: *max,
+            }),
+            Event::Migration {
+                phase,
+                bin,
+                time,
+                from,
+                to,
+                bytes,
+                worker,
+                operator,
+                step,
+                ..
+            } => {
+                if let (Phase::Issued, Some(step), Some(plan)) = (phase, step, self.plan.as_mut()) {
+                    plan.steps_issued = plan.steps_issued.max(step + 1);
+                }
+                self.apply_move(
+                    *phase,
+                    *bin,
+                    *time,
+                    *from,
+                    *to,
+                    *bytes,
+                    *worker,
+                    operator.as_deref(),
+                )
+            }
+            Event::PlanStarted {
+                strategy,
+                target,
+                steps,
+                bins,
+            } => {
+                self.plan = Some(PlanView {
+                    strategy: strategy.clone(),
+                    target: target.clone(),
+                    steps: *steps,
+                    bins: *bins,
+                    steps_issued: 0,
+                    bins_completed: 0,
+                    bytes_moved: 0,
+                    started_s: stamped.at_s,
+                    seconds: None,
+                })
+            }
+            Event::PlanCompleted { seconds, .. } => {
+                if let Some(mut plan) = self.plan.take() {
+                    plan.seconds = Some(*seconds);
+                    self.finished_plans.push(plan);
+                }
+            }
+            Event::Command {
+                outcome,
+                command,
+                reason,
+                ..
+            } => {
+                if self.commands.len() == COMMAND_LOG {
+                    self.commands.pop_front();
+                }
+                self.commands.push_back(CommandView {
+                    at_s: stamped.at_s,
+                    outcome: *outcome,
+                    command: command.clone(),
+                    reason: reason.clone(),
+                });
+            }
+            Event::Failure { .. } | Event::Recovery { .. } => {}
+            Event::Dropped { place, count } => {
+                let key = format!("process {} {place}", stamped.process);
+                let entry = self.dropped.entry(key).or_default();
+                *entry = (*entry).max(*count);
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn apply_move(
+        &mut self,
+        phase: Phase,
+        bin: u32,
+        time: u64,
+        from: Option<u32>,
+        to: Option<u32>,
+        bytes: Option<u64>,
+        worker: Option<u32>,
+        operator: Option<&str>,
+    ) {
+        let fresh = Move {
+            bin,
+            time,
+            from,
+            to,
+            phase,
+            bytes: 0,
+        };
+        let entry = self.moving.entry(bin).or_insert_with(|| fresh.clone());
+        // A move at a new time replaces an older one that never completed (the run ended).
+        if entry.time != time {
+            *entry = fresh;
+        }
+        entry.phase = entry.phase.max(phase);
+        entry.from = entry.from.or(from);
+        entry.to = entry.to.or(to);
+        if phase == Phase::Extracted {
+            entry.bytes += bytes.unwrap_or(0);
+        }
+        if let Some(plan) = self.plan.as_mut() {
+            match phase {
+                Phase::Extracted => plan.bytes_moved += bytes.unwrap_or(0),
+                Phase::Completed => plan.bins_completed += 1,
+                _ => {}
+            }
+        }
+        if phase == Phase::Installed
+            && let (Some(worker), Some(operator)) = (worker, operator)
+        {
+            self.bin_mut(operator, bin).owner = Some(worker);
+        }
+        if phase == Phase::Completed {
+            self.moving.remove(&bin);
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! The collector's TCP protocol.
+//!
+//! Frames are length-delimited (a 4-byte big-endian length, then that many bytes of JSON),
+//! at most [`MAX_FRAME_BYTES`]. A connection opens with the client's [`ClientFrame::Hello`]
+//! naming the protocol version and its role; the collector answers
+//! [`ServerFrame::Welcome`] or [`ServerFrame::Refused`] (and closes). After that an exporter
+//! sends events; a subscriber receives a snapshot of the job, then every event, and may
+//! send commands, each answered once. A malformed, oversized or unexpected frame closes
+//! that connection only.
+
+use futures::{SinkExt, StreamExt};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_util::codec::{Framed, LengthDelimitedCodec};
+
+use crate::error::ProbeError;
+use crate::event::{Outcome, Stamped};
+use crate::model::JobModel;
+
+/// Version of this protocol.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// The largest frame either side accepts (a snapshot of 2^16 bins fits).
+pub const MAX_FRAME_BYTES: usize = 16 << 20;
+/// Environment variable holding the token for commands, when `--token` is not given.
+pub const TOKEN_ENV: &str = "MEGAFLUX_TOKEN";
+
+/// What a client is.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Role {
+    /// A process of the job sending its events.
+    Exporter { process: u32 },
+    /// A viewer: gets the events, may send commands.
+    Subscriber,
+}
+
+/// A command a subscriber asks for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "snake_case")]
+pub enum CommandRequest {
+    /// Move these bins to this worker in one step.
+    MoveBins { bins: Vec<usize>, worker: usize },
+    /// Start a plan: `schedule` as in `--migrate` (`fluid`, `batched:8+pipelined`, ...),
+    /// `target` as well (`uniform`, `pack:1`, `drain:0`, `map:...`).
+    StartPlan { schedule: String, target: String },
+    /// Drop the running plan's steps not issued yet.
+    CancelPlan,
+}
+
+/// Client to collector.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ClientFrame {
+    Hello {
+        protocol: u32,
+        #[serde(flatten)]
+        role: Role,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        token: Option<String>,
+    },
+    Events {
+        events: Vec<Stamped>,
+    },
+    Command {
+        request: u64,
+        command: CommandRequest,
+    },
+}
+
+/// Collector to client. Adjacently tagged (`{"type": ..., "data": ...}`): the snapshot's
+/// maps have integer keys, which an internally tagged enum cannot read back.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "data", rename_all = "snake_case")]
+pub enum ServerFrame {
+    Welcome {
+        protocol: u32,
+    },
+    Refused {
+        reason: String,
+    },
+    /// The job as the collector knows it, sent once to a new subscriber.
+    Snapshot {
+        model: Box<JobModel>,
+    },
+    Events {
+        events: Vec<Stamped>,
+    },
+    /// The answer to command `request`.
+    Answer {
+        request: u64,
+        outcome: Outcome,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+}
+
+/// A framed connection.
+pub struct Connection<T> {
+    framed: Framed<T, LengthDelimitedCodec>,
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
+    pub fn new(io: T) -> Self {
+        let codec = LengthDelimitedCodec::builder()
+            .max_frame_length(MAX_FRAME_BYTES)
+            .new_codec();
+        Connection {
+            framed: Framed::new(io, codec),
+        }
+    }
+
+    /// Sends one frame.
+    pub async fn send<F: Serialize>(&mut self, frame: &F) -> Result<(), ProbeError> {
+        let bytes =
+            serde_json::to_vec(frame).map_err(|e| ProbeError::Protocol(format!("encoding a frame: {e}")))?;
+        if bytes.len() > MAX_FRAME_BYTES {
+            return Err(ProbeError::Protocol(format!(
+                "frame of {} bytes is over the limit of {MAX_FRAME_BYTES}",
+                bytes.len()
+            )));
+        }
+        self.framed
+            .send(tokio_util::bytes::Bytes::from(bytes))
+            .await
+            .map_err(|e| ProbeError::io("sending a frame", e))
+    }
+
+    /// Receives one frame; `Ok(None)` when the peer closed the connection.
+    pub async fn recv<F: DeserializeOwned>(&mut self) -> Result<Option<F>, ProbeError> {
+        match self.framed.next().await {
+            None => Ok(None),
+            Some(Err(e)) => Err(ProbeError::Protocol(format!("bad frame: {e}"))),
+            Some(Ok(bytes)) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| ProbeError::Protocol(format!("malformed frame: {e}"))),
+        }
+    }
+}
+
+/// Says hello on a fresh connection to the collector at `addr` and checks the welcome.
+pub async fn handshake<T: AsyncRead + AsyncWrite + Unpin>(
+    conn: &mut Connection<T>,
+    addr: std::net::SocketAddr,
+    role: Role,
+    token: Option<String>,
+) -> Result<(), ProbeError> {
+    conn.send(&ClientFrame::Hello {
+        protocol: PROTOCOL_VERSION,
+        role,
+        token,
+    })
+    .await?;
+    match conn.recv::<ServerFrame>().await? {
+        Some(ServerFrame::Welcome { .. }) => Ok(()),
+        Some(ServerFrame::Refused { reason }) => Err(ProbeError::Protocol(format!(
+            "the collector at {addr} refused: {reason}"
+        ))),
+        _ => Err(ProbeError::Protocol(format!(
+            "the collector at {addr} did not answer the hello"
+        ))),
+    }
+}
+
+/// Opens a subscription to the collector at `addr`.
+pub async fn subscribe(
+    addr: std::net::SocketAddr,
+    token: Option<String>,
+) -> Result<Connection<tokio::net::TcpStream>, ProbeError> {
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| ProbeError::io(format!("connecting to the collector at {addr}"), e))?;
+    let mut conn = Connection::new(stream);
+    handshake(&mut conn, addr, Role::Subscriber, token).await?;
+    Ok(conn)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hello_is_flat_json() {
+        let hello = ClientFrame::Hello {
+            protocol: PROTOCOL_VERSION,
+            role: Role::Exporter { process: 1 },
+            token: None,
+        };
+        let json = serde_json::to_string(&hello).unwrap();
+        assert_eq!(
+            json,
+            r#"{"type":"hello","protocol":1,"role":"exporter","process":1}"#
+        );
+        assert_eq!(serde_json::from_str::<ClientFrame>(&json).unwrap(), hello);
+    }
+
+    #[test]
+    fn snapshots_read_back() {
+        let mut model = JobModel::new();
+        model.apply(&Stamped {
+            at_s: 1.0,
+            process: 1,
+            event: crate::event::Event::WorkerStats {
+                worker: 3,
+                records: 5,
+                busy_ns: 1,
+                interval_ns: 10,
+            },
+        });
+        let frame = ServerFrame::Snapshot {
+            model: Box::new(model),
+        };
+        let json = serde_json::to_string(&frame).unwrap();
+        assert_eq!(serde_json::from_str::<ServerFrame>(&json).unwrap(), frame);
+    }
+}

@@ -1,0 +1,197 @@
+//! The collector over TCP: two exporters and a subscriber, and connections that break the
+//! protocol, which are closed while the others go on.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use megaflux_probe::collector::{Collector, CollectorConfig};
+use megaflux_probe::event::Event;
+use megaflux_probe::export::Exporter;
+use megaflux_probe::model::JobModel;
+use megaflux_probe::wire::{
+    self, ClientFrame, Connection, MAX_FRAME_BYTES, PROTOCOL_VERSION, Role, ServerFrame,
+};
+use megaflux_probe::{ProbeLayer, Stamped};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tracing_subscriber::prelude::*;
+
+/// Emits a worker's load through a layer of process `process`, as core would.
+fn emit(layer_of: &tracing::Dispatch, worker: u32, records: u64) {
+    tracing::dispatcher::with_default(layer_of, || {
+        tracing::info!(target: "megaflux::worker", worker, records, busy_ns = 1u64, interval_ns = 250_000_000u64);
+    });
+}
+
+fn process(n: u32) -> (tracing::Dispatch, megaflux_probe::EventQueue, Stamped) {
+    let (layer, queue) = ProbeLayer::new(n, 1024);
+    let hello = layer.stamp(Event::Hello {
+        processes: 3,
+        workers: 1,
+        peers: 3,
+        bins: 16,
+        config: serde_json::json!({}),
+    });
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer.filtered()));
+    (dispatch, queue, hello)
+}
+
+async fn subscribe(addr: SocketAddr) -> Connection<TcpStream> {
+    wire::subscribe(addr, None).await.unwrap()
+}
+
+/// Reads frames into `model` until `done` holds of it.
+async fn follow(conn: &mut Connection<TcpStream>, model: &mut JobModel, done: impl Fn(&JobModel) -> bool) {
+    let wait = async {
+        while !done(model) {
+            match conn.recv::<ServerFrame>().await.unwrap() {
+                Some(ServerFrame::Snapshot { model: m }) => *model = *m,
+                Some(ServerFrame::Events { events }) => events.iter().for_each(|e| model.apply(e)),
+                Some(_) => {}
+                None => panic!("the collector closed the subscription"),
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), wait)
+        .await
+        .expect("the subscriber saw the expected events in time");
+}
+
+/// Expects the collector to close `conn` (after an optional refusal).
+async fn closed(mut conn: Connection<TcpStream>) -> Option<String> {
+    let mut refused = None;
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), conn.recv::<ServerFrame>()).await {
+            Ok(Ok(Some(ServerFrame::Refused { reason }))) => refused = Some(reason),
+            Ok(Ok(Some(_))) => {}
+            Ok(Ok(None)) | Ok(Err(_)) => return refused,
+            Err(_) => panic!("the collector kept a bad connection open"),
+        }
+    }
+}
+
+#[test]
+fn merges_two_exporters_and_survives_bad_clients() {
+    let (local, queue, hello) = process(0);
+    let collector = Collector::start(
+        CollectorConfig {
+            serve: Some("127.0.0.1:0".parse().unwrap()),
+            hello: Some(hello),
+            ..CollectorConfig::default()
+        },
+        queue,
+    )
+    .unwrap();
+    let addr = collector.local_addr().unwrap();
+    let (one, q1, h1) = process(1);
+    let (two, q2, h2) = process(2);
+    let e1 = Exporter::start(addr, 1, h1, q1).unwrap();
+    let e2 = Exporter::start(addr, 2, h2, q2).unwrap();
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut sub = subscribe(addr).await;
+        let mut model = JobModel::new();
+        emit(&local, 0, 10);
+        emit(&one, 1, 20);
+        emit(&two, 2, 30);
+        follow(&mut sub, &mut model, |m| {
+            m.workers.len() == 3 && m.processes.len() == 3
+        })
+        .await;
+        assert_eq!(model.workers[&1].process, 1);
+        assert_eq!(model.workers[&2].process, 2);
+        assert!((model.workers[&2].records_per_s - 120.0).abs() < 1e-6);
+
+        // Malformed: a frame that is not JSON.
+        let mut garbage = Connection::new(TcpStream::connect(addr).await.unwrap());
+        garbage.send(&"not a hello").await.unwrap();
+        assert!(closed(garbage).await.is_some(), "refused with a reason");
+        // Oversized: a length prefix over the limit.
+        let mut big = TcpStream::connect(addr).await.unwrap();
+        big.write_all(&((MAX_FRAME_BYTES as u32 + 1).to_be_bytes()))
+            .await
+            .unwrap();
+        big.write_all(&[b'{'; 1024]).await.unwrap();
+        let reason = closed(Connection::new(big)).await.expect("a refusal");
+        assert!(reason.contains("bad frame"), "{reason}");
+        // Wrong version.
+        let mut old = Connection::new(TcpStream::connect(addr).await.unwrap());
+        old.send(&ClientFrame::Hello {
+            protocol: PROTOCOL_VERSION + 1,
+            role: Role::Subscriber,
+            token: None,
+        })
+        .await
+        .unwrap();
+        let reason = closed(old).await.expect("a refusal");
+        assert!(reason.contains("version"), "{reason}");
+        // An exporter that sends events of another process.
+        let mut liar = Connection::new(TcpStream::connect(addr).await.unwrap());
+        liar.send(&ClientFrame::Hello {
+            protocol: PROTOCOL_VERSION,
+            role: Role::Exporter { process: 7 },
+            token: None,
+        })
+        .await
+        .unwrap();
+        let mut lie = h2_like(8);
+        lie.process = 8;
+        liar.send(&ClientFrame::Events { events: vec![lie] })
+            .await
+            .unwrap();
+        closed(liar).await;
+
+        // The collector still serves the first subscriber and new ones.
+        emit(&one, 1, 40);
+        follow(&mut sub, &mut model, |m| {
+            (m.workers[&1].records_per_s - 160.0).abs() < 1e-6
+        })
+        .await;
+        let mut late = subscribe(addr).await;
+        let mut late_model = JobModel::new();
+        follow(&mut late, &mut late_model, |m| m.workers.len() == 3).await;
+    });
+
+    assert!(e1.finish().unwrap() >= 2);
+    assert!(e2.finish().unwrap() >= 2);
+    let report = collector.finish(Duration::from_secs(5)).unwrap();
+    assert_eq!(report.closed.len(), 4, "{:?}", report.closed);
+    assert!(
+        report.closed.iter().any(|r| r.contains("malformed")),
+        "{:?}",
+        report.closed
+    );
+    assert!(
+        report.closed.iter().any(|r| r.contains("bad frame")),
+        "{:?}",
+        report.closed
+    );
+    assert!(
+        report.closed.iter().any(|r| r.contains("version")),
+        "{:?}",
+        report.closed
+    );
+    assert!(
+        report.closed.iter().any(|r| r.contains("process 8")),
+        "{:?}",
+        report.closed
+    );
+    assert_eq!(report.model.processes.len(), 3);
+}
+
+fn h2_like(worker: u32) -> Stamped {
+    Stamped {
+        at_s: 0.0,
+        process: 0,
+        event: Event::WorkerStats {
+            worker,
+            records: 1,
+            busy_ns: 1,
+            interval_ns: 1,
+        },
+    }
+}

@@ -1,0 +1,127 @@
+//! Commands from a subscriber reach the job through the collector; bad ones are rejected
+//! with a reason and the job goes on unchanged.
+
+use std::time::Duration;
+
+use megaflux::Bins;
+use megaflux::control::ControlHandle;
+use megaflux::harness::{self, RunConfig};
+use megaflux::workload::Workload;
+use megaflux_probe::ProbeLayer;
+use megaflux_probe::collector::{Collector, CollectorConfig};
+use megaflux_probe::event::{Event, Outcome};
+use megaflux_probe::wire::{self, ClientFrame, CommandRequest, ServerFrame};
+use tracing_subscriber::prelude::*;
+
+fn config() -> RunConfig {
+    RunConfig {
+        workload: Workload::HashCount,
+        workers: 2,
+        bins: Bins::new(16).unwrap(),
+        keys: 5_000,
+        rate: 20_000,
+        duration: Duration::from_secs(4),
+        ..RunConfig::default()
+    }
+}
+
+#[test]
+fn bad_commands_are_rejected_and_the_job_goes_on() {
+    let (layer, queue) = ProbeLayer::new(0, 1 << 20);
+    let hello = layer.stamp(Event::Hello {
+        processes: 1,
+        workers: 2,
+        peers: 2,
+        bins: 16,
+        config: serde_json::json!({}),
+    });
+    tracing_subscriber::registry().with(layer.filtered()).init();
+    let control = ControlHandle::new();
+    let collector = Collector::start(
+        CollectorConfig {
+            serve: Some("127.0.0.1:0".parse().unwrap()),
+            control: Some(control.clone()),
+            hello: Some(hello),
+            ..CollectorConfig::default()
+        },
+        queue,
+    )
+    .unwrap();
+    let addr = collector.local_addr().unwrap();
+    let job = std::thread::spawn(move || harness::run(config(), control).unwrap().unwrap());
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let answers = rt.block_on(async {
+        let mut conn = wire::subscribe(addr, None).await.unwrap();
+        let commands = [
+            CommandRequest::MoveBins {
+                bins: vec![16],
+                worker: 1,
+            },
+            CommandRequest::MoveBins {
+                bins: vec![3],
+                worker: 2,
+            },
+            CommandRequest::StartPlan {
+                schedule: "sideways".into(),
+                target: "uniform".into(),
+            },
+            // Parses, but the job has no worker 5 to pack onto: the job itself says no.
+            CommandRequest::StartPlan {
+                schedule: "fluid".into(),
+                target: "pack:5".into(),
+            },
+            CommandRequest::CancelPlan,
+        ];
+        let mut answers = vec![None; commands.len()];
+        for (request, command) in commands.into_iter().enumerate() {
+            conn.send(&ClientFrame::Command {
+                request: request as u64,
+                command,
+            })
+            .await
+            .unwrap();
+        }
+        let wait = async {
+            while answers.iter().any(Option::is_none) {
+                match conn.recv::<ServerFrame>().await.unwrap() {
+                    Some(ServerFrame::Answer {
+                        request,
+                        outcome,
+                        reason,
+                    }) => answers[request as usize] = Some((outcome, reason.unwrap_or_default())),
+                    Some(_) => {}
+                    None => panic!("closed"),
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), wait)
+            .await
+            .expect("every command answered");
+        answers.into_iter().map(Option::unwrap).collect::<Vec<_>>()
+    });
+    for (outcome, _) in &answers {
+        assert_eq!(*outcome, Outcome::Rejected);
+    }
+    assert!(answers[0].1.contains("unknown bin 16"), "{}", answers[0].1);
+    assert!(answers[1].1.contains("unknown worker 2"), "{}", answers[1].1);
+    assert!(answers[2].1.contains("sideways"), "{}", answers[2].1);
+    assert!(
+        answers[3].1.contains("pack:5") || answers[3].1.contains('5'),
+        "{}",
+        answers[3].1
+    );
+    assert!(answers[4].1.contains("no migration plan"), "{}", answers[4].1);
+
+    let summary = job.join().unwrap();
+    assert!(summary.migrations.is_empty());
+    let report = collector.finish(Duration::ZERO).unwrap();
+    assert!(report.model.moving.is_empty());
+    // Unchanged: the same output as a job nobody sent commands to.
+    let quiet = harness::run(config(), ControlHandle::new()).unwrap().unwrap();
+    assert_eq!(summary.output_digest, quiet.output_digest);
+    assert_eq!(summary.outputs, quiet.outputs);
+}

@@ -1,0 +1,158 @@
+//! The probe side of `megaflux run`: the tracing setup, and the collector (with recording
+//! and serving) or the exporter that this process runs next to its job.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use megaflux::config::uniform;
+use megaflux::control::ControlHandle;
+use megaflux::harness::RunConfig;
+use megaflux_probe::collector::{Collector, CollectorConfig, CollectorReport};
+use megaflux_probe::export::Exporter;
+use megaflux_probe::layer::EVENT_QUEUE;
+use megaflux_probe::record::TraceHeader;
+use megaflux_probe::{Event, ProbeLayer};
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::prelude::*;
+
+/// How long process 0's collector waits for the other processes' last events.
+const EXPORTER_LINGER: Duration = Duration::from_secs(10);
+
+/// What to do with this process's events.
+#[derive(Debug, Default)]
+pub struct ProbeArgs {
+    pub record: Option<PathBuf>,
+    pub serve: Option<SocketAddr>,
+    pub export: Option<SocketAddr>,
+    pub token: Option<String>,
+}
+
+impl ProbeArgs {
+    fn wanted(&self) -> bool {
+        self.record.is_some() || self.serve.is_some() || self.export.is_some()
+    }
+}
+
+/// The observer running next to the job.
+pub enum Observer {
+    None,
+    Collector(Collector),
+    Exporter(Exporter),
+}
+
+/// Installs the tracing subscriber: `MEGAFLUX_LOG` to stderr, plus the probe's layer when
+/// `probe` is given.
+pub fn install_tracing(probe: Option<ProbeLayer>) {
+    // Off unless asked for with MEGAFLUX_LOG (e.g. MEGAFLUX_LOG=megaflux=debug).
+    let filter = EnvFilter::try_from_env("MEGAFLUX_LOG").unwrap_or_else(|_| EnvFilter::new("off"));
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_filter(filter);
+    let _ = tracing_subscriber::registry()
+        .with(fmt)
+        .with(probe.map(ProbeLayer::filtered))
+        .try_init();
+}
+
+/// `-n` and `-p` from timely's arguments: (processes, this process).
+fn cluster_position(timely_args: &[String]) -> (u32, u32) {
+    let value = |short: &str, long: &str| {
+        timely_args
+            .iter()
+            .position(|a| a == short || a == long)
+            .and_then(|i| timely_args.get(i + 1))
+            .and_then(|v| v.parse::<u32>().ok())
+    };
+    (
+        value("-n", "--processes").unwrap_or(1),
+        value("-p", "--process").unwrap_or(0),
+    )
+}
+
+/// Sets up tracing and, if asked for, the collector or exporter of this process.
+pub fn start(config: &RunConfig, probe: &ProbeArgs, control: &ControlHandle) -> anyhow::Result<Observer> {
+    if !probe.wanted() {
+        install_tracing(None);
+        return Ok(Observer::None);
+    }
+    let (processes, process) = cluster_position(&config.timely_args);
+    let (layer, queue) = ProbeLayer::new(process, EVENT_QUEUE);
+    let json = serde_json::to_value(config).context("describing the job")?;
+    let workers = config.workers as u32;
+    let peers = processes * workers;
+    let bins = config.bins.count() as u32;
+    let hello = layer.stamp(Event::Hello {
+        processes,
+        workers,
+        peers,
+        bins,
+        config: json.clone(),
+    });
+    install_tracing(Some(layer));
+    if let Some(addr) = probe.export {
+        if probe.record.is_some() || probe.serve.is_some() {
+            anyhow::bail!(
+                "--export sends this process's events to another collector; --record and --serve go with process 0"
+            );
+        }
+        let exporter = Exporter::start(addr, process, hello, queue)
+            .with_context(|| format!("exporting events to {addr}"))?;
+        return Ok(Observer::Exporter(exporter));
+    }
+    let header = TraceHeader::new(
+        json,
+        processes,
+        workers,
+        bins,
+        uniform(bins as usize, peers as usize),
+    );
+    let collector = Collector::start(
+        CollectorConfig {
+            serve: probe.serve,
+            token: probe.token.clone(),
+            record: probe.record.clone().map(|p| (p, header)),
+            control: (process == 0).then(|| control.clone()),
+            hello: Some(hello),
+        },
+        queue,
+    )
+    .context("starting the collector")?;
+    if let Some(addr) = collector.local_addr() {
+        eprintln!("megaflux: collector serving on {addr}");
+    }
+    Ok(Observer::Collector(collector))
+}
+
+impl Observer {
+    /// Lets the observer take the job's last events and stop.
+    pub fn finish(self) -> anyhow::Result<Option<CollectorReport>> {
+        match self {
+            Observer::None => Ok(None),
+            Observer::Exporter(e) => {
+                e.finish().context("sending the last events to the collector")?;
+                Ok(None)
+            }
+            Observer::Collector(c) => {
+                let report = c.finish(EXPORTER_LINGER).context("finishing the collector")?;
+                Ok(Some(report))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_cluster_position() {
+        let args: Vec<String> = ["-n", "2", "-p", "1", "-h", "hosts"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(cluster_position(&args), (2, 1));
+        assert_eq!(cluster_position(&[]), (1, 0));
+    }
+}
