@@ -436,12 +436,15 @@ fn run_worker<J: Job>(
         if let (Some(driver), Some(control)) = (driver.as_mut(), control.as_mut()) {
             for (id, command) in control_handle.drain() {
                 let describe = format!("{command:?}");
+                // The logical time the control input stands at: the command's steps go out
+                // at this time or later.
+                let time = *control.time();
                 match driver.command(command, now_s) {
                     Ok(()) => {
-                        tracing::info!(target: "megaflux::command", outcome = "applied", id, command = %describe)
+                        tracing::info!(target: "megaflux::command", outcome = "applied", id, time, command = %describe)
                     }
                     Err(e) => {
-                        tracing::warn!(target: "megaflux::command", outcome = "rejected", id, command = %describe, reason = %e)
+                        tracing::warn!(target: "megaflux::command", outcome = "rejected", id, time, command = %describe, reason = %e)
                     }
                 }
             }

@@ -3,8 +3,10 @@
 //! (targets `megaflux::state`, `megaflux::frontier`, `megaflux::worker`); with no subscriber
 //! listening the sampler is never built.
 //!
-//! Bin sizes go out for the bins that changed since the last sample, and in full every
-//! [`FULL_EVERY`] samples, so that an observer that joins late or dropped events catches up.
+//! Bin sizes go out in full at the first sample; after that for the bins that changed since
+//! the last sample, plus one [`REFRESH_EVERY`]th of all bins in turn, so that an observer
+//! that dropped events catches up within `REFRESH_EVERY` samples without any one sample
+//! reporting every bin of a job with 2^16 of them.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -18,8 +20,8 @@ use crate::operator::{BinSize, Observers};
 
 /// How often a worker samples its bins, frontiers and load.
 pub const SAMPLE_EVERY: Duration = Duration::from_millis(250);
-/// Every how many samples the bin sizes are reported in full.
-pub const FULL_EVERY: u64 = 20;
+/// Every bin's size is reported at least once every this many samples.
+pub const REFRESH_EVERY: u64 = 20;
 
 /// Whether anyone listens to the sampler's events (decided once per run).
 pub fn wanted() -> bool {
@@ -93,7 +95,8 @@ impl Sampler {
             return;
         }
         self.last = Instant::now();
-        let full = self.samples.is_multiple_of(FULL_EVERY);
+        let full = self.samples == 0;
+        let turn = self.samples % REFRESH_EVERY;
         self.samples += 1;
         let worker = self.worker;
         let mut index = 0;
@@ -117,7 +120,8 @@ impl Sampler {
                 held[bin] = true;
                 keys += s.keys;
                 bytes += s.bytes;
-                if full || last[bin] != Some((s.keys, s.bytes)) {
+                let refresh = full || u64::from(s.bin) % REFRESH_EVERY == turn;
+                if refresh || last[bin] != Some((s.keys, s.bytes)) {
                     tracing::info!(
                         target: "megaflux::state",
                         kind = "bin", worker, operator = %op.name, bin = s.bin, keys = s.keys, bytes = s.bytes

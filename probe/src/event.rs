@@ -146,6 +146,9 @@ pub enum Event {
     Command {
         outcome: Outcome,
         id: Option<u64>,
+        /// The logical time worker 0's control input stood at when it took the command.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        time: Option<u64>,
         command: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,

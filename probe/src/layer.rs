@@ -254,6 +254,7 @@ fn convert(target: &str, f: &Fields) -> Option<Event> {
                 _ => return None,
             },
             id: f.u64("id"),
+            time: f.u64("time"),
             command: f.str("command")?,
             reason: f.str("reason"),
         },

@@ -25,7 +25,8 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',', default_value = "hashcount")]
     workloads: Vec<String>,
     /// Variants, comma separated: native, none, or a strategy (all-at-once, fluid, batched:K,
-    /// matched, each optionally +pipelined).
+    /// matched, each optionally +pipelined); any of them with +probe runs with the probe on,
+    /// recording a trace (`probe` alone is none+probe).
     #[arg(long, value_delimiter = ',', default_values_t = VARIANTS.iter().map(|v| v.to_string()))]
     variants: Vec<String>,
     /// Bin counts to try, comma separated.
@@ -78,6 +79,10 @@ struct Row {
     /// workload, bins and rate), where both were run.
     max_vs_all_at_once: Option<f64>,
     p99_vs_native: Option<f64>,
+    /// For a `+probe` variant: steady p99 over the same variant's without the probe.
+    p99_vs_probe_off: Option<f64>,
+    /// Size of the trace a `+probe` variant recorded.
+    trace_bytes: Option<u64>,
     summary: Summary,
 }
 
@@ -123,9 +128,9 @@ pub fn bench(mut args: BenchArgs) -> anyhow::Result<()> {
             "{} {} bins={} rate={}",
             cell.workload, cell.variant, cell.bins, cell.rate
         ));
-        let summary =
+        let (summary, trace_bytes) =
             run_child(&args, cell).with_context(|| format!("run {} {}", cell.workload, cell.variant))?;
-        rows.push(row(cell, summary));
+        rows.push(row(cell, summary, trace_bytes));
         bar.inc(1);
     }
     bar.finish_and_clear();
@@ -144,8 +149,9 @@ fn cells(args: &BenchArgs) -> Result<Vec<Cell>, ConfigError> {
             Bins::new(bins)?;
             for &rate in &args.rates {
                 for variant in &args.variants {
-                    if variant != "native" && variant != "none" {
-                        format!("{variant}@1:uniform").parse::<MigrationSpec>()?;
+                    let (base, _) = split_variant(variant);
+                    if base != "native" && base != "none" {
+                        format!("{base}@1:uniform").parse::<MigrationSpec>()?;
                     }
                     cells.push(Cell {
                         workload,
@@ -160,8 +166,21 @@ fn cells(args: &BenchArgs) -> Result<Vec<Cell>, ConfigError> {
     Ok(cells)
 }
 
-/// The `megaflux run` arguments of one cell, on the standard timeline.
-fn run_args(args: &BenchArgs, cell: &Cell, summary: &Path) -> Vec<String> {
+/// A variant's base (`native`, `none` or a strategy) and whether the probe records the run:
+/// `probe` is `none+probe`, and any base may take `+probe`.
+fn split_variant(variant: &str) -> (&str, bool) {
+    match variant {
+        "probe" => ("none", true),
+        v => match v.strip_suffix("+probe") {
+            Some(base) => (base, true),
+            None => (v, false),
+        },
+    }
+}
+
+/// The `megaflux run` arguments of one cell, on the standard timeline; `trace` is where the
+/// run records if the variant has the probe on.
+fn run_args(args: &BenchArgs, cell: &Cell, summary: &Path, trace: &Path) -> Vec<String> {
     let mut argv: Vec<String> = vec!["run".into(), "--headless".into()];
     let mut flag = |name: &str, value: String| {
         argv.push(format!("--{name}"));
@@ -175,8 +194,12 @@ fn run_args(args: &BenchArgs, cell: &Cell, summary: &Path) -> Vec<String> {
     flag("duration", args.duration.to_string());
     flag("in-flight-auctions", args.in_flight_auctions.max(1).to_string());
     flag("summary", summary.display().to_string());
+    let (base, probe) = split_variant(&cell.variant);
+    if probe {
+        flag("record", trace.display().to_string());
+    }
     let third = args.duration / 3.0;
-    match cell.variant.as_str() {
+    match base {
         "native" => argv.push("--native".into()),
         "none" => {}
         v => {
@@ -191,11 +214,13 @@ fn run_args(args: &BenchArgs, cell: &Cell, summary: &Path) -> Vec<String> {
 
 /// Runs one cell as a fresh `megaflux run` process: every run starts from an empty heap,
 /// and its peak RSS is its own.
-fn run_child(args: &BenchArgs, cell: &Cell) -> anyhow::Result<Summary> {
+fn run_child(args: &BenchArgs, cell: &Cell) -> anyhow::Result<(Summary, Option<u64>)> {
     let exe = std::env::current_exe().context("finding the megaflux executable")?;
-    let summary_file = std::env::temp_dir().join(format!("megaflux-bench-{}.json", std::process::id()));
+    let stem = std::env::temp_dir().join(format!("megaflux-bench-{}", std::process::id()));
+    let summary_file = stem.with_extension("json");
+    let trace = stem.with_extension("trace.jsonl");
     let output = Command::new(&exe)
-        .args(run_args(args, cell, &summary_file))
+        .args(run_args(args, cell, &summary_file, &trace))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -209,14 +234,18 @@ fn run_child(args: &BenchArgs, cell: &Cell) -> anyhow::Result<Summary> {
     let text = std::fs::read_to_string(&summary_file)
         .with_context(|| format!("reading the run's summary {}", summary_file.display()))?;
     let _ = std::fs::remove_file(&summary_file);
-    serde_json::from_str(&text).context("parsing the run's summary")
+    let trace_bytes = std::fs::metadata(&trace).ok().map(|m| m.len());
+    let _ = std::fs::remove_file(&trace);
+    let summary = serde_json::from_str(&text).context("parsing the run's summary")?;
+    Ok((summary, trace_bytes))
 }
 
 /// Checks a cell's settings the way `megaflux run` will, so that a bad matrix fails before
 /// its first run.
 fn check(args: &BenchArgs, cell: &Cell) -> anyhow::Result<()> {
     let third = args.duration / 3.0;
-    let migrations = match cell.variant.as_str() {
+    let (base, _) = split_variant(&cell.variant);
+    let migrations = match base {
         "native" | "none" => Vec::new(),
         v => vec![
             format!("{v}@{third}:{}", args.away).parse()?,
@@ -230,7 +259,7 @@ fn check(args: &BenchArgs, cell: &Cell) -> anyhow::Result<()> {
         keys: args.keys,
         rate: cell.rate,
         duration: Duration::from_secs_f64(args.duration),
-        native: cell.variant == "native",
+        native: base == "native",
         migrations,
         nexmark: NexmarkParams {
             in_flight_auctions: args.in_flight_auctions.max(1),
@@ -242,7 +271,7 @@ fn check(args: &BenchArgs, cell: &Cell) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn row(cell: &Cell, summary: Summary) -> Row {
+fn row(cell: &Cell, summary: Summary, trace_bytes: Option<u64>) -> Row {
     let migrating = |t: f64| {
         summary
             .migrations
@@ -274,8 +303,10 @@ fn row(cell: &Cell, summary: Summary) -> Row {
         bytes_moved: ms.iter().map(|m| m.bytes_moved).sum(),
         rss_peak_bytes: summary.rss_max_bytes,
         achieved_rate: summary.achieved_rate,
+        trace_bytes,
         max_vs_all_at_once: None,
         p99_vs_native: None,
+        p99_vs_probe_off: None,
         summary,
     }
 }
@@ -289,7 +320,13 @@ fn add_ratios(rows: &mut [Row]) {
     for i in 0..rows.len() {
         let aao = find(rows, &rows[i], "all-at-once").and_then(|j| rows[j].during_max_ns);
         let native = find(rows, &rows[i], "native").map(|j| rows[j].steady_p99_ns);
+        let (base, probe) = split_variant(&rows[i].variant);
+        let off = probe
+            .then(|| find(rows, &rows[i], base))
+            .flatten()
+            .map(|j| rows[j].steady_p99_ns);
         let r = &mut rows[i];
+        r.p99_vs_probe_off = off.map(|o| r.steady_p99_ns as f64 / o.max(1) as f64);
         r.max_vs_all_at_once = r.during_max_ns.zip(aao).map(|(a, b)| a as f64 / b.max(1) as f64);
         r.p99_vs_native = native.map(|n| r.steady_p99_ns as f64 / n.max(1) as f64);
     }
@@ -300,7 +337,7 @@ fn print_table(rows: &[Row]) {
     let opt = |v: Option<u64>| v.map_or("-".to_string(), ms);
     let ratio = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.3}"));
     println!(
-        "{:<10} {:<16} {:>6} {:>8} | {:>8} {:>8} {:>8} | {:>9} {:>9} {:>8} {:>10} {:>8} | {:>9} {:>7} | {:>8} {:>8}",
+        "{:<10} {:<16} {:>6} {:>8} | {:>8} {:>8} {:>8} | {:>9} {:>9} {:>8} {:>10} {:>8} | {:>9} {:>7} | {:>8} {:>8} {:>8}",
         "workload",
         "variant",
         "bins",
@@ -316,11 +353,12 @@ fn print_table(rows: &[Row]) {
         "achieved",
         "offered",
         "vs aao",
-        "vs nat"
+        "vs nat",
+        "vs off"
     );
     for r in rows {
         println!(
-            "{:<10} {:<16} {:>6} {:>8} | {:>8} {:>8} {:>8} | {:>9} {:>9} {:>8} {:>10.1} {:>8} | {:>9.0} {:>7} | {:>8} {:>8}",
+            "{:<10} {:<16} {:>6} {:>8} | {:>8} {:>8} {:>8} | {:>9} {:>9} {:>8} {:>10.1} {:>8} | {:>9.0} {:>7} | {:>8} {:>8} {:>8}",
             r.workload,
             r.variant,
             r.bins,
@@ -338,6 +376,7 @@ fn print_table(rows: &[Row]) {
             r.rate,
             ratio(r.max_vs_all_at_once),
             ratio(r.p99_vs_native),
+            ratio(r.p99_vs_probe_off),
         );
     }
 }

@@ -193,24 +193,6 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if !args.headless {
-        eprintln!("megaflux: the live dashboard is not part of this build yet; running headless");
-    }
-    eprintln!(
-        "megaflux: {}{} at {} records/s for {} s, {} keys, {} bins, {} worker(s) per process{}",
-        config.workload,
-        if config.native { " (native)" } else { "" },
-        config.rate,
-        config.duration.as_secs_f64(),
-        config.keys,
-        config.bins.count(),
-        config.workers,
-        match (config.preload, config.workload) {
-            (false, _) => "",
-            (true, Workload::Nexmark(_)) => "; preloading the events that open the in-flight auctions",
-            (true, _) => "; preloading every key first",
-        }
-    );
     let probe = ProbeArgs {
         record: args.record.clone(),
         serve: args.serve,
@@ -228,6 +210,27 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(if usage { 2 } else { 1 });
         }
     };
+    if !args.headless {
+        eprintln!("megaflux: the live dashboard is not part of this build yet; running headless");
+    }
+    let state = match config.workload {
+        Workload::Nexmark(_) => format!("{} in-flight auctions", config.nexmark.in_flight_auctions),
+        _ => format!("{} keys", config.keys),
+    };
+    eprintln!(
+        "megaflux: {}{} at {} records/s for {} s, {state}, {} bins, {} worker(s) per process{}",
+        config.workload,
+        if config.native { " (native)" } else { "" },
+        config.rate,
+        config.duration.as_secs_f64(),
+        config.bins.count(),
+        config.workers,
+        match (config.preload, config.workload) {
+            (false, _) => "",
+            (true, Workload::Nexmark(_)) => "; preloading the events that open the in-flight auctions",
+            (true, _) => "; preloading every key first",
+        }
+    );
     let ran = run_headless(config, args.summary.as_deref(), control);
     // The trace keeps what the job emitted even if the run failed.
     let finished = observer.finish();

@@ -13,7 +13,7 @@ use megaflux_probe::collector::{Collector, CollectorConfig, CollectorReport};
 use megaflux_probe::export::Exporter;
 use megaflux_probe::layer::EVENT_QUEUE;
 use megaflux_probe::record::TraceHeader;
-use megaflux_probe::{Event, ProbeLayer};
+use megaflux_probe::{Event, ProbeError, ProbeLayer};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::prelude::*;
 
@@ -93,9 +93,11 @@ pub fn start(config: &RunConfig, probe: &ProbeArgs, control: &ControlHandle) -> 
     install_tracing(Some(layer));
     if let Some(addr) = probe.export {
         if probe.record.is_some() || probe.serve.is_some() {
-            anyhow::bail!(
-                "--export sends this process's events to another collector; --record and --serve go with process 0"
-            );
+            return Err(ProbeError::Config(
+                "--export sends this process's events to another process's collector; --record and --serve go with that process"
+                    .into(),
+            )
+            .into());
         }
         let exporter = Exporter::start(addr, process, hello, queue)
             .with_context(|| format!("exporting events to {addr}"))?;

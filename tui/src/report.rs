@@ -95,7 +95,8 @@ fn draw(path: &Path, series: &[Series]) -> anyhow::Result<()> {
         .iter()
         .flat_map(|s| s.summary.timeline.iter().map(|w| ms(w.latency_ns.max)))
         .fold(1.0, f64::max)
-        * 1.5;
+        // Head room on the log scale for the legend, above every line.
+        * 40.0;
     let mut chart = ChartBuilder::on(&top)
         .caption(
             "latency over time: p99 (thick), max (thin), p50 (faint); migrations shaded",
@@ -134,11 +135,12 @@ fn draw(path: &Path, series: &[Series]) -> anyhow::Result<()> {
                 tl.iter().map(|w| at(w, w.latency_ns.p99)),
                 c.stroke_width(3),
             ))?
-            .label(&s.label)
+            .label(timeline_label(s))
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], c.stroke_width(3)));
     }
     chart
         .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
         .border_style(BLACK)
         .background_style(WHITE.mix(0.9))
         .draw()?;
@@ -173,10 +175,20 @@ fn draw(path: &Path, series: &[Series]) -> anyhow::Result<()> {
             .label(&s.label)
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], c.stroke_width(2)));
     }
+    // Bottom left: the curves start at the top and fall to the right.
     ccdf.configure_series_labels()
+        .position(SeriesLabelPosition::LowerLeft)
         .border_style(BLACK)
         .background_style(WHITE.mix(0.9))
         .draw()?;
     root.present()?;
     Ok(())
+}
+
+/// A run's legend entry: its label and the worst latency during its migrations.
+fn timeline_label(s: &Series) -> String {
+    match s.summary.migrations.iter().map(|m| m.latency_ns_during.max).max() {
+        Some(max) => format!("{} (max during migrations {:.1} ms)", s.label, max as f64 / 1e6),
+        None => s.label.clone(),
+    }
 }

@@ -105,3 +105,35 @@ fn other_bad_values_are_rejected() {
     );
     assert_usage_error(&["run", "--headless", "--", "-n", "two"], "two");
 }
+
+#[test]
+fn bad_observer_settings_are_rejected() {
+    // A non-loopback address needs a token for commands.
+    let out = Command::new(env!("CARGO_BIN_EXE_megaflux"))
+        .args(["run", "--headless", "--serve", "0.0.0.0:0"])
+        .env_remove("MEGAFLUX_TOKEN")
+        .output()
+        .expect("the binary runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("token"), "{stderr}");
+    assert_usage_error(&["run", "--headless", "--serve", "localhost"], "localhost");
+    assert_usage_error(&["run", "--headless", "--export", "nowhere:x"], "nowhere:x");
+    assert_usage_error(
+        &[
+            "run",
+            "--headless",
+            "--export",
+            "127.0.0.1:9",
+            "--record",
+            "t.jsonl",
+        ],
+        "--export",
+    );
+    // A trace that cannot be created: named, status 1, nothing run.
+    let out = megaflux(&["run", "--headless", "--record", "/nonexistent/dir/t.jsonl"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("/nonexistent/dir/t.jsonl"), "{stderr}");
+    assert!(out.stdout.is_empty());
+}

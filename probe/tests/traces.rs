@@ -1,0 +1,91 @@
+//! The sample traces in `traces/` read back with this build, and tell a consistent story:
+//! every bin has an owner, every move completed, the state adds up to the job's keys.
+
+use std::path::PathBuf;
+
+use megaflux_probe::event::Event;
+use megaflux_probe::model::JobModel;
+use megaflux_probe::record;
+
+fn sample(name: &str) -> (record::Trace, JobModel) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../traces")
+        .join(name);
+    let trace = record::read(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!trace.truncated, "{name} is cut short");
+    assert_eq!(trace.skipped, 0, "{name} has kinds this build does not know");
+    let mut model = JobModel::new();
+    trace.events.iter().for_each(|e| model.apply(e));
+    assert_eq!(model.processes.len() as u32, trace.header.processes);
+    assert!(
+        model.moving.is_empty(),
+        "{name}: moves never completed: {:?}",
+        model.moving
+    );
+    assert!(model.plan.is_none(), "{name}: a plan never finished");
+    assert_eq!(model.dropped_total(), 0, "{name} dropped events");
+    for bins in model.operators.values() {
+        assert_eq!(bins.len() as u32, trace.header.bins);
+        assert!(
+            bins.iter().all(|b| b.owner.is_some()),
+            "{name}: a bin without owner"
+        );
+    }
+    (trace, model)
+}
+
+fn total_keys(model: &JobModel) -> u64 {
+    model.operators.values().flatten().map(|b| b.keys).sum()
+}
+
+#[test]
+fn keycount_fluid() {
+    let (trace, model) = sample("keycount-fluid.jsonl");
+    assert_eq!(trace.header.config["workload"], "keycount");
+    assert_eq!(total_keys(&model), trace.header.config["keys"].as_u64().unwrap());
+    assert_eq!(model.finished_plans.len(), 2);
+    // After `matched` back to uniform, the owners are the initial map again.
+    let owners: Vec<u32> = model
+        .operators
+        .values()
+        .next()
+        .unwrap()
+        .iter()
+        .filter_map(|b| b.owner)
+        .collect();
+    assert_eq!(owners, trace.header.initial_map);
+}
+
+#[test]
+fn q4_batched() {
+    let (trace, model) = sample("q4-batched.jsonl");
+    assert_eq!(trace.header.config["workload"], "q4");
+    assert_eq!(model.finished_plans.len(), 1);
+    // Packed onto worker 0: every bin of every operator lives there.
+    for bins in model.operators.values() {
+        assert!(bins.iter().all(|b| b.owner == Some(0)));
+    }
+    assert!(total_keys(&model) > 0);
+    assert!(
+        trace
+            .events
+            .iter()
+            .any(|e| matches!(e.event, Event::Latency { .. }))
+    );
+}
+
+#[test]
+fn cluster_keycount() {
+    let (trace, model) = sample("cluster-keycount.jsonl");
+    assert_eq!(trace.header.processes, 2);
+    assert_eq!(total_keys(&model), trace.header.config["keys"].as_u64().unwrap());
+    for process in [0, 1] {
+        assert!(
+            trace
+                .events
+                .iter()
+                .any(|e| e.process == process && matches!(e.event, Event::BinSize { .. })),
+            "bin sizes from process {process}"
+        );
+    }
+}
