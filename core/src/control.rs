@@ -2,7 +2,7 @@
 //! timestamped configuration changes on worker 0's control input.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
@@ -28,18 +28,58 @@ pub enum Command {
 ///
 /// Each command gets an id; the `megaflux::command` event that says whether it was applied
 /// or rejected carries it, so that whoever sent it can match the answer.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ControlHandle {
     queue: Arc<Mutex<VecDeque<(u64, Command)>>>,
     next_id: Arc<AtomicU64>,
+    /// Asked to end the run early.
+    stop: Arc<AtomicBool>,
+    /// The measured epoch (ms) the run ends at, once worker 0 has chosen it; `u64::MAX`
+    /// until then. Every worker of the process reads it, so they all end at the same epoch.
+    end_ms: Arc<AtomicU64>,
     /// Commands queued and not yet drained: worker 0 polls this on every loop turn, so the
     /// common empty case must not take the lock.
     pending: Arc<AtomicUsize>,
 }
 
+impl Default for ControlHandle {
+    fn default() -> Self {
+        ControlHandle {
+            queue: Arc::default(),
+            next_id: Arc::default(),
+            pending: Arc::default(),
+            stop: Arc::default(),
+            end_ms: Arc::new(AtomicU64::new(u64::MAX)),
+        }
+    }
+}
+
 impl ControlHandle {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Asks the run to end soon (a few epochs ahead, at the same epoch on every worker of
+    /// this process). Other processes of a cluster are not told.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+    }
+
+    /// Whether [`ControlHandle::stop`] was called.
+    pub fn stop_requested(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    /// Worker 0 fixes the epoch the run ends at (once).
+    pub(crate) fn set_end(&self, end_ms: u64) {
+        let _ = self
+            .end_ms
+            .compare_exchange(u64::MAX, end_ms, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// The epoch the run ends at, if it was cut short.
+    pub(crate) fn end(&self) -> Option<u64> {
+        Some(self.end_ms.load(Ordering::Acquire)).filter(|e| *e != u64::MAX)
     }
 
     /// Queues a command and returns its id; it never blocks on the dataflow.

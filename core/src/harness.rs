@@ -28,6 +28,8 @@ use crate::workload::{CountJob, Counting, Job, Workload};
 const PRELOAD_PER_TIME: u64 = 1 << 18;
 /// Preload times that may be unfinished at once.
 const PRELOAD_IN_FLIGHT: u64 = 4;
+/// How far ahead of a stop request the run ends, in epochs (ms).
+const STOP_AHEAD_MS: u64 = 50;
 /// How often worker 0 samples resident memory.
 const RSS_SAMPLE_EVERY: Duration = Duration::from_millis(100);
 
@@ -392,7 +394,7 @@ fn run_worker<J: Job>(
 
     let start = *shared_start.get_or_init(Instant::now);
     tracing::info!(target: "megaflux::job", phase = "started", worker = index, peers, base);
-    let duration_ms = config.duration.as_millis() as u64;
+    let mut duration_ms = config.duration.as_millis() as u64;
     let mut driver = (index == 0).then(|| PlanDriver::new(uniform(bins.count(), peers), peers));
     let mut pending_migrations: Vec<MigrationSpec> = config.migrations.clone();
     pending_migrations.sort_by(|a, b| a.at_secs.total_cmp(&b.at_secs));
@@ -424,6 +426,14 @@ fn run_worker<J: Job>(
     loop {
         let now = start.elapsed();
         let now_s = now.as_secs_f64();
+        // A stop ends the run `STOP_AHEAD_MS` later, so that every worker of the process
+        // learns the last epoch before it reaches it.
+        if index == 0 && control_handle.stop_requested() {
+            control_handle.set_end(now.as_millis() as u64 + STOP_AHEAD_MS);
+        }
+        if let Some(end) = control_handle.end() {
+            duration_ms = duration_ms.min(end);
+        }
         let now_ms = (now.as_millis() as u64).min(duration_ms);
 
         if samples_rss && last_rss.elapsed() >= RSS_SAMPLE_EVERY {
@@ -550,5 +560,10 @@ fn run_worker<J: Job>(
 
     let records = records?;
     let reports = reports.borrow();
-    Some(summarize(config, peers, &reports, &latency, records, end_s))
+    // A stopped run covers fewer epochs than it was configured for.
+    let ran = RunConfig {
+        duration: Duration::from_millis(duration_ms),
+        ..config.clone()
+    };
+    Some(summarize(&ran, peers, &reports, &latency, records, end_s))
 }

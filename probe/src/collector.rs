@@ -189,9 +189,10 @@ impl State {
             if let Some(r) = self.recorder.as_mut() {
                 r.write(event)?;
             }
+            // The job's answer (not the collector's own `received`) goes to whoever asked.
             if let Event::Command {
                 id: Some(id),
-                outcome,
+                outcome: outcome @ (Outcome::Applied | Outcome::Rejected),
                 reason,
                 ..
             } = &event.event
@@ -230,25 +231,49 @@ impl State {
         }
     }
 
-    fn command(&mut self, subscriber: u64, request: u64, command: CommandRequest, allowed: bool) {
+    /// Takes a subscriber's command: rejects what cannot be right, forwards the rest to the
+    /// job. Either way the feed (and the trace) gets a `command` event: `rejected` with the
+    /// reason, or `received` with the id under which the job will answer.
+    fn command(
+        &mut self,
+        subscriber: u64,
+        request: u64,
+        command: CommandRequest,
+        allowed: bool,
+    ) -> Result<(), ProbeError> {
+        let describe = format!("{command:?}");
         let checked = if allowed {
             self.check(command)
         } else {
             Err("commands need the collector's token".to_string())
         };
-        match (checked, self.control.as_ref()) {
-            (Err(reason), _) => self.answer(subscriber, request, Outcome::Rejected, Some(reason)),
-            (Ok(_), None) => self.answer(
-                subscriber,
-                request,
-                Outcome::Rejected,
-                Some("this collector has no job to command".into()),
-            ),
-            (Ok(command), Some(control)) => {
+        let checked = checked.and_then(|c| match self.control.as_ref() {
+            Some(control) => Ok((c, control)),
+            None => Err("this collector has no job to command".to_string()),
+        });
+        let (outcome, id, reason) = match checked {
+            Err(reason) => {
+                self.answer(subscriber, request, Outcome::Rejected, Some(reason.clone()));
+                (Outcome::Rejected, None, Some(reason))
+            }
+            Ok((command, control)) => {
                 let id = control.send(command);
                 self.pending.insert(id, (subscriber, request));
+                (Outcome::Received, Some(id), None)
             }
-        }
+        };
+        let event = Stamped {
+            at_s: self.model.now_s,
+            process: 0,
+            event: Event::Command {
+                outcome,
+                id,
+                time: None,
+                command: describe,
+                reason,
+            },
+        };
+        self.handle(vec![event])
     }
 
     /// What can be checked before the job sees the command (the job checks again).
@@ -411,7 +436,7 @@ fn inbox_message(state: &mut State, msg: Inbox) -> Result<(), ProbeError> {
             request,
             command,
             allowed,
-        } => state.command(subscriber, request, command, allowed),
+        } => state.command(subscriber, request, command, allowed)?,
         Inbox::Closed(reason) => {
             tracing::warn!(target: "megaflux_probe::collector", %reason, "connection closed");
             state.report.closed.push(reason);

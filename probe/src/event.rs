@@ -40,6 +40,8 @@ pub enum Phase {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
+    /// The collector passed it on to the job (which answers `applied` or `rejected`).
+    Received,
     Applied,
     Rejected,
 }
@@ -142,7 +144,9 @@ pub enum Event {
         steps: u64,
         seconds: f64,
     },
-    /// A command was applied or rejected (with the reason). `id` is the control handle's.
+    /// A command was received from a subscriber and passed on to the job, or applied or
+    /// rejected (with the reason). `id` is the control handle's: the job's answer carries
+    /// the id the collector's `received` gave out.
     Command {
         outcome: Outcome,
         id: Option<u64>,

@@ -48,6 +48,9 @@ impl FrontierView {
 /// One latency window.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LatencyWindow {
+    /// When the window's report arrived, on the probe's clock (as plans' times are).
+    pub at_s: f64,
+    /// Start of the window in the measured run.
     pub t_s: f64,
     pub count: u64,
     pub p50: u64,
@@ -207,6 +210,7 @@ impl JobModel {
                 max,
                 ..
             } => self.latency.push(LatencyWindow {
+                at_s: stamped.at_s,
                 t_s: *t_s,
                 count: *count,
                 p50: *p50,

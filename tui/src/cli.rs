@@ -1,5 +1,6 @@
-//! Command-line parsing and the headless run.
+//! Command-line parsing, and `megaflux run` with or without its dashboard.
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -16,7 +17,13 @@ use megaflux::{Bins, ConfigError, control::ControlHandle};
 use megaflux_probe::ProbeError;
 use megaflux_probe::wire::TOKEN_ENV;
 
+use crate::dash::{self, model::Connection, model::Dash};
 use crate::observe::{self, ProbeArgs};
+
+/// A headless run's length when `--duration` is not given.
+const HEADLESS_SECS: f64 = 10.0;
+/// A run's length with the dashboard when `--duration` is not given: until q, in practice.
+const DASHBOARD_SECS: f64 = 3600.0;
 
 /// Live state migration for timely dataflow: run a workload, migrate its bins, measure.
 #[derive(Debug, Parser)]
@@ -34,6 +41,17 @@ enum Command {
     Bench(crate::bench::BenchArgs),
     /// Draw bench results or run summaries as an SVG (latency over time, CCDF).
     Report(crate::report::ReportArgs),
+    /// Open the dashboard on a running job's collector (`run --serve ADDR`).
+    Attach(AttachArgs),
+}
+
+#[derive(Debug, Args)]
+struct AttachArgs {
+    /// The collector's address, e.g. 127.0.0.1:6650.
+    addr: SocketAddr,
+    /// The token for commands (default: $MEGAFLUX_TOKEN).
+    #[arg(long)]
+    token: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -56,9 +74,10 @@ struct RunArgs {
     /// Offered load in records per second, over all workers.
     #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..))]
     rate: u64,
-    /// Length of the measured run in seconds.
-    #[arg(long, default_value_t = 10.0, value_parser = parse_duration)]
-    duration: f64,
+    /// Length of the measured run in seconds [default: 10 headless, an hour with the
+    /// dashboard, where q ends it].
+    #[arg(long, value_parser = parse_duration, value_name = "SECS")]
+    duration: Option<f64>,
     /// Seed of the record generator.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -159,6 +178,19 @@ pub fn main() -> ExitCode {
     }
     match cli.command {
         Command::Run(args) => run(args),
+        Command::Attach(args) => {
+            let token = args.token.or_else(|| std::env::var(TOKEN_ENV).ok());
+            let (tx, rx) = std::sync::mpsc::channel();
+            let commands = dash::source::live(args.addr, token, tx.clone());
+            let view = Dash::new(Connection::Connecting(args.addr.to_string()), None);
+            match dash::run(view, rx, tx, Some(commands)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Report(args) => match crate::report::report(args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -193,9 +225,20 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let dashboard = !args.headless && std::io::stdout().is_terminal();
+    if !args.headless && !dashboard {
+        eprintln!("megaflux: stdout is not a terminal, so no dashboard: running headless");
+    }
+    if dashboard && args.export.is_some() {
+        eprintln!(
+            "error: the dashboard runs with the process that serves; processes that --export run --headless"
+        );
+        return ExitCode::from(2);
+    }
     let probe = ProbeArgs {
         record: args.record.clone(),
-        serve: args.serve,
+        // The dashboard is a subscriber of this process's collector.
+        serve: args.serve.or(dashboard.then_some(LOOPBACK_ANY)),
         export: args.export,
         token: args.token.clone().or_else(|| std::env::var(TOKEN_ENV).ok()),
     };
@@ -210,9 +253,6 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(if usage { 2 } else { 1 });
         }
     };
-    if !args.headless {
-        eprintln!("megaflux: the live dashboard is not part of this build yet; running headless");
-    }
     let state = match config.workload {
         Workload::Nexmark(_) => format!("{} in-flight auctions", config.nexmark.in_flight_auctions),
         _ => format!("{} keys", config.keys),
@@ -231,7 +271,10 @@ fn run(args: RunArgs) -> ExitCode {
             (true, _) => "; preloading every key first",
         }
     );
-    let ran = run_headless(config, args.summary.as_deref(), control);
+    let ran = match observer.local_addr() {
+        Some(addr) if dashboard => run_with_dashboard(config, &args, &probe, addr, control),
+        _ => run_headless(config, args.summary.as_deref(), control),
+    };
     // The trace keeps what the job emitted even if the run failed.
     let finished = observer.finish();
     match (ran, finished) {
@@ -260,7 +303,11 @@ fn run_config(args: &RunArgs) -> Result<RunConfig, ConfigError> {
         bins: Bins::new(args.bins)?,
         keys: args.keys,
         rate: args.rate,
-        duration: Duration::from_secs_f64(args.duration),
+        duration: Duration::from_secs_f64(args.duration.unwrap_or(if args.headless {
+            HEADLESS_SECS
+        } else {
+            DASHBOARD_SECS
+        })),
         seed: args.seed,
         native: args.native,
         preload: !args.no_preload,
@@ -277,13 +324,58 @@ fn run_config(args: &RunArgs) -> Result<RunConfig, ConfigError> {
     Ok(config)
 }
 
+/// Where the dashboard's collector listens: loopback, a port the system picks.
+const LOOPBACK_ANY: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
+
 fn run_headless(
     config: RunConfig,
     summary_file: Option<&std::path::Path>,
     control: ControlHandle,
 ) -> anyhow::Result<()> {
     let summary = harness::run(config, control).context("the run failed")?;
-    // Only the process that hosts worker 0 has the job's summary.
+    print_summary(summary, summary_file)
+}
+
+/// Runs the job on its own threads and the dashboard on this one, subscribed to this
+/// process's collector at `addr`. Quitting the dashboard stops a one-process job (a few
+/// epochs later); a cluster's process runs on to its end.
+fn run_with_dashboard(
+    config: RunConfig,
+    args: &RunArgs,
+    probe: &ProbeArgs,
+    addr: SocketAddr,
+    control: ControlHandle,
+) -> anyhow::Result<()> {
+    let single = config.timely_args.is_empty();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let commands = dash::source::live(addr, probe.token.clone(), tx.clone());
+    let job_control = control.clone();
+    let job = std::thread::Builder::new()
+        .name("megaflux-job".into())
+        .spawn(move || harness::run(config, job_control))
+        .context("starting the job")?;
+    let recording = args.record.as_ref().map(|p| p.display().to_string());
+    let shown = dash::run(
+        Dash::new(Connection::Connecting(addr.to_string()), recording),
+        rx,
+        tx,
+        Some(commands),
+    );
+    if single {
+        control.stop();
+    } else {
+        eprintln!("megaflux: the dashboard closed; this process runs on to the job's end");
+    }
+    let summary = match job.join() {
+        Ok(result) => result.context("the run failed")?,
+        Err(_) => anyhow::bail!("the job's thread panicked"),
+    };
+    shown.context("the dashboard failed")?;
+    print_summary(summary, args.summary.as_deref())
+}
+
+/// Prints (and writes) the job's summary; only the process that hosts worker 0 has one.
+fn print_summary(summary: Option<Summary>, summary_file: Option<&std::path::Path>) -> anyhow::Result<()> {
     let Some(summary) = summary else { return Ok(()) };
     if let Some(path) = summary_file {
         let pretty = serde_json::to_string_pretty(&summary)?;

@@ -1,14 +1,9 @@
 //! `megaflux`: run migrating dataflows and watch them.
 
-mod bench;
-mod cli;
-mod observe;
-mod report;
-
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    cli::main()
+    megaflux_tui::cli::main()
 }
 
 // Memory a worker frees after shipping bins away goes back to the system promptly, so

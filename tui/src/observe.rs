@@ -128,6 +128,14 @@ pub fn start(config: &RunConfig, probe: &ProbeArgs, control: &ControlHandle) -> 
 }
 
 impl Observer {
+    /// Where this process's collector serves, if it does.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        match self {
+            Observer::Collector(c) => c.local_addr(),
+            _ => None,
+        }
+    }
+
     /// Lets the observer take the job's last events and stop.
     pub fn finish(self) -> anyhow::Result<Option<CollectorReport>> {
         match self {

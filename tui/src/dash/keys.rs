@@ -1,0 +1,192 @@
+//! Every key the dashboard knows, in one table: it maps key presses to actions and it is
+//! what the help screen lists.
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+/// Something a person asks the dashboard to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Quit,
+    NextTab,
+    PrevTab,
+    Tab(usize),
+    Left,
+    Right,
+    Up,
+    Down,
+    /// Start or end a range of bins at the cursor.
+    Select,
+    NextOperator,
+    Move,
+    Plan,
+    Cancel,
+    Pause,
+    Help,
+    LogFilter,
+    Confirm,
+    Back,
+    Digit(u8),
+}
+
+/// One line of the table: the keys, what they are called in the help, and the action.
+pub struct Binding {
+    pub keys: &'static [KeyCode],
+    pub label: &'static str,
+    pub help: &'static str,
+    pub action: Action,
+}
+
+/// The dashboard's keys. Digits (worker numbers in the move dialog, views elsewhere) and
+/// Ctrl-C (quit) are handled in [`action`].
+pub const BINDINGS: &[Binding] = &[
+    Binding {
+        keys: &[KeyCode::Char('q')],
+        label: "q",
+        help: "quit (and stop a job this dashboard started)",
+        action: Action::Quit,
+    },
+    Binding {
+        keys: &[KeyCode::Char('?')],
+        label: "?",
+        help: "this help",
+        action: Action::Help,
+    },
+    Binding {
+        keys: &[KeyCode::Tab],
+        label: "tab",
+        help: "next view (1-6 picks one)",
+        action: Action::NextTab,
+    },
+    Binding {
+        keys: &[KeyCode::BackTab],
+        label: "shift-tab",
+        help: "previous view",
+        action: Action::PrevTab,
+    },
+    Binding {
+        keys: &[KeyCode::Left, KeyCode::Char('h')],
+        label: "←/h",
+        help: "previous bin (in dialogs: previous choice)",
+        action: Action::Left,
+    },
+    Binding {
+        keys: &[KeyCode::Right, KeyCode::Char('l')],
+        label: "→/l",
+        help: "next bin (in dialogs: next choice)",
+        action: Action::Right,
+    },
+    Binding {
+        keys: &[KeyCode::Up, KeyCode::Char('k')],
+        label: "↑/k",
+        help: "bin one row up (plan dialog: previous target)",
+        action: Action::Up,
+    },
+    Binding {
+        keys: &[KeyCode::Down, KeyCode::Char('j')],
+        label: "↓/j",
+        help: "bin one row down (plan dialog: next target)",
+        action: Action::Down,
+    },
+    Binding {
+        keys: &[KeyCode::Char(' ')],
+        label: "space",
+        help: "start or clear a range of bins at the cursor",
+        action: Action::Select,
+    },
+    Binding {
+        keys: &[KeyCode::Char('o')],
+        label: "o",
+        help: "next operator in the bins view",
+        action: Action::NextOperator,
+    },
+    Binding {
+        keys: &[KeyCode::Char('m')],
+        label: "m",
+        help: "move the selected bins to a worker (preview, then enter)",
+        action: Action::Move,
+    },
+    Binding {
+        keys: &[KeyCode::Char('p')],
+        label: "p",
+        help: "start a plan: ←→ strategy, ↑↓ target, enter",
+        action: Action::Plan,
+    },
+    Binding {
+        keys: &[KeyCode::Char('c')],
+        label: "c",
+        help: "cancel the running plan's steps not issued yet",
+        action: Action::Cancel,
+    },
+    Binding {
+        keys: &[KeyCode::Char('P')],
+        label: "P",
+        help: "pause or resume the view (the job goes on)",
+        action: Action::Pause,
+    },
+    Binding {
+        keys: &[KeyCode::Char('f')],
+        label: "f",
+        help: "log filter: all, migrations, commands, problems",
+        action: Action::LogFilter,
+    },
+    Binding {
+        keys: &[KeyCode::Enter, KeyCode::Char('y')],
+        label: "enter/y",
+        help: "confirm the dialog",
+        action: Action::Confirm,
+    },
+    Binding {
+        keys: &[KeyCode::Esc, KeyCode::Char('n')],
+        label: "esc/n",
+        help: "close the dialog",
+        action: Action::Back,
+    },
+];
+
+/// The action for a key press, if any. Digits mean a worker inside a dialog and a view
+/// outside one.
+pub fn action(key: KeyEvent, in_dialog: bool) -> Option<Action> {
+    if key.kind == KeyEventKind::Release {
+        return None;
+    }
+    if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
+        return Some(Action::Quit);
+    }
+    if let KeyCode::Char(c @ '0'..='9') = key.code {
+        let d = c as u8 - b'0';
+        return Some(if in_dialog {
+            Action::Digit(d)
+        } else if (1..=6).contains(&d) {
+            Action::Tab(d as usize - 1)
+        } else {
+            return None;
+        });
+    }
+    BINDINGS
+        .iter()
+        .find(|b| b.keys.contains(&key.code))
+        .map(|b| b.action)
+}
+
+/// The status bar's reminder of the main keys.
+pub const HINT: &str = "? help  q quit  tab view  ←→↑↓ bin  space range  m move  p plan  c cancel  P pause";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_binding_is_reachable() {
+        for b in BINDINGS {
+            for k in b.keys {
+                let got = action(KeyEvent::new(*k, KeyModifiers::NONE), false);
+                assert_eq!(got, Some(b.action), "{}", b.label);
+            }
+        }
+        let d = KeyEvent::new(KeyCode::Char('1'), KeyModifiers::NONE);
+        assert_eq!(action(d, true), Some(Action::Digit(1)));
+        assert_eq!(action(d, false), Some(Action::Tab(0)));
+        let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        assert_eq!(action(ctrl_c, false), Some(Action::Quit));
+    }
+}

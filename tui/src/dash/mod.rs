@@ -1,0 +1,112 @@
+//! The live terminal dashboard: a pure model ([`model`]) updated by messages from a source
+//! ([`source`]) and by keys ([`keys`]), drawn by views that only read it ([`view`]).
+//!
+//! The terminal is restored on quit, on error and on panic (ratatui's hook); Ctrl-C arrives
+//! as a key in raw mode and quits. Drawing happens at most [`FRAME`] apart and never holds
+//! up the messages: every message is applied, frames are skipped.
+
+pub mod keys;
+pub mod model;
+pub mod source;
+pub mod view;
+
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use megaflux_probe::wire::CommandRequest;
+use ratatui::crossterm::event::{self, Event as TermEvent};
+
+use model::{Dash, Effect, Msg};
+use view::Theme;
+
+/// The shortest time between two frames.
+pub const FRAME: Duration = Duration::from_millis(50);
+
+/// Runs the dashboard until the person quits. `messages` feeds it; `commands` (if the
+/// source takes commands) receives what the person asks for.
+pub fn run(
+    mut dash: Dash,
+    messages: mpsc::Receiver<Msg>,
+    keys_to: mpsc::Sender<Msg>,
+    commands: Option<tokio::sync::mpsc::Sender<(u64, CommandRequest)>>,
+) -> anyhow::Result<()> {
+    let theme = Theme::from_env();
+    let mut terminal = ratatui::try_init()?;
+    let result = (|| -> anyhow::Result<()> {
+        let dialog_open = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        spawn_keys(keys_to, std::sync::Arc::clone(&dialog_open));
+        let mut last_draw: Option<Instant> = None;
+        let mut dirty = true;
+        loop {
+            let wait = last_draw.map_or(Duration::ZERO, |t| FRAME.saturating_sub(t.elapsed()));
+            let first = match messages.recv_timeout(wait.max(Duration::from_millis(1))) {
+                Ok(m) => Some(m),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => return Ok(()),
+            };
+            for msg in first.into_iter().chain(messages.try_iter()) {
+                dirty = true;
+                for effect in dash.update(msg) {
+                    match effect {
+                        Effect::Quit => return Ok(()),
+                        Effect::Send { request, command } => {
+                            let sent = commands
+                                .as_ref()
+                                .is_some_and(|c| c.try_send((request, command)).is_ok());
+                            if !sent {
+                                dash.notice = Some("the command could not be sent: not connected".into());
+                            }
+                        }
+                    }
+                }
+            }
+            dialog_open.store(dash.dialog.is_some(), std::sync::atomic::Ordering::Relaxed);
+            if dirty && last_draw.is_none_or(|t| t.elapsed() >= FRAME) {
+                let size = terminal.size()?;
+                dash.row_len = view::bins_per_row(&dash, size.width, size.height);
+                terminal.draw(|f| view::draw(f, &dash, theme))?;
+                last_draw = Some(Instant::now());
+                dirty = false;
+            }
+        }
+    })();
+    ratatui::restore();
+    result
+}
+
+/// Reads the terminal's keys on a thread of its own and sends them as actions.
+fn spawn_keys(out: mpsc::Sender<Msg>, dialog_open: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    let _ = std::thread::Builder::new()
+        .name("megaflux-keys".into())
+        .spawn(move || {
+            loop {
+                match event::poll(Duration::from_millis(200)) {
+                    Ok(true) => match event::read() {
+                        Ok(TermEvent::Key(key)) => {
+                            let in_dialog = dialog_open.load(std::sync::atomic::Ordering::Relaxed);
+                            if let Some(action) = keys::action(key, in_dialog)
+                                && out.send(Msg::Action(action)).is_err()
+                            {
+                                return;
+                            }
+                        }
+                        Ok(TermEvent::Resize(..)) => {
+                            if out.send(Msg::Clock(0.0)).is_err() {
+                                return;
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(_) => return,
+                    },
+                    // A tick: redraws what moves with time (ETA, elapsed), and notices the
+                    // dashboard has quit.
+                    Ok(false) => {
+                        if out.send(Msg::Clock(0.0)).is_err() {
+                            return;
+                        }
+                    }
+                    Err(_) => return,
+                }
+            }
+        });
+}

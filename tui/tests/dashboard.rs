@@ -1,0 +1,142 @@
+//! The real binary in a real terminal (tmux): start `megaflux run --record`, move bin 0 to
+//! worker 1, start a fluid plan to uniform, quit; then the trace shows both and the terminal
+//! is back in cooked mode.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use megaflux_probe::event::{Event, Phase};
+
+const WAIT: Duration = Duration::from_secs(90);
+
+struct Session {
+    name: String,
+}
+
+impl Session {
+    fn start(command: &str) -> Self {
+        let name = format!("megaflux-e2e-{}", std::process::id());
+        let status = Command::new("tmux")
+            .args(["new-session", "-d", "-s", &name, "-x", "120", "-y", "36", command])
+            .status()
+            .expect("tmux runs (the CI script installs it)");
+        assert!(status.success());
+        Session { name }
+    }
+
+    fn screen(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["capture-pane", "-p", "-t", &self.name])
+            .output()
+            .expect("tmux captures");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        for k in keys {
+            let status = Command::new("tmux")
+                .args(["send-keys", "-t", &self.name, k])
+                .status()
+                .expect("tmux sends keys");
+            assert!(status.success());
+            std::thread::sleep(Duration::from_millis(150));
+        }
+    }
+
+    /// Waits until the screen shows `text`.
+    fn wait_for(&self, text: &str) {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if screen.contains(text) {
+                return;
+            }
+            assert!(start.elapsed() < WAIT, "no `{text}` on the screen:\n{screen}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.name])
+            .status();
+    }
+}
+
+fn wait_for_file(path: &Path, what: impl Fn(&str) -> bool) -> String {
+    let start = Instant::now();
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path)
+            && what(&text)
+        {
+            return text;
+        }
+        assert!(start.elapsed() < WAIT, "{} never became ready", path.display());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn move_a_bin_and_run_a_plan_from_the_dashboard() {
+    let dir: PathBuf = std::env::temp_dir().join(format!("megaflux-dash-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("trace.jsonl");
+    let done = dir.join("done");
+    let stty = dir.join("stty");
+    let command = format!(
+        "{bin} run --record {trace} --keys 100000 --rate 20000 --bins 64 --duration 300 2> {err}; \
+         echo $? > {done}; stty -a > {stty}; sleep 60",
+        bin = env!("CARGO_BIN_EXE_megaflux"),
+        trace = trace.display(),
+        err = dir.join("stderr").display(),
+        done = done.display(),
+        stty = stty.display(),
+    );
+    let tmux = Session::start(&command);
+    // The bins view, with sizes from both workers; the cursor is on bin 0.
+    tmux.wait_for("worker 1:");
+    tmux.keys(&["m"]);
+    tmux.wait_for("Move bin 0 to worker 1?");
+    tmux.keys(&["1", "Enter"]);
+    tmux.wait_for("applied: move bin 0 to worker 1");
+    tmux.keys(&["p"]);
+    tmux.wait_for("Start a plan");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("applied: fluid plan to uniform");
+    // The trace is flushed at least every second.
+    wait_for_file(&trace, |t| {
+        t.contains(r#""kind":"plan_completed","strategy":"fluid""#)
+    });
+    tmux.keys(&["q"]);
+    let code = wait_for_file(&done, |t| t.ends_with('\n'));
+    assert_eq!(
+        code.trim(),
+        "0",
+        "{}",
+        std::fs::read_to_string(dir.join("stderr")).unwrap_or_default()
+    );
+
+    // The terminal is back in cooked mode with echo.
+    let modes = wait_for_file(&stty, |t| !t.is_empty());
+    let words: Vec<&str> = modes.split_whitespace().collect();
+    assert!(words.contains(&"icanon") && words.contains(&"echo"), "{modes}");
+
+    let trace = megaflux_probe::record::read(&trace).unwrap();
+    let moved = |to: u32| {
+        trace.events.iter().any(|e| {
+            matches!(e.event, Event::Migration { phase: Phase::Completed, bin: 0, to: Some(t), .. } if t == to)
+        })
+    };
+    assert!(moved(1), "bin 0 moved to worker 1");
+    assert!(moved(0), "the fluid plan to uniform moved bin 0 back to worker 0");
+    assert!(
+        trace
+            .events
+            .iter()
+            .any(|e| matches!(&e.event, Event::PlanCompleted { strategy, .. } if strategy == "fluid"))
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
