@@ -511,7 +511,7 @@ fn run_worker<J: Job>(
         }
         if let Some(sampler) = sampler.as_mut() {
             let output = probe.with_frontier(|f| f.first().copied());
-            sampler.maybe_sample(records_in, time_of(next_epoch), output);
+            sampler.maybe_sample(now, records_in, time_of(next_epoch), output);
         }
         if next_epoch > duration_ms {
             break;

@@ -1,18 +1,16 @@
 //! What each worker tells observers every [`SAMPLE_EVERY`]: the size of every bin it holds,
 //! the frontiers of its operators, and its load. Everything goes out as `tracing` events
 //! (targets `megaflux::state`, `megaflux::frontier`, `megaflux::worker`); with no subscriber
-//! listening the sampler is never built.
+//! listening the sampler is never built. The sizes of one operator's bins travel in one
+//! event (`kind = "bins"`, field `sizes`: `bin:keys:bytes` triples separated by spaces).
 //!
 //! Bin sizes go out in full at the first sample; after that for the bins that changed since
 //! the last sample, plus one [`REFRESH_EVERY`]th of all bins in turn, so that an observer
 //! that dropped events catches up within `REFRESH_EVERY` samples without any one sample
 //! reporting every bin of a job with 2^16 of them.
 
-use std::cell::Cell;
-use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use timely::logging::{StartStop, TimelyEvent, TimelyEventBuilder};
 use timely::worker::Worker;
 
 use crate::Time;
@@ -32,75 +30,51 @@ pub fn wanted() -> bool {
 pub struct Sampler {
     worker: usize,
     observers: Observers,
-    last: Instant,
+    /// When the last sample was taken, on the harness's clock.
+    last: Duration,
     samples: u64,
     /// Per operator, the size last reported for each bin (`None`: not held here).
     reported: Vec<Vec<Option<(u64, u64)>>>,
     records_before: u64,
-    busy: Rc<Cell<u64>>,
     busy_before: u64,
     scratch: Vec<BinSize>,
+    /// The changed bins of one operator as `bin:keys:bytes` triples, space separated.
+    sizes: String,
 }
 
 impl Sampler {
     /// Starts sampling `observers` on `worker`. Call before any dataflow is built: the
-    /// worker's busy time comes from timely's scheduling log, which operators pick up when
-    /// they are built.
-    pub fn new(worker: &mut Worker, observers: Observers) -> Self {
-        let busy = Rc::new(Cell::new(0u64));
-        if let Some(mut register) = worker.log_register() {
-            let busy = Rc::clone(&busy);
-            // Only the outermost schedule counts: dataflows schedule their operators inside.
-            let (mut depth, mut since) = (0usize, Duration::ZERO);
-            register.insert::<TimelyEventBuilder, _>("timely", move |_now, batch| {
-                let Some(batch) = batch else { return };
-                for (at, event) in batch.iter() {
-                    if let TimelyEvent::Schedule(s) = event {
-                        match s.start_stop {
-                            StartStop::Start => {
-                                if depth == 0 {
-                                    since = *at;
-                                }
-                                depth += 1;
-                            }
-                            StartStop::Stop => {
-                                depth = depth.saturating_sub(1);
-                                if depth == 0 {
-                                    busy.set(busy.get() + at.saturating_sub(since).as_nanos() as u64);
-                                }
-                            }
-                        }
-                    }
-                }
-            });
-        }
+    /// operators time their activations (the worker's busy time) only if asked to before.
+    pub fn new(worker: &Worker, observers: Observers) -> Self {
+        observers.time_operators();
         Sampler {
             worker: worker.index(),
             observers,
-            last: Instant::now(),
+            last: Duration::ZERO,
             samples: 0,
             reported: Vec::new(),
             records_before: 0,
-            busy,
             busy_before: 0,
             scratch: Vec::new(),
+            sizes: String::new(),
         }
     }
 
     /// Samples if [`SAMPLE_EVERY`] has passed. `records` counts the records this worker has
     /// sent so far, `input` is the time its input is open at, `output` its output frontier.
-    pub fn maybe_sample(&mut self, records: u64, input: Time, output: Option<Time>) {
-        let interval = self.last.elapsed();
+    /// `now` is the harness's clock (its loop reads it anyway: no clock read here).
+    pub fn maybe_sample(&mut self, now: Duration, records: u64, input: Time, output: Option<Time>) {
+        let interval = now.saturating_sub(self.last);
         if interval < SAMPLE_EVERY {
             return;
         }
-        self.last = Instant::now();
+        self.last = now;
         let full = self.samples == 0;
         let turn = self.samples % REFRESH_EVERY;
         self.samples += 1;
         let worker = self.worker;
         let mut index = 0;
-        let (reported, scratch) = (&mut self.reported, &mut self.scratch);
+        let (reported, scratch, sizes) = (&mut self.reported, &mut self.scratch, &mut self.sizes);
         self.observers.each(|op| {
             if reported.len() <= index {
                 reported.push(Vec::new());
@@ -122,12 +96,15 @@ impl Sampler {
                 bytes += s.bytes;
                 let refresh = full || u64::from(s.bin) % REFRESH_EVERY == turn;
                 if refresh || last[bin] != Some((s.keys, s.bytes)) {
-                    tracing::info!(
-                        target: "megaflux::state",
-                        kind = "bin", worker, operator = %op.name, bin = s.bin, keys = s.keys, bytes = s.bytes
-                    );
+                    use std::fmt::Write;
+                    let _ = write!(sizes, "{}:{}:{} ", s.bin, s.keys, s.bytes);
                     last[bin] = Some((s.keys, s.bytes));
                 }
+            }
+            // One event for all of them: a sample must not cost a tracing event per bin.
+            if !sizes.is_empty() {
+                tracing::info!(target: "megaflux::state", kind = "bins", worker, operator = %op.name, sizes = %sizes.trim_end());
+                sizes.clear();
             }
             // Bins that left since the last sample are reported by their new owner.
             for (slot, held) in last.iter_mut().zip(held) {
@@ -154,7 +131,7 @@ impl Sampler {
         if let Some(output) = output {
             tracing::info!(target: "megaflux::frontier", worker, operator = "output", applied = output, input);
         }
-        let busy = self.busy.get();
+        let busy = self.observers.busy_ns();
         tracing::info!(
             target: "megaflux::worker",
             worker,

@@ -184,6 +184,7 @@ impl State {
         if events.is_empty() {
             return Ok(());
         }
+        let events = crate::event::expand(events);
         for event in &events {
             self.model.apply(event);
             if let Some(r) = self.recorder.as_mut() {

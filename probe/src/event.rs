@@ -164,6 +164,55 @@ pub enum Event {
     /// Events lost on the way, counted where they were lost (`queue`, `export`, a
     /// subscriber). The count is the total so far at that place.
     Dropped { place: String, count: u64 },
+    /// A sample of one operator's bins as core sends it, `bin:keys:bytes` triples separated
+    /// by spaces: one event leaves the worker thread instead of one per bin. The collector
+    /// and the exporter turn it into [`Event::BinSize`]s ([`expand`]) before anything else
+    /// sees it, so it never travels or reaches a trace.
+    BinSizes {
+        worker: u32,
+        operator: String,
+        sizes: String,
+    },
+}
+
+/// Replaces every [`Event::BinSizes`] by one [`Event::BinSize`] per bin (malformed triples
+/// are skipped); other events pass unchanged.
+pub fn expand(events: Vec<Stamped>) -> Vec<Stamped> {
+    if !events.iter().any(|e| matches!(e.event, Event::BinSizes { .. })) {
+        return events;
+    }
+    let mut out = Vec::with_capacity(events.len());
+    for e in events {
+        let Event::BinSizes {
+            worker,
+            operator,
+            sizes,
+        } = e.event
+        else {
+            out.push(e);
+            continue;
+        };
+        for triple in sizes.split_whitespace() {
+            let mut parts = triple.split(':').map(str::parse::<u64>);
+            if let (Some(Ok(bin)), Some(Ok(keys)), Some(Ok(bytes))) =
+                (parts.next(), parts.next(), parts.next())
+                && let Ok(bin) = u32::try_from(bin)
+            {
+                out.push(Stamped {
+                    at_s: e.at_s,
+                    process: e.process,
+                    event: Event::BinSize {
+                        worker,
+                        operator: operator.clone(),
+                        bin,
+                        keys,
+                        bytes,
+                    },
+                });
+            }
+        }
+    }
+    out
 }
 
 /// Every event kind of this format version, as the `kind` field spells it.
@@ -204,6 +253,7 @@ impl Event {
             Event::Failure { .. } => "failure",
             Event::Recovery { .. } => "recovery",
             Event::Dropped { .. } => "dropped",
+            Event::BinSizes { .. } => "bin_sizes",
         }
     }
 
@@ -213,6 +263,7 @@ impl Event {
             Event::JobStarted { worker, .. }
             | Event::JobFinished { worker, .. }
             | Event::BinSize { worker, .. }
+            | Event::BinSizes { worker, .. }
             | Event::Sampled { worker, .. }
             | Event::Frontier { worker, .. }
             | Event::WorkerStats { worker, .. }
@@ -256,5 +307,39 @@ mod tests {
         assert!(!line.contains("step"), "{line}");
         let back: Stamped = serde_json::from_str(&line).unwrap();
         assert_eq!(back, e);
+    }
+
+    #[test]
+    fn a_sample_of_bins_becomes_one_event_per_bin() {
+        let raw = Stamped {
+            at_s: 2.0,
+            process: 1,
+            event: Event::BinSizes {
+                worker: 1,
+                operator: "count".into(),
+                sizes: "3:10:80 7:0:0 bad 9:x:1 11:5:40".into(),
+            },
+        };
+        let other = Stamped {
+            at_s: 2.0,
+            process: 1,
+            event: Event::Dropped {
+                place: "queue".into(),
+                count: 1,
+            },
+        };
+        let out = expand(vec![raw, other.clone()]);
+        let bins: Vec<(u32, u64)> = out
+            .iter()
+            .filter_map(|e| match &e.event {
+                Event::BinSize {
+                    bin, keys, worker: 1, ..
+                } => Some((*bin, *keys)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(bins, vec![(3, 10), (7, 0), (11, 5)]);
+        assert_eq!(out.last(), Some(&other));
+        assert!(out.iter().all(|e| e.process == 1 && e.at_s == 2.0));
     }
 }

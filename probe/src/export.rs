@@ -138,10 +138,8 @@ async fn send(
             }
             continue;
         }
-        sent += batch.len() as u64;
-        conn.send(&ClientFrame::Events {
-            events: std::mem::take(&mut batch),
-        })
-        .await?;
+        let events = crate::event::expand(std::mem::take(&mut batch));
+        sent += events.len() as u64;
+        conn.send(&ClientFrame::Events { events }).await?;
     }
 }

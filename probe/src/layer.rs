@@ -169,12 +169,11 @@ fn convert(target: &str, f: &Fields) -> Option<Event> {
             _ => return None,
         },
         "megaflux::state" => match f.str("kind")?.as_str() {
-            "bin" => Event::BinSize {
+            // Parsed off the worker thread, by `event::expand`.
+            "bins" => Event::BinSizes {
                 worker: f.u32("worker")?,
                 operator: f.str("operator")?,
-                bin: f.u32("bin")?,
-                keys: f.u64("keys")?,
-                bytes: f.u64("bytes")?,
+                sizes: f.str("sizes")?,
             },
             "sampled" => Event::Sampled {
                 worker: f.u32("worker")?,

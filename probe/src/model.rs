@@ -284,6 +284,11 @@ impl JobModel {
                 });
             }
             Event::Failure { .. } | Event::Recovery { .. } => {}
+            Event::BinSizes { .. } => {
+                for e in crate::event::expand(vec![stamped.clone()]) {
+                    self.apply(&e);
+                }
+            }
             Event::Dropped { place, count } => {
                 let key = format!("process {} {place}", stamped.process);
                 let entry = self.dropped.entry(key).or_default();

@@ -7,7 +7,7 @@ use megaflux::Bins;
 use megaflux::control::{Command, ControlHandle};
 use megaflux::harness::{self, RunConfig};
 use megaflux::workload::Workload;
-use megaflux_probe::event::{Event, KINDS, Outcome, Phase};
+use megaflux_probe::event::{Event, KINDS, Outcome, Phase, expand};
 use megaflux_probe::{ProbeLayer, Stamped};
 use tracing_subscriber::prelude::*;
 
@@ -41,6 +41,9 @@ fn a_job_s_events_arrive_typed() {
     while let Ok(e) = queue.events.try_recv() {
         events.push(e);
     }
+    // Bin sizes leave the workers as one event per sample; the collector expands them.
+    assert!(events.iter().any(|e| matches!(e.event, Event::BinSizes { .. })));
+    let events = expand(events);
     assert_eq!(queue.dropped.load(std::sync::atomic::Ordering::Relaxed), 0);
     let kinds: BTreeSet<&str> = events.iter().map(|e| e.event.kind()).collect();
     // All but the hello (the caller's), high availability's and dropped events (none here).

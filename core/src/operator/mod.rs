@@ -193,7 +193,7 @@ where
         Rc::clone(&table),
         Rc::clone(&progress),
     );
-    state::build(name, routed, chunks, table, progress, logic)
+    state::build(name, routed, chunks, table, progress, &config.observers, logic)
 }
 
 /// Registers an operator's bin table and frontiers with the job's observers.

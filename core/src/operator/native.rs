@@ -71,8 +71,10 @@ where
     let mut batch = Vec::new();
     let mut produced = Vec::new();
     let name = name.to_string();
+    let busy = config.observers.busy();
     data.unary_frontier(route, &format!("{name}.native"), move |_cap, _info| {
         move |(input, frontier), output| {
+            let _timed = busy.activation();
             input.for_each_stamp(|cap, batches| {
                 let Some(&time) = cap.least() else { return };
                 let entry = work.arrived(time, || cap.delayed(&time, 0));

@@ -2,9 +2,10 @@
 //! size of every bin it holds. The harness samples these and reports them as `tracing`
 //! events; the operators only keep the cells current.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::rc::Rc;
+use std::time::Instant;
 
 use crate::Time;
 
@@ -35,26 +36,78 @@ pub struct OperatorProbe {
     pub sizes: SizeSampler,
 }
 
-/// The operators of one worker, in the order they were built.
+/// The operators of one worker, in the order they were built, and the time they spent
+/// working (measured only when [`Observers::time_operators`] was called before building).
 #[derive(Clone, Default)]
-pub struct Observers(Rc<RefCell<Vec<OperatorProbe>>>);
+pub struct Observers {
+    probes: Rc<RefCell<Vec<OperatorProbe>>>,
+    busy: Rc<Busy>,
+}
+
+/// Nanoseconds this worker's stateful operators spent in their activations.
+#[derive(Default)]
+pub(crate) struct Busy {
+    on: Cell<bool>,
+    ns: Cell<u64>,
+}
+
+/// Times one operator activation into the worker's busy time (when timing is on).
+pub(crate) struct Activation<'a> {
+    busy: &'a Busy,
+    started: Option<Instant>,
+}
+
+impl Drop for Activation<'_> {
+    fn drop(&mut self) {
+        if let Some(started) = self.started {
+            self.busy
+                .ns
+                .set(self.busy.ns.get() + started.elapsed().as_nanos() as u64);
+        }
+    }
+}
 
 impl Observers {
     pub(crate) fn register(&self, probe: OperatorProbe) {
-        self.0.borrow_mut().push(probe);
+        self.probes.borrow_mut().push(probe);
     }
 
     /// Calls `f` with every registered operator.
     pub fn each(&self, mut f: impl FnMut(&OperatorProbe)) {
-        for probe in self.0.borrow().iter() {
+        for probe in self.probes.borrow().iter() {
             f(probe);
+        }
+    }
+
+    /// Makes the operators time their activations from now on (two clock reads each).
+    pub fn time_operators(&self) {
+        self.busy.on.set(true);
+    }
+
+    /// Nanoseconds the operators spent working so far.
+    pub fn busy_ns(&self) -> u64 {
+        self.busy.ns.get()
+    }
+
+    /// The worker's busy-time counter, for an operator to hold.
+    pub(crate) fn busy(&self) -> Rc<Busy> {
+        Rc::clone(&self.busy)
+    }
+}
+
+impl Busy {
+    /// Starts timing an activation; the time counts when the guard drops.
+    pub(crate) fn activation(&self) -> Activation<'_> {
+        Activation {
+            busy: self,
+            started: self.on.get().then(Instant::now),
         }
     }
 }
 
 impl fmt::Debug for Observers {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let names: Vec<String> = self.0.borrow().iter().map(|p| p.name.clone()).collect();
+        let names: Vec<String> = self.probes.borrow().iter().map(|p| p.name.clone()).collect();
         f.debug_tuple("Observers").field(&names).finish()
     }
 }

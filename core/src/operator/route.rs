@@ -79,8 +79,10 @@ where
     // Bins to ship, by the time from which they belong to their new owner.
     let mut outgoing: Held<(u32, u32)> = BTreeMap::new();
 
+    let busy = config.observers.busy();
     builder.build(move |_initial_capabilities| {
         move |frontiers| {
+            let _timed = busy.activation();
             let (data_frontier, control_frontier) = (&frontiers[0], &frontiers[1]);
             progress
                 .control

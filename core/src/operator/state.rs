@@ -24,7 +24,7 @@ use super::apply::apply_time;
 use super::pending::Pending;
 use super::route::Routed;
 use super::transfer::{Assembly, StateChunk, decode};
-use super::{Bin, BinTable, LocalProgress};
+use super::{Bin, BinTable, LocalProgress, Observers};
 use crate::Time;
 
 /// Everything S must do at one time.
@@ -53,6 +53,7 @@ pub(crate) fn build<'s, R, S, O, L>(
     chunks: StreamVec<'s, Time, StateChunk>,
     table: BinTable<S>,
     progress: Rc<LocalProgress>,
+    observers: &Observers,
     mut logic: L,
 ) -> StreamVec<'s, Time, O>
 where
@@ -75,12 +76,14 @@ where
     let mut output = OutputBuilder::<_, CapacityContainerBuilder<Vec<O>>>::from(output);
 
     let mut work: Pending<Work<R>> = Pending::new();
+    let busy = observers.busy();
     let mut assembly = Assembly::default();
     let mut batch: Vec<R> = Vec::new();
     let mut produced: Vec<O> = Vec::new();
 
     builder.build(move |_initial_capabilities| {
         move |frontiers| {
+            let _timed = busy.activation();
             records_in.for_each_stamp(|cap, batches| {
                 let Some(&time) = cap.least() else { return };
                 let entry = work.arrived(time, || cap.delayed(&time, 0));
