@@ -187,7 +187,12 @@ impl State {
         let events = crate::event::expand(events);
         for event in &events {
             self.model.apply(event);
-            if let Some(r) = self.recorder.as_mut() {
+            // A pause is written before the gap (the model already says off), a resumption
+            // after it.
+            if let Some(r) = self.recorder.as_mut()
+                && (self.model.recording == Some(true)
+                    || matches!(event.event, Event::Recording { on: false }))
+            {
                 r.write(event)?;
             }
             // The job's answer (not the collector's own `received`) goes to whoever asked.
@@ -242,6 +247,9 @@ impl State {
         command: CommandRequest,
         allowed: bool,
     ) -> Result<(), ProbeError> {
+        if let CommandRequest::Record { on } = command {
+            return self.record(subscriber, request, on, allowed);
+        }
         let describe = format!("{command:?}");
         let checked = if allowed {
             self.check(command)
@@ -277,6 +285,34 @@ impl State {
         self.handle(vec![event])
     }
 
+    /// Pauses or resumes the trace: the collector's own command.
+    fn record(&mut self, subscriber: u64, request: u64, on: bool, allowed: bool) -> Result<(), ProbeError> {
+        let refused = if !allowed {
+            Some("commands need the collector's token")
+        } else if self.recorder.is_none() {
+            Some("this job records nothing (start it with --record FILE)")
+        } else {
+            None
+        };
+        if let Some(reason) = refused {
+            self.answer(subscriber, request, Outcome::Rejected, Some(reason.into()));
+            return Ok(());
+        }
+        if self.model.recording != Some(on) {
+            let event = Stamped {
+                at_s: self.model.now_s,
+                process: 0,
+                event: Event::Recording { on },
+            };
+            self.handle(vec![event])?;
+            if let Some(r) = self.recorder.as_mut() {
+                r.flush()?;
+            }
+        }
+        self.answer(subscriber, request, Outcome::Applied, None);
+        Ok(())
+    }
+
     /// What can be checked before the job sees the command (the job checks again).
     fn check(&self, command: CommandRequest) -> Result<Command, String> {
         let bins = self.model.bins();
@@ -304,6 +340,7 @@ impl State {
                 Ok(Command::StartPlan { schedule, target })
             }
             CommandRequest::CancelPlan => Ok(Command::CancelPlan),
+            CommandRequest::Record { .. } => Err("recording is the collector's, not the job's".into()),
         }
     }
 
@@ -365,7 +402,16 @@ async fn run(
         queue_reported: 0,
     };
     let started = Instant::now();
-    state.handle(config.hello.into_iter().collect())?;
+    let mut first: Vec<Stamped> = config.hello.into_iter().collect();
+    if state.recorder.is_some() {
+        state.model.recording = Some(true);
+        first.push(Stamped {
+            at_s: first.first().map_or(0.0, |h| h.at_s),
+            process: 0,
+            event: Event::Recording { on: true },
+        });
+    }
+    state.handle(first)?;
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut batch = Vec::with_capacity(BATCH);

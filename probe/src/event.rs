@@ -161,6 +161,9 @@ pub enum Event {
     Failure { worker: u32, reason: String },
     /// A failed worker's bins are served again (high availability; not emitted yet).
     Recovery { worker: u32, bins: Vec<u32> },
+    /// Recording to the trace was paused (`on: false`, the last event before the gap) or
+    /// resumed (`on: true`, the first event after it; also the first event of a trace).
+    Recording { on: bool },
     /// Events lost on the way, counted where they were lost (`queue`, `export`, a
     /// subscriber). The count is the total so far at that place.
     Dropped { place: String, count: u64 },
@@ -231,6 +234,7 @@ pub const KINDS: &[&str] = &[
     "command",
     "failure",
     "recovery",
+    "recording",
     "dropped",
 ];
 
@@ -252,6 +256,7 @@ impl Event {
             Event::Command { .. } => "command",
             Event::Failure { .. } => "failure",
             Event::Recovery { .. } => "recovery",
+            Event::Recording { .. } => "recording",
             Event::Dropped { .. } => "dropped",
             Event::BinSizes { .. } => "bin_sizes",
         }

@@ -111,6 +111,8 @@ pub struct JobModel {
     pub commands: VecDeque<CommandView>,
     /// Events dropped, per place.
     pub dropped: BTreeMap<String, u64>,
+    /// Whether the collector writes a trace (`None`: it records nothing).
+    pub recording: Option<bool>,
     /// Events applied.
     pub events: u64,
     /// The latest event's time.
@@ -284,6 +286,7 @@ impl JobModel {
                 });
             }
             Event::Failure { .. } | Event::Recovery { .. } => {}
+            Event::Recording { on } => self.recording = Some(*on),
             Event::BinSizes { .. } => {
                 for e in crate::event::expand(vec![stamped.clone()]) {
                     self.apply(&e);

@@ -46,6 +46,8 @@ pub enum CommandRequest {
     StartPlan { schedule: String, target: String },
     /// Drop the running plan's steps not issued yet.
     CancelPlan,
+    /// Pause (`false`) or resume (`true`) writing the trace; the collector answers itself.
+    Record { on: bool },
 }
 
 /// Client to collector.

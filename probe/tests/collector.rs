@@ -195,3 +195,69 @@ fn h2_like(worker: u32) -> Stamped {
         },
     }
 }
+
+#[test]
+fn recording_pauses_and_resumes_on_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trace.jsonl");
+    let (local, queue, hello) = process(0);
+    let header = megaflux_probe::record::TraceHeader::new(serde_json::json!({}), 1, 1, 16, vec![0; 16]);
+    let collector = Collector::start(
+        CollectorConfig {
+            serve: Some("127.0.0.1:0".parse().unwrap()),
+            record: Some((path.clone(), header)),
+            hello: Some(hello),
+            ..CollectorConfig::default()
+        },
+        queue,
+    )
+    .unwrap();
+    let addr = collector.local_addr().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut sub = subscribe(addr).await;
+        let mut model = JobModel::new();
+        emit(&local, 0, 1);
+        follow(&mut sub, &mut model, |m| m.workers.contains_key(&0)).await;
+        for (request, on, records) in [(0, false, 2), (1, true, 3)] {
+            sub.send(&ClientFrame::Command {
+                request,
+                command: wire::CommandRequest::Record { on },
+            })
+            .await
+            .unwrap();
+            follow(&mut sub, &mut model, |m| m.recording == Some(on)).await;
+            emit(&local, 0, records);
+            follow(&mut sub, &mut model, |m| {
+                (m.workers[&0].records_per_s - records as f64 * 4.0).abs() < 1e-6
+            })
+            .await;
+        }
+    });
+    collector.finish(Duration::ZERO).unwrap();
+    let trace = megaflux_probe::record::read(&path).unwrap();
+    let seen: Vec<String> = trace
+        .events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::Recording { on } => Some(format!("recording {on}")),
+            Event::WorkerStats { records, .. } => Some(format!("records {records}")),
+            _ => None,
+        })
+        .collect();
+    // The load of 2 came while paused: it is not in the trace.
+    assert_eq!(
+        seen,
+        [
+            "recording true",
+            "records 1",
+            "recording false",
+            "recording true",
+            "records 3"
+        ]
+    );
+    assert!(matches!(trace.events[0].event, Event::Hello { .. }));
+}

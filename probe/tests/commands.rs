@@ -75,6 +75,8 @@ fn bad_commands_are_rejected_and_the_job_goes_on() {
                 target: "pack:5".into(),
             },
             CommandRequest::CancelPlan,
+            // This job records nothing.
+            CommandRequest::Record { on: false },
         ];
         let mut answers = vec![None; commands.len()];
         for (request, command) in commands.into_iter().enumerate() {
@@ -115,6 +117,7 @@ fn bad_commands_are_rejected_and_the_job_goes_on() {
         answers[3].1
     );
     assert!(answers[4].1.contains("no migration plan"), "{}", answers[4].1);
+    assert!(answers[5].1.contains("records nothing"), "{}", answers[5].1);
 
     let summary = job.join().unwrap();
     assert!(summary.migrations.is_empty());

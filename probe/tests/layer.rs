@@ -46,10 +46,11 @@ fn a_job_s_events_arrive_typed() {
     let events = expand(events);
     assert_eq!(queue.dropped.load(std::sync::atomic::Ordering::Relaxed), 0);
     let kinds: BTreeSet<&str> = events.iter().map(|e| e.event.kind()).collect();
-    // All but the hello (the caller's), high availability's and dropped events (none here).
+    // All that core emits: not the hello and recording (the caller's and the collector's),
+    // high availability's, or dropped events (none here).
     for kind in KINDS
         .iter()
-        .filter(|k| !["hello", "failure", "recovery", "dropped"].contains(k))
+        .filter(|k| !["hello", "recording", "failure", "recovery", "dropped"].contains(k))
     {
         assert!(kinds.contains(kind), "no {kind} event among {kinds:?}");
     }

@@ -21,6 +21,7 @@ pub enum Action {
     Plan,
     Cancel,
     Pause,
+    Record,
     Help,
     LogFilter,
     Confirm,
@@ -122,6 +123,12 @@ pub const BINDINGS: &[Binding] = &[
         label: "P",
         help: "pause or resume the view (the job goes on)",
         action: Action::Pause,
+    },
+    Binding {
+        keys: &[KeyCode::Char('R')],
+        label: "R",
+        help: "pause or resume recording the trace (jobs run with --record)",
+        action: Action::Record,
     },
     Binding {
         keys: &[KeyCode::Char('f')],

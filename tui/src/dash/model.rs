@@ -181,6 +181,7 @@ pub struct Dash {
 }
 
 impl Dash {
+    /// `recording` names the trace file, if the job writes one.
     pub fn new(connection: Connection, recording: Option<String>) -> Self {
         let commandable = !matches!(connection, Connection::Trace(_));
         Dash {
@@ -416,6 +417,13 @@ impl Dash {
                     None => Some(self.job.clone()),
                 }
             }
+            Action::Record => match self.job.recording {
+                Some(on) if self.commandable => {
+                    let what = if on { "pause recording" } else { "resume recording" };
+                    return self.send(CommandRequest::Record { on: !on }, what.into());
+                }
+                _ => self.notice = Some("this job records nothing (run it with --record FILE)".into()),
+            },
             Action::Help => self.dialog = Some(Dialog::Help),
             Action::LogFilter => self.log_filter = self.log_filter.next(),
             Action::Confirm | Action::Back | Action::Digit(_) => {}

@@ -132,8 +132,17 @@ fn status_bar(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
         format!(" {conn} "),
         theme.accent().add_modifier(Modifier::REVERSED),
     )];
-    if let Some(r) = &dash.recording {
-        spans.push(Span::styled(format!(" ● rec {r} "), theme.fg(Color::Red)));
+    match (&dash.recording, dash.job.recording) {
+        (Some(r), Some(false)) => spans.push(Span::styled(
+            format!(" ○ rec paused {r} "),
+            theme.fg(Color::DarkGray),
+        )),
+        (Some(r), _) => spans.push(Span::styled(format!(" ● rec {r} "), theme.fg(Color::Red))),
+        (None, Some(on)) => spans.push(Span::styled(
+            if on { " ● rec " } else { " ○ rec paused " },
+            theme.fg(Color::Red),
+        )),
+        (None, None) => {}
     }
     let dropped = dash.job.dropped_total();
     spans.push(Span::raw(format!(" dropped {dropped} ")));
