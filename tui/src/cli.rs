@@ -74,8 +74,8 @@ struct RunArgs {
     /// Offered load in records per second, over all workers.
     #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..))]
     rate: u64,
-    /// Length of the measured run in seconds [default: 10 headless, an hour with the
-    /// dashboard, where q ends it].
+    /// Length of the measured run in seconds [default: 10 without the dashboard, an hour
+    /// with it, where q ends it].
     #[arg(long, value_parser = parse_duration, value_name = "SECS")]
     duration: Option<f64>,
     /// Seed of the record generator.
@@ -218,14 +218,14 @@ pub fn main() -> ExitCode {
 }
 
 fn run(args: RunArgs) -> ExitCode {
-    let config = match run_config(&args) {
+    let dashboard = !args.headless && std::io::stdout().is_terminal();
+    let config = match run_config(&args, dashboard) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     };
-    let dashboard = !args.headless && std::io::stdout().is_terminal();
     if !args.headless && !dashboard {
         eprintln!("megaflux: stdout is not a terminal, so no dashboard: running headless");
     }
@@ -296,17 +296,19 @@ fn run(args: RunArgs) -> ExitCode {
     }
 }
 
-fn run_config(args: &RunArgs) -> Result<RunConfig, ConfigError> {
+/// The job `args` describe; without `--duration` it runs [`HEADLESS_SECS`], or
+/// [`DASHBOARD_SECS`] when a dashboard shows it.
+fn run_config(args: &RunArgs, dashboard: bool) -> Result<RunConfig, ConfigError> {
     let config = RunConfig {
         workload: args.workload,
         workers: args.workers as usize,
         bins: Bins::new(args.bins)?,
         keys: args.keys,
         rate: args.rate,
-        duration: Duration::from_secs_f64(args.duration.unwrap_or(if args.headless {
-            HEADLESS_SECS
-        } else {
+        duration: Duration::from_secs_f64(args.duration.unwrap_or(if dashboard {
             DASHBOARD_SECS
+        } else {
+            HEADLESS_SECS
         })),
         seed: args.seed,
         native: args.native,

@@ -137,3 +137,14 @@ fn bad_observer_settings_are_rejected() {
     assert!(stderr.contains("/nonexistent/dir/t.jsonl"), "{stderr}");
     assert!(out.stdout.is_empty());
 }
+
+#[test]
+fn without_a_terminal_run_goes_headless() {
+    let out = megaflux(&["run", "--duration", "0.5", "--keys", "1000", "--rate", "2000"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("not a terminal"), "{stderr}");
+    let last = String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().to_string();
+    let summary: serde_json::Value = serde_json::from_str(&last).expect("a JSON summary");
+    assert_eq!(summary["duration_s"], 0.5);
+}
