@@ -299,7 +299,7 @@ fn run_worker<J: Job>(
     let mut stateful = StatefulConfig::uniform(bins, peers);
     stateful.chunk_bytes = config.chunk_bytes;
     let transfers = Rc::clone(&stateful.transfers);
-    // Built before the dataflow, whose operators pick up the scheduling log it installs.
+    // Built before the dataflow: the operators learn from it whether to time themselves.
     let mut sampler = sampler::wanted().then(|| Sampler::new(worker, stateful.observers.clone()));
     let main_dataflow = worker.next_dataflow_index();
     {
@@ -361,6 +361,10 @@ fn run_worker<J: Job>(
     let preload_times = preload_len.div_ceil(PRELOAD_PER_TIME);
     let mut preload = job.preload_source(index, peers);
     for t in 0..preload_times {
+        // A stop during the preload ends it early; the measured loop then ends the run.
+        if control_handle.stop_requested() {
+            break;
+        }
         while probe.less_than(&t.saturating_sub(PRELOAD_IN_FLIGHT)) {
             worker.step();
         }
@@ -382,6 +386,9 @@ fn run_worker<J: Job>(
     }
     // Measured epoch `e` (1-based, closing `e` ms after the start) has logical time `base + e`.
     let preloaded = records_in;
+    if let Some(sampler) = sampler.as_mut() {
+        sampler.begin(records_in);
+    }
     let base = preload_times;
     let time_of = |epoch: u64| base + epoch;
     data.advance_to(time_of(1));
@@ -518,8 +525,8 @@ fn run_worker<J: Job>(
         }
         worker.step();
     }
-    // The run covers the logical times up to its last epoch: wait for those, then drop the
-    // dataflow rather than close its inputs. Closing them would release all scheduled later
+    // The run covers the logical times up to its last epoch: wait for those, then (in one
+    // process) drop the dataflow rather than close its inputs. Closing them would release all scheduled later
     // work at once (Q4's auction closings, minutes ahead), which belongs to no measured epoch
     // and costs seconds and gigabytes to drain.
     while probe.less_equal(&time_of(duration_ms)) {
@@ -537,7 +544,16 @@ fn run_worker<J: Job>(
     }
     drop(data);
     drop(control);
-    worker.drop_dataflow(main_dataflow);
+    if peers == config.workers {
+        worker.drop_dataflow(main_dataflow);
+    } else {
+        // Across processes, one that drops its dataflow early would stall the others (their
+        // data for it is never taken in), and processes may be given different lengths: so
+        // a cluster closes its inputs and drains, later scheduled work included.
+        while !probe.done() {
+            worker.step();
+        }
+    }
     tracing::info!(target: "megaflux::job", phase = "finished", worker = index, records = records_in);
     let end_s = start.elapsed().as_secs_f64();
     let records = driver.as_ref().map(PlanDriver::records);

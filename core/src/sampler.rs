@@ -43,8 +43,8 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// Starts sampling `observers` on `worker`. Call before any dataflow is built: the
-    /// operators time their activations (the worker's busy time) only if asked to before.
+    /// Starts sampling `observers` on `worker`; from now on its operators time their
+    /// activations (the worker's busy time).
     pub fn new(worker: &Worker, observers: Observers) -> Self {
         observers.time_operators();
         Sampler {
@@ -62,6 +62,14 @@ impl Sampler {
 
     /// Samples if [`SAMPLE_EVERY`] has passed. `records` counts the records this worker has
     /// sent so far, `input` is the time its input is open at, `output` its output frontier.
+    /// Starts the intervals at the measured run's start: the preload's records and busy time
+    /// are not the first sample's.
+    pub fn begin(&mut self, records: u64) {
+        self.records_before = records;
+        self.busy_before = self.observers.busy_ns();
+        self.last = Duration::ZERO;
+    }
+
     /// `now` is the harness's clock (its loop reads it anyway: no clock read here).
     pub fn maybe_sample(&mut self, now: Duration, records: u64, input: Time, output: Option<Time>) {
         let interval = now.saturating_sub(self.last);

@@ -35,6 +35,8 @@ pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 const TICK: Duration = Duration::from_millis(500);
 /// Most events handled per turn of the collector loop.
 const BATCH: usize = 4096;
+/// Most events in one frame to a subscriber or from an exporter (a few hundred kB).
+pub const FRAME_EVENTS: usize = 2048;
 
 /// How to run a collector.
 #[derive(Default)]
@@ -166,6 +168,8 @@ impl Drop for Collector {
 }
 
 struct State {
+    /// The process this collector runs in: only its events answer commands.
+    local_process: u32,
     model: JobModel,
     recorder: Option<Recorder>,
     subscribers: HashMap<u64, Subscriber>,
@@ -202,25 +206,38 @@ impl State {
                 reason,
                 ..
             } = &event.event
-                && event.process == 0
+                && event.process == self.local_process
                 && let Some((subscriber, request)) = self.pending.remove(id)
             {
                 self.answer(subscriber, request, *outcome, reason.clone());
             }
         }
         self.report.events += events.len() as u64;
-        self.subscribers.retain(|_, s| {
-            match s.frames.try_send(ServerFrame::Events {
-                events: events.clone(),
-            }) {
-                Ok(()) => true,
-                Err(mpsc::error::TrySendError::Full(_)) => {
-                    s.dropped += events.len() as u64;
-                    true
+        // Frames of a bounded number of events: one sample of 2^16 bins must not make a frame
+        // over the limit.
+        for chunk in events.chunks(FRAME_EVENTS) {
+            self.subscribers.retain(|_, s| {
+                match s.frames.try_send(ServerFrame::Events {
+                    events: chunk.to_vec(),
+                }) {
+                    Ok(()) => true,
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        s.dropped += chunk.len() as u64;
+                        true
+                    }
+                    Err(mpsc::error::TrySendError::Closed(_)) => false,
                 }
-                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            });
+        }
+        // Commands the job will never answer now.
+        if events.iter().any(|e| {
+            e.process == self.local_process && matches!(e.event, Event::JobFinished { worker: 0, .. })
+        }) {
+            for (_, (subscriber, request)) in std::mem::take(&mut self.pending) {
+                let reason = "the job finished before taking the command".to_string();
+                self.answer(subscriber, request, Outcome::Rejected, Some(reason));
             }
-        });
+        }
         Ok(())
     }
 
@@ -256,7 +273,9 @@ impl State {
         } else {
             Err("commands need the collector's token".to_string())
         };
+        let finished = self.model.workers.get(&0).is_some_and(|w| w.finished);
         let checked = checked.and_then(|c| match self.control.as_ref() {
+            _ if finished => Err("the job has finished".to_string()),
             Some(control) => Ok((c, control)),
             None => Err("this collector has no job to command".to_string()),
         });
@@ -273,7 +292,7 @@ impl State {
         };
         let event = Stamped {
             at_s: self.model.now_s,
-            process: 0,
+            process: self.local_process,
             event: Event::Command {
                 outcome,
                 id,
@@ -301,7 +320,7 @@ impl State {
         if self.model.recording != Some(on) {
             let event = Stamped {
                 at_s: self.model.now_s,
-                process: 0,
+                process: self.local_process,
                 event: Event::Recording { on },
             };
             self.handle(vec![event])?;
@@ -330,7 +349,10 @@ impl State {
                 }
                 if let (Some(n), Some(bad)) = (bins, moved.iter().find(|b| **b >= bins.unwrap_or(0) as usize))
                 {
-                    return Err(format!("unknown bin {bad}: the job has bins 0 to {}", n - 1));
+                    return Err(format!(
+                        "unknown bin {bad}: the job has {n} bins, 0 to {}",
+                        n.saturating_sub(1)
+                    ));
                 }
                 Ok(Command::MoveBins { bins: moved, worker })
             }
@@ -352,7 +374,7 @@ impl State {
             self.queue_reported = queue;
             events.push(Stamped {
                 at_s: now,
-                process: 0,
+                process: self.local_process,
                 event: Event::Dropped {
                     place: "queue".into(),
                     count: queue,
@@ -364,7 +386,7 @@ impl State {
                 s.reported = s.dropped;
                 events.push(Stamped {
                     at_s: now,
-                    process: 0,
+                    process: self.local_process,
                     event: Event::Dropped {
                         place: format!("subscriber {id}"),
                         count: s.dropped,
@@ -384,12 +406,18 @@ async fn run(
     mut stop: oneshot::Receiver<Duration>,
 ) -> Result<CollectorReport, ProbeError> {
     let (inbox_tx, mut inbox) = mpsc::channel::<Inbox>(1024);
-    let commands_need_token = config.token.clone();
+    let local_process = config.hello.as_ref().map_or(0, |h| h.process);
     if let Some(listener) = listener {
-        tokio::spawn(accept(listener, inbox_tx.clone(), commands_need_token));
+        tokio::spawn(accept(
+            listener,
+            inbox_tx.clone(),
+            config.token.clone(),
+            local_process,
+        ));
     }
     drop(inbox_tx);
     let mut state = State {
+        local_process,
         model: JobModel::new(),
         recorder,
         subscribers: HashMap::new(),
@@ -407,7 +435,7 @@ async fn run(
         state.model.recording = Some(true);
         first.push(Stamped {
             at_s: first.first().map_or(0.0, |h| h.at_s),
-            process: 0,
+            process: local_process,
             event: Event::Recording { on: true },
         });
     }
@@ -492,14 +520,19 @@ fn inbox_message(state: &mut State, msg: Inbox) -> Result<(), ProbeError> {
     Ok(())
 }
 
-async fn accept(listener: TcpListener, inbox: mpsc::Sender<Inbox>, token: Option<String>) {
+async fn accept(
+    listener: TcpListener,
+    inbox: mpsc::Sender<Inbox>,
+    token: Option<String>,
+    local_process: u32,
+) {
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
                 let inbox = inbox.clone();
                 let token = token.clone();
                 tokio::spawn(async move {
-                    if let Err(reason) = serve(stream, &inbox, token).await {
+                    if let Err(reason) = serve(stream, &inbox, token, local_process).await {
                         let _ = inbox.send(Inbox::Closed(format!("{peer}: {reason}"))).await;
                     }
                 });
@@ -517,6 +550,7 @@ async fn serve(
     stream: TcpStream,
     inbox: &mpsc::Sender<Inbox>,
     token: Option<String>,
+    local_process: u32,
 ) -> Result<(), ProbeError> {
     let mut conn = Connection::new(stream);
     let hello = match tokio::time::timeout(HELLO_TIMEOUT, conn.recv::<ClientFrame>()).await {
@@ -558,6 +592,27 @@ async fn serve(
         }
         None => return Ok(()),
     };
+    let holds_token = match &token {
+        Some(t) => presented.as_deref() == Some(t.as_str()),
+        None => true,
+    };
+    // Exporters feed the job's record: with a token they need it, and none may speak for
+    // this collector's own process (whose answers to commands it trusts).
+    let refusal = match role {
+        Role::Exporter { .. } if !holds_token => Some("exporters need the collector's token".to_string()),
+        Role::Exporter { process } if process == local_process => {
+            Some(format!("process {process} is this collector's own"))
+        }
+        _ => None,
+    };
+    if let Some(reason) = refusal {
+        let _ = conn
+            .send(&ServerFrame::Refused {
+                reason: reason.clone(),
+            })
+            .await;
+        return Err(ProbeError::Protocol(reason));
+    }
     conn.send(&ServerFrame::Welcome {
         protocol: PROTOCOL_VERSION,
     })
@@ -569,13 +624,7 @@ async fn serve(
             let _ = inbox.send(Inbox::ExporterLeft).await;
             result
         }
-        Role::Subscriber => {
-            let allowed = match &token {
-                Some(t) => presented.as_deref() == Some(t.as_str()),
-                None => true,
-            };
-            subscriber(&mut conn, inbox, allowed).await
-        }
+        Role::Subscriber => subscriber(&mut conn, inbox, holds_token).await,
     }
 }
 

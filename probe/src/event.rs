@@ -164,8 +164,8 @@ pub enum Event {
     /// Recording to the trace was paused (`on: false`, the last event before the gap) or
     /// resumed (`on: true`, the first event after it; also the first event of a trace).
     Recording { on: bool },
-    /// Events lost on the way, counted where they were lost (`queue`, `export`, a
-    /// subscriber). The count is the total so far at that place.
+    /// Events lost on the way, counted where they were lost (`queue`: the layer's queue of
+    /// that process; `subscriber N`: a slow viewer). The count is the total so far there.
     Dropped { place: String, count: u64 },
     /// A sample of one operator's bins as core sends it, `bin:keys:bytes` triples separated
     /// by spaces: one event leaves the worker thread instead of one per bin. The collector

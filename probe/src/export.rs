@@ -1,7 +1,8 @@
 //! The exporter: sends this process's events to the collector of another process (process
-//! 0 of a cluster hosts it). It connects with retries, sends in batches, and on the way
-//! loses events only when the collector cannot be reached (counted and reported as
-//! [`crate::Event::Dropped`] once it can).
+//! 0 of a cluster hosts it). It connects with retries at the start and sends in batches;
+//! events its queue had to drop are reported as [`crate::Event::Dropped`]. If the
+//! connection breaks it stops (and `finish` says why): later events are dropped, counted by
+//! the layer, and no longer reported.
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -35,6 +36,7 @@ impl Exporter {
     pub fn start(
         addr: SocketAddr,
         process: u32,
+        token: Option<String>,
         hello: Stamped,
         queue: EventQueue,
     ) -> Result<Self, ProbeError> {
@@ -42,7 +44,7 @@ impl Exporter {
             .enable_all()
             .build()
             .map_err(|e| ProbeError::io("starting the exporter's runtime", e))?;
-        let conn = runtime.block_on(connect(addr, process))?;
+        let conn = runtime.block_on(connect(addr, process, token))?;
         let (stop_tx, stop_rx) = oneshot::channel();
         let thread = std::thread::Builder::new()
             .name("megaflux-exporter".into())
@@ -79,7 +81,11 @@ impl Drop for Exporter {
     }
 }
 
-async fn connect(addr: SocketAddr, process: u32) -> Result<Connection<TcpStream>, ProbeError> {
+async fn connect(
+    addr: SocketAddr,
+    process: u32,
+    token: Option<String>,
+) -> Result<Connection<TcpStream>, ProbeError> {
     let deadline = Instant::now() + CONNECT_FOR;
     let stream = loop {
         match TcpStream::connect(addr).await {
@@ -91,7 +97,7 @@ async fn connect(addr: SocketAddr, process: u32) -> Result<Connection<TcpStream>
         }
     };
     let mut conn = Connection::new(stream);
-    wire::handshake(&mut conn, addr, Role::Exporter { process }, None).await?;
+    wire::handshake(&mut conn, addr, Role::Exporter { process }, token).await?;
     Ok(conn)
 }
 
@@ -140,6 +146,11 @@ async fn send(
         }
         let events = crate::event::expand(std::mem::take(&mut batch));
         sent += events.len() as u64;
-        conn.send(&ClientFrame::Events { events }).await?;
+        for chunk in events.chunks(crate::collector::FRAME_EVENTS) {
+            conn.send(&ClientFrame::Events {
+                events: chunk.to_vec(),
+            })
+            .await?;
+        }
     }
 }

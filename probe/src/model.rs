@@ -11,6 +11,8 @@ use crate::event::{Event, Outcome, Phase, Stamped};
 
 /// Entries the command log keeps.
 pub const COMMAND_LOG: usize = 256;
+/// The most bins a job can have.
+const MAX_BINS: u32 = megaflux::bins::MAX_BINS as u32;
 
 /// One bin of one operator.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -124,21 +126,28 @@ impl JobModel {
         Self::default()
     }
 
-    /// Bins per operator, once a process said hello.
+    /// Bins per operator, once a process said hello (a hello naming more than a job can
+    /// have counts as the most a job can have).
     pub fn bins(&self) -> Option<u32> {
         self.processes.values().find_map(|h| match &h.event {
-            Event::Hello { bins, .. } => Some(*bins),
+            Event::Hello { bins, .. } => Some((*bins).min(MAX_BINS)),
             _ => None,
         })
     }
 
-    fn bin_mut(&mut self, operator: &str, bin: u32) -> &mut BinView {
-        let count = self.bins().unwrap_or(0).max(bin + 1) as usize;
+    /// The view of `bin` of `operator`, or `None` for a bin the job cannot have (events come
+    /// from the network and from files: a bad one must not make the model allocate or panic).
+    fn bin_mut(&mut self, operator: &str, bin: u32) -> Option<&mut BinView> {
+        let limit = self.bins().unwrap_or(MAX_BINS);
+        if bin >= limit {
+            return None;
+        }
         let bins = self.operators.entry(operator.to_string()).or_default();
+        let count = (limit as usize).min(bins.len().max(bin as usize + 1));
         if bins.len() < count {
             bins.resize(count, BinView::default());
         }
-        &mut bins[bin as usize]
+        bins.get_mut(bin as usize)
     }
 
     /// Total dropped events over every place.
@@ -169,11 +178,13 @@ impl JobModel {
                 keys,
                 bytes,
             } => {
-                *self.bin_mut(operator, *bin) = BinView {
-                    owner: Some(*worker),
-                    keys: *keys,
-                    bytes: *bytes,
-                };
+                if let Some(view) = self.bin_mut(operator, *bin) {
+                    *view = BinView {
+                        owner: Some(*worker),
+                        keys: *keys,
+                        bytes: *bytes,
+                    };
+                }
             }
             Event::Sampled { .. } => {}
             Event::Frontier {
@@ -312,6 +323,9 @@ impl JobModel {
         worker: Option<u32>,
         operator: Option<&str>,
     ) {
+        if bin >= self.bins().unwrap_or(MAX_BINS) {
+            return;
+        }
         let fresh = Move {
             bin,
             time,
@@ -340,11 +354,55 @@ impl JobModel {
         }
         if phase == Phase::Installed
             && let (Some(worker), Some(operator)) = (worker, operator)
+            && let Some(view) = self.bin_mut(operator, bin)
         {
-            self.bin_mut(operator, bin).owner = Some(worker);
+            view.owner = Some(worker);
         }
         if phase == Phase::Completed {
             self.moving.remove(&bin);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(event: Event) -> Stamped {
+        Stamped {
+            at_s: 0.0,
+            process: 0,
+            event,
+        }
+    }
+
+    #[test]
+    fn bins_the_job_cannot_have_are_ignored() {
+        let mut m = JobModel::new();
+        let size = |bin| {
+            at(Event::BinSize {
+                worker: 0,
+                operator: "count".into(),
+                bin,
+                keys: 1,
+                bytes: 1,
+            })
+        };
+        // Before any hello: at most the most bins a job can have.
+        m.apply(&size(u32::MAX));
+        m.apply(&size(4_000_000_000));
+        assert!(m.operators.get("count").is_none_or(|b| b.is_empty()));
+        m.apply(&at(Event::Hello {
+            processes: 1,
+            workers: 1,
+            peers: 1,
+            bins: u32::MAX,
+            config: serde_json::json!({}),
+        }));
+        assert_eq!(m.bins(), Some(MAX_BINS));
+        m.apply(&size(3));
+        m.apply(&size(MAX_BINS));
+        assert_eq!(m.operators["count"].len(), 4);
+        assert_eq!(m.operators["count"][3].keys, 1);
     }
 }

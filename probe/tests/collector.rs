@@ -85,8 +85,8 @@ fn merges_two_exporters_and_survives_bad_clients() {
     let addr = collector.local_addr().unwrap();
     let (one, q1, h1) = process(1);
     let (two, q2, h2) = process(2);
-    let e1 = Exporter::start(addr, 1, h1, q1).unwrap();
-    let e2 = Exporter::start(addr, 2, h2, q2).unwrap();
+    let e1 = Exporter::start(addr, 1, None, h1, q1).unwrap();
+    let e2 = Exporter::start(addr, 2, None, h2, q2).unwrap();
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -145,6 +145,19 @@ fn merges_two_exporters_and_survives_bad_clients() {
             .unwrap();
         closed(liar).await;
 
+        // An exporter that would speak for the collector's own process.
+        let mut impostor = Connection::new(TcpStream::connect(addr).await.unwrap());
+        impostor
+            .send(&ClientFrame::Hello {
+                protocol: PROTOCOL_VERSION,
+                role: Role::Exporter { process: 0 },
+                token: None,
+            })
+            .await
+            .unwrap();
+        let reason = closed(impostor).await.expect("a refusal");
+        assert!(reason.contains("own"), "{reason}");
+
         // The collector still serves the first subscriber and new ones.
         emit(&one, 1, 40);
         follow(&mut sub, &mut model, |m| {
@@ -159,7 +172,7 @@ fn merges_two_exporters_and_survives_bad_clients() {
     assert!(e1.finish().unwrap() >= 2);
     assert!(e2.finish().unwrap() >= 2);
     let report = collector.finish(Duration::from_secs(5)).unwrap();
-    assert_eq!(report.closed.len(), 4, "{:?}", report.closed);
+    assert_eq!(report.closed.len(), 5, "{:?}", report.closed);
     assert!(
         report.closed.iter().any(|r| r.contains("malformed")),
         "{:?}",

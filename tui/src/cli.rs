@@ -74,8 +74,8 @@ struct RunArgs {
     /// Offered load in records per second, over all workers.
     #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..))]
     rate: u64,
-    /// Length of the measured run in seconds [default: 10 without the dashboard, an hour
-    /// with it, where q ends it].
+    /// Length of the measured run in seconds [default: 10; an hour with the dashboard on
+    /// one process, where q ends it].
     #[arg(long, value_parser = parse_duration, value_name = "SECS")]
     duration: Option<f64>,
     /// Seed of the record generator.
@@ -305,11 +305,14 @@ fn run_config(args: &RunArgs, dashboard: bool) -> Result<RunConfig, ConfigError>
         bins: Bins::new(args.bins)?,
         keys: args.keys,
         rate: args.rate,
-        duration: Duration::from_secs_f64(args.duration.unwrap_or(if dashboard {
-            DASHBOARD_SECS
-        } else {
-            HEADLESS_SECS
-        })),
+        // A cluster's processes must agree on the length, and only process 0 has a dashboard.
+        duration: Duration::from_secs_f64(args.duration.unwrap_or(
+            if dashboard && observe::cluster_position(&args.timely).0 == 1 {
+                DASHBOARD_SECS
+            } else {
+                HEADLESS_SECS
+            },
+        )),
         seed: args.seed,
         native: args.native,
         preload: !args.no_preload,
@@ -348,7 +351,7 @@ fn run_with_dashboard(
     addr: SocketAddr,
     control: ControlHandle,
 ) -> anyhow::Result<()> {
-    let single = config.timely_args.is_empty();
+    let single = observe::cluster_position(&config.timely_args).0 == 1;
     let (tx, rx) = std::sync::mpsc::channel();
     let commands = dash::source::live(addr, probe.token.clone(), tx.clone());
     let job_control = control.clone();

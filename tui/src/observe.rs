@@ -57,7 +57,7 @@ pub fn install_tracing(probe: Option<ProbeLayer>) {
 }
 
 /// `-n` and `-p` from timely's arguments: (processes, this process).
-fn cluster_position(timely_args: &[String]) -> (u32, u32) {
+pub fn cluster_position(timely_args: &[String]) -> (u32, u32) {
     let value = |short: &str, long: &str| {
         timely_args
             .iter()
@@ -99,7 +99,7 @@ pub fn start(config: &RunConfig, probe: &ProbeArgs, control: &ControlHandle) -> 
             )
             .into());
         }
-        let exporter = Exporter::start(addr, process, hello, queue)
+        let exporter = Exporter::start(addr, process, probe.token.clone(), hello, queue)
             .with_context(|| format!("exporting events to {addr}"))?;
         return Ok(Observer::Exporter(exporter));
     }

@@ -144,7 +144,11 @@ fn without_a_terminal_run_goes_headless() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("not a terminal"), "{stderr}");
-    let last = String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().to_string();
+    let last = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string();
     let summary: serde_json::Value = serde_json::from_str(&last).expect("a JSON summary");
     assert_eq!(summary["duration_s"], 0.5);
 }

@@ -37,7 +37,7 @@ pub struct OperatorProbe {
 }
 
 /// The operators of one worker, in the order they were built, and the time they spent
-/// working (measured only when [`Observers::time_operators`] was called before building).
+/// working (measured from when [`Observers::time_operators`] is called).
 #[derive(Clone, Default)]
 pub struct Observers {
     probes: Rc<RefCell<Vec<OperatorProbe>>>,
