@@ -517,7 +517,7 @@ fn run_worker<J: Job>(
             measure(&mut latency, &mut next_measured, next_epoch);
         }
         if let Some(sampler) = sampler.as_mut() {
-            let output = probe.with_frontier(|f| f.first().copied());
+            let output = || probe.with_frontier(|f| f.first().copied());
             sampler.maybe_sample(now, records_in, time_of(next_epoch), output);
         }
         if next_epoch > duration_ms {

@@ -60,8 +60,6 @@ impl Sampler {
         }
     }
 
-    /// Samples if [`SAMPLE_EVERY`] has passed. `records` counts the records this worker has
-    /// sent so far, `input` is the time its input is open at, `output` its output frontier.
     /// Starts the intervals at the measured run's start: the preload's records and busy time
     /// are not the first sample's.
     pub fn begin(&mut self, records: u64) {
@@ -70,12 +68,22 @@ impl Sampler {
         self.last = Duration::ZERO;
     }
 
-    /// `now` is the harness's clock (its loop reads it anyway: no clock read here).
-    pub fn maybe_sample(&mut self, now: Duration, records: u64, input: Time, output: Option<Time>) {
+    /// Samples if [`SAMPLE_EVERY`] has passed. `now` is the harness's clock (its loop reads it
+    /// anyway: no clock read here); `records` counts the records this worker has sent so far;
+    /// `input` is the time its input is open at; `output` reads the output frontier, only when a sample is due (this is called on every
+    /// turn of the worker's loop).
+    pub fn maybe_sample(
+        &mut self,
+        now: Duration,
+        records: u64,
+        input: Time,
+        output: impl FnOnce() -> Option<Time>,
+    ) {
         let interval = now.saturating_sub(self.last);
         if interval < SAMPLE_EVERY {
             return;
         }
+        let output = output();
         self.last = now;
         let full = self.samples == 0;
         let turn = self.samples % REFRESH_EVERY;

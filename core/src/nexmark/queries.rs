@@ -13,7 +13,7 @@ use super::{Auction, Bid, Event, NexmarkParams, Person, Query};
 use crate::Time;
 use crate::bins::hash_key;
 use crate::config::ControlInst;
-use crate::operator::{Bin, StatefulConfig, native_binary, native_unary, stateful_binary, stateful_unary};
+use crate::operator::{Bin, StatefulConfig, native_unary, sides, stateful_unary};
 use crate::size::{BinState, StateSize};
 
 /// Every query's output, in one type so that one harness runs them all.
@@ -60,6 +60,8 @@ pub(crate) trait Backend<'s> {
         K: Fn(&R) -> u64 + 'static,
         L: FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>) + 'static;
 
+    /// Two inputs keyed into the same bins: both backends merge them into one input of
+    /// `Side`s and run it as a unary operator, as `stateful_binary` and `native_binary` do.
     #[allow(clippy::too_many_arguments)]
     fn binary<R1, R2, S, O, K1, K2, L>(
         &self,
@@ -77,7 +79,11 @@ pub(crate) trait Backend<'s> {
         O: Clone + 'static,
         K1: Fn(&R1) -> u64 + 'static,
         K2: Fn(&R2) -> u64 + 'static,
-        L: FnMut(Time, &mut Bin<S>, &mut Vec<R1>, &mut Vec<R2>, &mut Vec<O>) + 'static;
+        L: FnMut(Time, &mut Bin<S>, &mut Vec<R1>, &mut Vec<R2>, &mut Vec<O>) + 'static,
+    {
+        let (merged, key, logic) = sides(left, right, key_left, key_right, logic);
+        self.unary(merged, name, key, logic)
+    }
 }
 
 /// The migrateable operators, all driven by one control stream.
@@ -108,36 +114,6 @@ impl<'s> Backend<'s> for Migrating<'s> {
     {
         stateful_unary(data, self.control.clone(), &self.config, name, key, logic)
     }
-
-    fn binary<R1, R2, S, O, K1, K2, L>(
-        &self,
-        left: StreamVec<'s, Time, R1>,
-        right: StreamVec<'s, Time, R2>,
-        name: &str,
-        key_left: K1,
-        key_right: K2,
-        logic: L,
-    ) -> StreamVec<'s, Time, O>
-    where
-        R1: ExchangeData + Clone,
-        R2: ExchangeData + Clone,
-        S: BinState,
-        O: Clone + 'static,
-        K1: Fn(&R1) -> u64 + 'static,
-        K2: Fn(&R2) -> u64 + 'static,
-        L: FnMut(Time, &mut Bin<S>, &mut Vec<R1>, &mut Vec<R2>, &mut Vec<O>) + 'static,
-    {
-        stateful_binary(
-            left,
-            right,
-            self.control.clone(),
-            &self.config,
-            name,
-            key_left,
-            key_right,
-            logic,
-        )
-    }
 }
 
 impl<'s> Backend<'s> for Native {
@@ -156,27 +132,6 @@ impl<'s> Backend<'s> for Native {
         L: FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>) + 'static,
     {
         native_unary(data, &self.config, name, key, logic)
-    }
-
-    fn binary<R1, R2, S, O, K1, K2, L>(
-        &self,
-        left: StreamVec<'s, Time, R1>,
-        right: StreamVec<'s, Time, R2>,
-        name: &str,
-        key_left: K1,
-        key_right: K2,
-        logic: L,
-    ) -> StreamVec<'s, Time, O>
-    where
-        R1: ExchangeData + Clone,
-        R2: ExchangeData + Clone,
-        S: BinState,
-        O: Clone + 'static,
-        K1: Fn(&R1) -> u64 + 'static,
-        K2: Fn(&R2) -> u64 + 'static,
-        L: FnMut(Time, &mut Bin<S>, &mut Vec<R1>, &mut Vec<R2>, &mut Vec<O>) + 'static,
-    {
-        native_binary(left, right, &self.config, name, key_left, key_right, logic)
     }
 }
 
