@@ -321,6 +321,7 @@ fn check(op: Op, case: &Case) -> Result<(), TestCaseError> {
             match inst {
                 ControlInst::Move { worker, .. } => *worker %= workers as u32,
                 ControlInst::Map(m) => m.iter_mut().for_each(|w| *w %= workers as u32),
+                _ => {}
             }
         }
         let still = run(op, &case, workers, false);

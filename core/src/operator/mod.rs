@@ -11,11 +11,16 @@
 //!   once both its data and its state-transfer frontiers have passed it).
 //!
 //! Hence the output at every time is the same as without migration, for every schedule.
+//!
+//! With two replicas per bin (`StatefulConfig::replicas`), F sends each record to both
+//! holders and S emits each (time, bin)'s outputs exactly once (see [`replica`]), so the
+//! output also stays the same when a worker fails at any point (see `crate::failure`).
 
 mod apply;
 mod native;
 mod observe;
 mod pending;
+mod replica;
 mod route;
 mod state;
 pub mod transfer;
@@ -23,6 +28,10 @@ pub mod transfer;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
 use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rustc_hash::FxHashSet;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -33,7 +42,8 @@ use timely::dataflow::operators::vec::{Broadcast, Map};
 
 use crate::Time;
 use crate::bins::Bins;
-use crate::config::{ControlInst, Map as BinMap, uniform};
+use crate::config::{ControlInst, History, Placement, Role, replicated, single, uniform};
+use crate::failure::Failures;
 use crate::size::{BinState, StateSize};
 
 pub use native::{native_binary, native_unary};
@@ -80,15 +90,25 @@ impl<S> Bin<S> {
 #[derive(Clone, Debug)]
 pub struct StatefulConfig {
     pub bins: Bins,
-    /// The map in force before any control command.
-    pub initial: BinMap,
+    /// The placement in force before any control command.
+    pub initial: Placement,
+    /// Replicas per bin: 1, or 2 for a primary and a standby.
+    pub replicas: usize,
     /// The largest state message, in bytes.
     pub chunk_bytes: usize,
     /// What this worker's operators shipped, by move time.
     pub transfers: TransferLog,
     /// Where this worker's operators register for observers.
     pub observers: Observers,
+    /// Which workers have failed: shared by every worker of the process (one per job
+    /// process; a fresh one per worker sees only that worker's own failures).
+    pub failures: Arc<Failures>,
+    /// When this worker's replicas first gave outputs in place of a failed primary.
+    pub takeovers: TakeoverLog,
 }
+
+/// A promoted replica's first output after a failure: when, and the bin.
+pub type TakeoverLog = Rc<RefCell<Vec<(Instant, u32)>>>;
 
 /// Totals of the bins one worker shipped at one time.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,14 +122,27 @@ pub struct TransferTotals {
 pub type TransferLog = Rc<RefCell<std::collections::BTreeMap<Time, TransferTotals>>>;
 
 impl StatefulConfig {
-    /// `bins` bins spread uniformly over `workers` workers.
+    /// `bins` bins spread uniformly over `workers` workers, one replica each.
     pub fn uniform(bins: Bins, workers: usize) -> Self {
         StatefulConfig {
             bins,
-            initial: uniform(bins.count(), workers),
+            initial: single(&uniform(bins.count(), workers)),
+            replicas: 1,
             chunk_bytes: DEFAULT_CHUNK_BYTES,
             transfers: TransferLog::default(),
             observers: Observers::default(),
+            failures: Arc::new(Failures::new(workers)),
+            takeovers: TakeoverLog::default(),
+        }
+    }
+
+    /// Primaries spread uniformly over `workers` workers (`per_process` in each process),
+    /// each bin with a standby chained to the next process (or worker).
+    pub fn replicated(bins: Bins, workers: usize, per_process: usize) -> Self {
+        StatefulConfig {
+            initial: replicated(&uniform(bins.count(), workers), workers, per_process),
+            replicas: 2,
+            ..StatefulConfig::uniform(bins, workers)
         }
     }
 }
@@ -117,19 +150,87 @@ impl StatefulConfig {
 /// The per-worker table of bins this worker currently holds, shared by its F and S.
 pub(crate) type BinTable<S> = Rc<RefCell<Vec<Option<Bin<S>>>>>;
 
-/// What S on this worker has applied: every update at a time before `done`. S raises it and
-/// wakes F; F ships a bin moving at `t` once `t <= done`.
+/// What F and S of one operator on one worker share.
 ///
-/// `done` is S's input frontier, so it still waits for every record and every bin in flight
-/// before `t`, on any worker. What it does not wait for is the other workers' S applying
-/// them: a bin only needs its own worker's S to be done, and waiting for S everywhere (the
-/// reference's feedback of S's output frontier) chained each move behind the previous
-/// move's decoding and application on the receiving worker.
-pub(crate) struct LocalProgress {
+/// `done` is what S has applied: every update at a time before it. S raises it and wakes F;
+/// F ships a bin moving at `t` once `t <= done`. It still waits for every record and every
+/// bin in flight before `t`, on any worker. What it does not wait for is the other workers'
+/// S applying them: a bin only needs its own worker's S to be done, and waiting for S
+/// everywhere (the reference's feedback of S's output frontier) chained each move behind the
+/// previous move's decoding and application on the receiving worker.
+///
+/// `control` is F's control frontier: the history holds the final placement of every time
+/// before it, and S applies a time only once it is final there (S needs its roles).
+pub(crate) struct Local<S> {
+    pub(crate) me: u32,
+    pub(crate) table: BinTable<S>,
+    pub(crate) history: RefCell<History>,
     pub(crate) done: Cell<Time>,
-    /// The control frontier F last saw (for observers).
     pub(crate) control: Cell<Time>,
     pub(crate) route: RefCell<Option<timely::scheduling::Activator>>,
+    pub(crate) state: RefCell<Option<timely::scheduling::Activator>>,
+    /// S on this worker stopped at a failure: it holds nothing and applies nothing.
+    pub(crate) dead: Cell<bool>,
+    /// The time from which a dead worker serves again (its rejoin is final).
+    pub(crate) revive_at: Cell<Option<Time>>,
+    /// Bins whose primary failed while this worker held their standby: their first output
+    /// from here is the takeover. `takeover_round` counts the failures heard of.
+    pub(crate) awaiting: RefCell<FxHashSet<u32>>,
+    pub(crate) takeover_round: Cell<u64>,
+}
+
+impl<S> Local<S> {
+    fn new(me: u32, initial: &Placement, table: BinTable<S>) -> Self {
+        Local {
+            me,
+            table,
+            history: RefCell::new(History::new(initial.clone())),
+            done: Cell::new(0),
+            control: Cell::new(0),
+            route: RefCell::new(None),
+            state: RefCell::new(None),
+            dead: Cell::new(false),
+            revive_at: Cell::new(None),
+            awaiting: RefCell::default(),
+            takeover_round: Cell::new(0),
+        }
+    }
+
+    /// Whether this worker serves its bins at `time` (it has not failed, or it rejoined
+    /// at or before `time` and has not failed again since).
+    pub(crate) fn alive_at(&self, time: Time, failures: &Failures) -> bool {
+        if failures.is_failed(self.me) {
+            return false;
+        }
+        !self.dead.get() || self.revive_at.get().is_some_and(|r| time >= r)
+    }
+
+    /// Worker `failed` failed: the bins whose standby is here await their takeover.
+    pub(crate) fn await_takeover(&self, failed: u32) {
+        let history = self.history.borrow();
+        let mut awaiting = self.awaiting.borrow_mut();
+        awaiting.extend(
+            history
+                .latest()
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.primary == failed && r.standby == self.me)
+                .map(|(b, _)| b as u32),
+        );
+        self.takeover_round.set(self.takeover_round.get() + 1);
+    }
+
+    pub(crate) fn wake_state(&self) {
+        if let Some(a) = self.state.borrow().as_ref() {
+            a.activate();
+        }
+    }
+
+    pub(crate) fn wake_route(&self) {
+        if let Some(a) = self.route.borrow().as_ref() {
+            a.activate();
+        }
+    }
 }
 
 /// A stateful operator on one input whose state can migrate between workers.
@@ -161,39 +262,43 @@ where
     let me = scope.index() as u32;
     let peers = scope.peers();
     assert!(
-        config.initial.len() == config.bins.count() && config.initial.iter().all(|w| (*w as usize) < peers),
-        "{name}: the initial map must name one of the {peers} workers for each of the {} bins",
+        config.initial.len() == config.bins.count()
+            && config
+                .initial
+                .iter()
+                .all(|r| r.holders().all(|w| (w as usize) < peers) && r.primary != r.standby),
+        "{name}: the initial placement must name one or two of the {peers} workers for each of the {} bins",
         config.bins.count()
     );
     let table: BinTable<S> = Rc::new(RefCell::new(
         config
             .initial
             .iter()
-            .map(|w| (*w == me).then(|| Bin::new(S::default())))
+            .map(|r| r.holds(me).then(|| Bin::new(S::default())))
             .collect(),
     ));
-    let progress = Rc::new(LocalProgress {
-        done: Cell::new(0),
-        control: Cell::new(0),
-        route: RefCell::new(None),
-    });
-    observe_table(config, name, &table, {
-        let progress = Rc::clone(&progress);
+    let local = Rc::new(Local::new(me, &config.initial, Rc::clone(&table)));
+    let frontiers = {
+        let local = Rc::clone(&local);
         move || Frontiers {
-            applied: progress.done.get(),
-            control: Some(progress.control.get()),
+            applied: local.done.get(),
+            control: Some(local.control.get()),
         }
-    });
+    };
+    let standby = {
+        let local = Rc::clone(&local);
+        move |bin: u32| local.history.borrow().latest()[bin as usize].role(me) == Some(Role::Standby)
+    };
+    observe_table(config, name, &table, frontiers, standby);
     let (routed, chunks) = route::build(
         name,
         data,
         control.broadcast(),
         config,
         bin_key,
-        Rc::clone(&table),
-        Rc::clone(&progress),
+        Rc::clone(&local),
     );
-    state::build(name, routed, chunks, table, progress, &config.observers, logic)
+    state::build(name, routed, chunks, local, config, logic)
 }
 
 /// Registers an operator's bin table and frontiers with the job's observers.
@@ -202,6 +307,7 @@ pub(crate) fn observe_table<S: StateSize + 'static>(
     name: &str,
     table: &BinTable<S>,
     frontiers: impl Fn() -> Frontiers + 'static,
+    standby: impl Fn(u32) -> bool + 'static,
 ) {
     let table = Rc::clone(table);
     config.observers.register(OperatorProbe {
@@ -214,6 +320,7 @@ pub(crate) fn observe_table<S: StateSize + 'static>(
                         bin: bin as u32,
                         keys: b.state.keys() as u64,
                         bytes: (b.state.bytes() + b.scheduled.len() * std::mem::size_of::<Time>()) as u64,
+                        standby: standby(bin as u32),
                     });
                 }
             }

@@ -10,15 +10,26 @@ use timely::dataflow::StreamVec;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
 
-use super::apply::apply_time;
+use super::apply::{Hooks, apply_time};
 use super::pending::Pending;
+use super::route::bin_key as order_key;
 use super::{Bin, BinTable, Frontiers, StatefulConfig};
 use crate::Time;
 use crate::size::BinState;
 
 struct Work<R> {
-    records: Vec<(u32, R)>,
+    /// Records with their order keys (the bin: no agreed order is needed without replicas).
+    records: Vec<(u64, R)>,
     scheduled: Vec<u32>,
+}
+
+/// The native twin only schedules later work.
+struct Later<'a, R>(&'a mut Pending<Work<R>>);
+
+impl<R, O> Hooks<O> for Later<'_, R> {
+    fn later(&mut self, at: Time, bin: u32) {
+        self.0.later(at).scheduled.push(bin);
+    }
 }
 
 impl<R> Default for Work<R> {
@@ -47,7 +58,7 @@ where
 {
     let me = data.scope().index() as u32;
     let bins = config.bins;
-    let owners = config.initial.clone();
+    let owners: Vec<u32> = config.initial.iter().map(|r| r.primary).collect();
     // The exchange and the operator both need the bin of a record.
     let bin_key = Rc::new(bin_key);
     let route_key = Rc::clone(&bin_key);
@@ -60,13 +71,14 @@ where
             .collect(),
     ));
     let applied = Rc::new(Cell::new(0));
-    super::observe_table(config, name, &table, {
+    let frontiers = {
         let applied = Rc::clone(&applied);
         move || Frontiers {
             applied: applied.get(),
             control: None,
         }
-    });
+    };
+    super::observe_table(config, name, &table, frontiers, |_| false);
     let mut work: Pending<Work<R>> = Pending::new();
     let mut batch = Vec::new();
     let mut produced = Vec::new();
@@ -77,11 +89,11 @@ where
             let _timed = busy.activation();
             input.for_each_stamp(|cap, batches| {
                 let Some(&time) = cap.least() else { return };
-                let entry = work.arrived(time, || cap.delayed(&time, 0));
+                let entry = work.arrived(time, || vec![cap.delayed(&time, 0)]);
                 for b in batches {
                     entry
                         .records
-                        .extend(b.drain(..).map(|r| (bins.bin_of(bin_key(&r)), r)));
+                        .extend(b.drain(..).map(|r| (order_key(bins.bin_of(bin_key(&r))), r)));
                 }
             });
             while let Some((time, Work { records, scheduled })) =
@@ -95,13 +107,13 @@ where
                     &mut batch,
                     &mut produced,
                     &mut logic,
-                    |at, bin| work.later(at).scheduled.push(bin),
+                    &mut Later(&mut work),
                 );
                 if let Err(bin) = applied {
                     panic!("{name}: worker {me} got records for bin {bin} it does not own");
                 }
                 if !produced.is_empty()
-                    && let Some(cap) = work.capability()
+                    && let Some(cap) = work.capability(0)
                 {
                     output.session(cap).give_container(&mut produced);
                     produced.clear();

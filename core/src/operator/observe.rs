@@ -15,6 +15,8 @@ pub struct BinSize {
     pub bin: u32,
     pub keys: u64,
     pub bytes: u64,
+    /// The worker holds the bin's standby (not its primary).
+    pub standby: bool,
 }
 
 /// An operator's frontiers on this worker.

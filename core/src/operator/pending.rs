@@ -1,9 +1,10 @@
-//! The work an operator still has to do, by logical time, under a single capability.
+//! The work an operator still has to do, by logical time, under a single capability per
+//! output port.
 //!
-//! Invariant: the held capability is at or before the earliest time with work, and there is
-//! none exactly when no work is left. One capability instead of one per time keeps timely's
-//! progress tracking independent of how many future times have work: Q4 schedules each
-//! open auction's closing at its own millisecond, ~10^5 distinct times ahead.
+//! Invariant: the held capabilities are at or before the earliest time with work, and there
+//! are none exactly when no work is left. One capability instead of one per time keeps
+//! timely's progress tracking independent of how many future times have work: Q4 schedules
+//! each open auction's closing at its own millisecond, ~10^5 distinct times ahead.
 
 use std::collections::BTreeMap;
 
@@ -13,7 +14,8 @@ use crate::Time;
 
 pub(crate) struct Pending<W> {
     work: BTreeMap<Time, W>,
-    held: Option<Capability<Time>>,
+    /// One capability per output port, all at the same time.
+    held: Option<Vec<Capability<Time>>>,
 }
 
 impl<W: Default> Pending<W> {
@@ -24,18 +26,26 @@ impl<W: Default> Pending<W> {
         }
     }
 
-    /// The work at `time`, which arrived on an input: `cap` makes the capability for it if
-    /// `time` is earlier than any work held so far.
-    pub(crate) fn arrived(&mut self, time: Time, cap: impl FnOnce() -> Capability<Time>) -> &mut W {
-        if self.held.as_ref().is_none_or(|held| time < *held.time()) {
-            self.held = Some(cap());
+    /// The time the capabilities are at, if any are held.
+    fn held_time(&self) -> Option<Time> {
+        self.held
+            .as_ref()
+            .and_then(|caps| caps.first())
+            .map(|c| *c.time())
+    }
+
+    /// The work at `time`, which arrived on an input: `caps` makes the capabilities (one per
+    /// output port) for it if `time` is earlier than any work held so far.
+    pub(crate) fn arrived(&mut self, time: Time, caps: impl FnOnce() -> Vec<Capability<Time>>) -> &mut W {
+        if self.held_time().is_none_or(|held| time < held) {
+            self.held = Some(caps());
         }
         self.work.entry(time).or_default()
     }
 
     /// The work at `time`, at or after the time last taken by [`Pending::next`].
     pub(crate) fn later(&mut self, time: Time) -> &mut W {
-        debug_assert!(self.held.as_ref().is_some_and(|held| *held.time() <= time));
+        debug_assert!(self.held_time().is_some_and(|held| held <= time));
         self.work.entry(time).or_default()
     }
 
@@ -48,22 +58,37 @@ impl<W: Default> Pending<W> {
             return None;
         }
         let work = entry.remove();
-        if let Some(held) = self.held.as_mut() {
-            held.downgrade(&time);
+        for cap in self.held.iter_mut().flatten() {
+            cap.downgrade(&time);
         }
         Some((time, work))
     }
 
-    /// The capability at the time last taken by [`Pending::next`].
-    pub(crate) fn capability(&self) -> Option<&Capability<Time>> {
-        self.held.as_ref()
+    /// The capability for output `port` at the time last taken by [`Pending::next`].
+    pub(crate) fn capability(&self, port: usize) -> Option<&Capability<Time>> {
+        self.held.as_ref().and_then(|caps| caps.get(port))
     }
 
-    /// Moves the capability up to the earliest remaining work, or releases it.
+    /// Moves the capabilities up to the earliest remaining work, or releases them.
     pub(crate) fn settle(&mut self) {
         match (self.work.keys().next(), self.held.as_mut()) {
-            (Some(first), Some(held)) => held.downgrade(first),
+            (Some(first), Some(held)) => {
+                for cap in held {
+                    cap.downgrade(first);
+                }
+            }
             _ => self.held = None,
         }
+    }
+
+    /// The earliest time with work.
+    pub(crate) fn first_time(&self) -> Option<Time> {
+        self.work.keys().next().copied()
+    }
+
+    /// Drops all work and the capabilities.
+    pub(crate) fn clear(&mut self) {
+        self.work.clear();
+        self.held = None;
     }
 }

@@ -1,0 +1,195 @@
+//! Exactly-once outputs from two replicas per bin: Flux's process pairs, on (time, bin).
+//!
+//! Invariant: for every (time, bin), the outputs of exactly one replica leave the operator.
+//! * Both replicas apply the same records of a (time, bin) in the same order to the same
+//!   state (`route::dest`), so with deterministic logic they produce the same outputs.
+//! * The primary at `t` emits its outputs of (t, b) and, in the same step (no fail point
+//!   between them), sends an *ack* (t, b) to the standby at `t`.
+//! * The standby keeps its outputs of (t, b), under a capability at `t`, until the ack
+//!   arrives (it drops them) or the *ack frontier* passes `t` without one (it releases
+//!   them: the primary stopped before emitting them). The ack frontier passes `t` only once
+//!   every worker has applied `t` or failed, and a failed worker sends nothing more, so
+//!   "no ack by then" means "never emitted, and never will be".
+//!
+//! In steady state this costs one small ack per (time, bin) with outputs and, at the
+//! standby, holding its outputs until the ack arrives; outputs of the primary are not
+//! delayed by it, but the time completes only once the standby has dropped its copy.
+//!
+//! The acks travel on a second output of S to a separate operator (a loop from S to itself
+//! would need a timestamp increment); that operator hands them to S through an
+//! [`AckBoard`] on the same worker.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use rustc_hash::FxHashSet;
+use timely::dataflow::StreamVec;
+use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::Capability;
+use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
+
+use crate::Time;
+
+/// An ack for the standby `worker` of `bin`, at the time of the message carrying it.
+#[inline]
+pub(crate) fn ack(worker: u32, bin: u32) -> u64 {
+    (u64::from(worker) << 32) | u64::from(bin)
+}
+
+/// Acks that arrived at one worker, and how far they are complete.
+pub(crate) struct AckBoard {
+    arrived: RefCell<Vec<(Time, Vec<u64>)>>,
+    /// Every ack before this time has arrived.
+    frontier: Cell<Time>,
+}
+
+impl AckBoard {
+    pub(crate) fn new() -> Self {
+        AckBoard {
+            arrived: RefCell::new(Vec::new()),
+            frontier: Cell::new(0),
+        }
+    }
+
+    /// Whether every ack at `time` has arrived.
+    pub(crate) fn complete(&self, time: Time) -> bool {
+        time < self.frontier.get()
+    }
+}
+
+/// Builds the operator that receives acks for this worker's standbys and posts them on
+/// `board`, waking S (`wake`) whenever something changed.
+pub(crate) fn receive<'s>(
+    name: &str,
+    acks: StreamVec<'s, Time, u64>,
+    board: Rc<AckBoard>,
+    wake: impl Fn() + 'static,
+) {
+    let mut builder = OperatorBuilder::new(format!("{name}.acks"), acks.scope());
+    let mut input = builder.new_input(acks, Exchange::new(|a: &u64| a >> 32));
+    builder.build(move |_| {
+        move |frontiers| {
+            let mut changed = false;
+            input.for_each_stamp(|cap, batches| {
+                let Some(&time) = cap.least() else { return };
+                let mut arrived = board.arrived.borrow_mut();
+                for b in batches {
+                    arrived.push((time, std::mem::take(b)));
+                }
+                changed = true;
+            });
+            let frontier = frontiers[0].frontier().first().copied().unwrap_or(Time::MAX);
+            if frontier != board.frontier.get() {
+                board.frontier.set(frontier);
+                changed = true;
+            }
+            if changed {
+                wake();
+            }
+        }
+    });
+}
+
+/// One time's standby outputs not decided yet.
+struct Held<O> {
+    cap: Capability<Time>,
+    outputs: Vec<O>,
+    /// Each bin and the end of its outputs in `outputs`, in bin order.
+    bins: Vec<(u32, usize)>,
+}
+
+/// The standby side: outputs kept until their primary's ack or the ack frontier decides.
+pub(crate) struct Holding<O> {
+    held: BTreeMap<Time, Held<O>>,
+    acked: BTreeMap<Time, FxHashSet<u32>>,
+}
+
+impl<O> Holding<O> {
+    pub(crate) fn new() -> Self {
+        Holding {
+            held: BTreeMap::new(),
+            acked: BTreeMap::new(),
+        }
+    }
+
+    /// Takes the acks posted on `board`.
+    pub(crate) fn take_acks(&mut self, board: &AckBoard) {
+        for (time, acks) in board.arrived.borrow_mut().drain(..) {
+            let set = self.acked.entry(time).or_default();
+            set.extend(acks.into_iter().map(|a| a as u32));
+        }
+    }
+
+    /// Whether the primary's outputs of (time, bin) are known to have left.
+    pub(crate) fn acked(&self, time: Time, bin: u32) -> bool {
+        self.acked.get(&time).is_some_and(|s| s.contains(&bin))
+    }
+
+    /// Keeps `out[from..]`, the outputs of (time, bin); `cap` makes a capability at `time`.
+    pub(crate) fn hold(
+        &mut self,
+        time: Time,
+        bin: u32,
+        out: &mut Vec<O>,
+        from: usize,
+        cap: impl FnOnce() -> Capability<Time>,
+    ) {
+        let held = self.held.entry(time).or_insert_with(|| Held {
+            cap: cap(),
+            outputs: Vec::new(),
+            bins: Vec::new(),
+        });
+        held.outputs.extend(out.drain(from..));
+        held.bins.push((bin, held.outputs.len()));
+    }
+
+    /// Decides what can be: drops outputs whose ack arrived, and releases through `release`
+    /// (with the capability and the bins they came from) those whose time the ack frontier
+    /// passed without an ack. Forgets acks nobody can need: for times before `applied` with
+    /// nothing held.
+    pub(crate) fn settle(
+        &mut self,
+        board: &AckBoard,
+        applied: Time,
+        mut release: impl FnMut(&Capability<Time>, Vec<O>, &[u32]),
+    ) {
+        let mut decided = Vec::new();
+        for (time, held) in self.held.iter_mut() {
+            let acked = self.acked.get(time);
+            let pending = |bin: &u32| acked.is_none_or(|s| !s.contains(bin));
+            if !held.bins.iter().any(|(b, _)| pending(b)) {
+                decided.push(*time);
+            } else if board.complete(*time) {
+                let mut outputs = std::mem::take(&mut held.outputs).into_iter();
+                let mut released = Vec::new();
+                let mut bins = Vec::new();
+                let mut start = 0;
+                for (bin, end) in &held.bins {
+                    let part = outputs.by_ref().take(end - start);
+                    if pending(bin) {
+                        released.extend(part);
+                        bins.push(*bin);
+                    } else {
+                        part.for_each(drop);
+                    }
+                    start = *end;
+                }
+                release(&held.cap, released, &bins);
+                decided.push(*time);
+            }
+        }
+        for time in decided {
+            self.held.remove(&time);
+            self.acked.remove(&time);
+        }
+        let held = &self.held;
+        self.acked.retain(|t, _| *t >= applied || held.contains_key(t));
+    }
+
+    /// Forgets everything (the worker failed).
+    pub(crate) fn clear(&mut self) {
+        self.held.clear();
+        self.acked.clear();
+    }
+}
