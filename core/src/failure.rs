@@ -22,6 +22,8 @@ pub struct Failures {
     countdown: Vec<AtomicU64>,
     /// Failures the driver has been told of.
     reported: Vec<AtomicBool>,
+    /// How often each worker failed.
+    count: Vec<AtomicU64>,
     /// Bins left without any replica, and the first time at which one was.
     lost: Mutex<(BTreeSet<u32>, Option<Time>)>,
     any_lost: AtomicBool,
@@ -34,6 +36,7 @@ impl Failures {
         Failures {
             failed: flags(),
             countdown: (0..workers).map(|_| AtomicU64::new(0)).collect(),
+            count: (0..workers).map(|_| AtomicU64::new(0)).collect(),
             reported: flags(),
             lost: Mutex::default(),
             any_lost: AtomicBool::new(false),
@@ -42,9 +45,19 @@ impl Failures {
 
     /// Fails `worker` now: its operators stop at their next fail point.
     pub fn fail(&self, worker: u32) {
-        if let Some(f) = self.failed.get(worker as usize) {
-            f.store(true, Ordering::Release);
+        let w = worker as usize;
+        if let (Some(f), Some(c)) = (self.failed.get(w), self.count.get(w))
+            && !f.swap(true, Ordering::AcqRel)
+        {
+            c.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// How many times `worker` failed so far.
+    pub fn times_failed(&self, worker: u32) -> u64 {
+        self.count
+            .get(worker as usize)
+            .map_or(0, |c| c.load(Ordering::Relaxed))
     }
 
     /// Fails `worker` at its `after`-th fail point from now (`after >= 1`).

@@ -11,6 +11,7 @@ pub mod bins;
 pub mod config;
 pub mod control;
 pub mod error;
+pub mod failover;
 pub mod failure;
 pub mod harness;
 pub mod latency;

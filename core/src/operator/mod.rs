@@ -44,10 +44,10 @@ use crate::Time;
 use crate::bins::Bins;
 use crate::config::{ControlInst, History, Placement, Role, replicated, single, uniform};
 use crate::failure::Failures;
-use crate::size::{BinState, StateSize};
+use crate::size::BinState;
 
 pub use native::{native_binary, native_unary};
-pub use observe::{BinSize, Frontiers, Observers, OperatorProbe};
+pub use observe::{BinSize, DigestSampler, Frontiers, Observers, OperatorProbe};
 pub use transfer::DEFAULT_CHUNK_BYTES;
 
 /// A bin's user state plus the work it has scheduled for later times.
@@ -302,19 +302,28 @@ where
 }
 
 /// Registers an operator's bin table and frontiers with the job's observers.
-pub(crate) fn observe_table<S: StateSize + 'static>(
+pub(crate) fn observe_table<S: BinState>(
     config: &StatefulConfig,
     name: &str,
     table: &BinTable<S>,
     frontiers: impl Fn() -> Frontiers + 'static,
     standby: impl Fn(u32) -> bool + 'static,
 ) {
-    let table = Rc::clone(table);
+    let sized = Rc::clone(table);
+    let hashed = Rc::clone(table);
     config.observers.register(OperatorProbe {
         name: name.to_string(),
         frontiers: Box::new(frontiers),
+        digests: Box::new(move |out| {
+            for (bin, held) in hashed.borrow().iter().enumerate() {
+                if let Some(b) = held {
+                    let bytes = transfer::encode(b, usize::MAX).concat();
+                    out.push((bin as u32, crate::bins::hash_key(&bytes)));
+                }
+            }
+        }),
         sizes: Box::new(move |out| {
-            for (bin, held) in table.borrow().iter().enumerate() {
+            for (bin, held) in sized.borrow().iter().enumerate() {
                 if let Some(b) = held {
                     out.push(BinSize {
                         bin: bin as u32,

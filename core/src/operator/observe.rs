@@ -31,11 +31,16 @@ pub struct Frontiers {
 /// Appends the size of every bin a worker holds, in bin order.
 pub type SizeSampler = Box<dyn Fn(&mut Vec<BinSize>)>;
 
+/// Appends, for every bin a worker holds, a hash of its encoded state (its user state and
+/// scheduled work): equal hashes on two workers mean byte-identical replicas.
+pub type DigestSampler = Box<dyn Fn(&mut Vec<(u32, u64)>)>;
+
 /// One operator as observers see it.
 pub struct OperatorProbe {
     pub name: String,
     pub frontiers: Box<dyn Fn() -> Frontiers>,
     pub sizes: SizeSampler,
+    pub digests: DigestSampler,
 }
 
 /// The operators of one worker, in the order they were built, and the time they spent

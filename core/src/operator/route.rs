@@ -213,6 +213,16 @@ where
 
             let mut records_handle = records_out.activate();
             let history = local.history.borrow();
+            // Held records first: each sender's records then leave in the order they came.
+            while let Some(entry) = held.first_entry() {
+                let time = *entry.key();
+                if control_frontier.less_equal(&time) {
+                    break;
+                }
+                let (cap, records) = entry.remove();
+                let mut session = records_handle.session(&cap);
+                route(history.at(time), bins, &bin_key, me, records.into_iter(), |r| session.give(r));
+            }
             data_in.for_each_stamp(|cap, batches| {
                 let Some(&time) = cap.least() else { return };
                 if control_frontier.less_equal(&time) {
@@ -229,15 +239,6 @@ where
                     }
                 }
             });
-            while let Some(entry) = held.first_entry() {
-                let time = *entry.key();
-                if control_frontier.less_equal(&time) {
-                    break;
-                }
-                let (cap, records) = entry.remove();
-                let mut session = records_handle.session(&cap);
-                route(history.at(time), bins, &bin_key, me, records.into_iter(), |r| session.give(r));
-            }
             drop(records_handle);
             drop(history);
 
