@@ -32,4 +32,14 @@ pub enum CommandError {
     NoPlan,
     #[error("{0}")]
     BadTarget(String),
+    #[error("worker {0} has failed (rejoin it first)")]
+    WorkerFailed(usize),
+    #[error("worker {0} has not failed")]
+    NotFailed(usize),
+    #[error("worker {worker} cannot hold the standby of bin {bin}: {reason}")]
+    BadStandby {
+        bin: usize,
+        worker: usize,
+        reason: String,
+    },
 }

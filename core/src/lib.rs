@@ -7,9 +7,11 @@
 //! * [`operator`]: `stateful_unary` / `stateful_binary`, the F/S operator pair.
 //! * [`control`]: the thread-safe handle through which commands reach the dataflow.
 
+pub mod abort;
 pub mod bins;
 pub mod config;
 pub mod control;
+pub mod driver;
 pub mod error;
 pub mod failover;
 pub mod failure;

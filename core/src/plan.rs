@@ -7,17 +7,34 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::str::FromStr;
 
-use serde::Serialize;
-
-use crate::config::Map;
+use crate::config::{Map, NONE, Placement, Replicas, Transfer, chained, transfers, uniform};
 use crate::error::ConfigError;
 
-/// One bin move: `bin` goes to worker `to`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct Move {
+/// One bin's change of holders within a plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Change {
     pub bin: u32,
-    pub from: u32,
-    pub to: u32,
+    pub from: Replicas,
+    pub to: Replicas,
+}
+
+impl Change {
+    /// The copies of state the change takes (none for a swap of roles).
+    pub fn transfers(&self) -> impl Iterator<Item = Transfer> {
+        transfers(self.from, self.to)
+    }
+
+    /// The worker a report names as where the bin goes from and to: the primary's, unless
+    /// only the standby changes.
+    pub fn endpoints(&self) -> (u32, u32) {
+        if self.from.primary != self.to.primary {
+            (self.from.primary, self.to.primary)
+        } else if self.from.standby != NONE {
+            (self.from.standby, self.to.standby)
+        } else {
+            (self.from.primary, self.to.standby)
+        }
+    }
 }
 
 /// How a plan splits its moves into steps.
@@ -180,6 +197,87 @@ impl Target {
     }
 }
 
+impl Target {
+    /// The placement this target describes, starting from `current`, on the workers of a
+    /// job of `workers` (`per_process` in each process) that `live` marks as serving.
+    ///
+    /// Primaries go where [`Target::resolve`] puts them, over the live workers only. A bin
+    /// that has a standby keeps one: where it is if it can stay (not the new primary, not
+    /// drained, live), else on the old primary's worker (roles swap, nothing copied), else
+    /// chained after the new primary. Degraded bins stay degraded: recovery gives them
+    /// standbys.
+    pub fn goal(
+        &self,
+        current: &Placement,
+        workers: usize,
+        per_process: usize,
+        live: &[bool],
+    ) -> Result<Placement, ConfigError> {
+        let bins = current.len();
+        let invalid = ConfigError::Invalid;
+        let is_live = |w: u32| live.get(w as usize).copied().unwrap_or(false);
+        let alive: Vec<u32> = (0..workers as u32).filter(|w| is_live(*w)).collect();
+        if alive.is_empty() {
+            return Err(invalid("no worker is live".to_string()));
+        }
+        let primaries: Map = current.iter().map(|r| r.primary).collect();
+        let drained = match self {
+            Target::Drain(w) => Some(*w as u32),
+            _ => None,
+        };
+        let goal: Map = match self {
+            Target::Uniform if alive.len() == workers => uniform(bins, workers),
+            Target::Uniform => (0..bins).map(|b| alive[b % alive.len()]).collect(),
+            Target::Pack(n) if *n > alive.len() => {
+                return Err(invalid(format!(
+                    "target pack:{n} needs {n} live workers but the job has {}",
+                    alive.len()
+                )));
+            }
+            Target::Pack(n) => spread(&primaries, &alive[..*n]),
+            Target::Drain(w) => {
+                self.resolve(&primaries, workers)?;
+                let keep: Vec<u32> = alive.iter().copied().filter(|a| *a as usize != *w).collect();
+                if keep.is_empty() {
+                    return Err(invalid(format!("target drain:{w} leaves no live worker")));
+                }
+                spread(&primaries, &keep)
+            }
+            Target::Map(_) => {
+                let map = self.resolve(&primaries, workers)?;
+                if let Some(w) = map.iter().find(|w| !is_live(**w)) {
+                    return Err(invalid(format!("target map names worker {w}, which has failed")));
+                }
+                map
+            }
+        };
+        let usable = |w: u32| is_live(w) && Some(w) != drained;
+        current
+            .iter()
+            .zip(&goal)
+            .enumerate()
+            .map(|(bin, (r, p))| {
+                if r.standby == NONE {
+                    return Ok(Replicas::single(*p));
+                }
+                let standby = if r.standby != *p && usable(r.standby) {
+                    r.standby
+                } else if r.primary != *p && usable(r.primary) {
+                    r.primary
+                } else {
+                    chained(*p, workers, per_process, usable)
+                };
+                if standby == NONE {
+                    return Err(invalid(format!(
+                        "target {self} leaves no worker for the standby of bin {bin}"
+                    )));
+                }
+                Ok(Replicas { primary: *p, standby })
+            })
+            .collect()
+    }
+}
+
 /// Spreads all bins evenly over `allowed`, keeping bins that are already on an allowed
 /// worker in place while that worker is below its share.
 fn spread(current: &Map, allowed: &[u32]) -> Map {
@@ -208,14 +306,14 @@ fn spread(current: &Map, allowed: &[u32]) -> Map {
     map
 }
 
-/// The moves that turn `current` into `target`, in bin order.
-pub fn moves(current: &Map, target: &Map) -> Vec<Move> {
+/// The changes that turn `current` into `goal`, in bin order.
+pub fn changes(current: &Placement, goal: &Placement) -> Vec<Change> {
     current
         .iter()
-        .zip(target)
+        .zip(goal)
         .enumerate()
         .filter(|(_, (from, to))| from != to)
-        .map(|(bin, (from, to))| Move {
+        .map(|(bin, (from, to))| Change {
             bin: bin as u32,
             from: *from,
             to: *to,
@@ -223,60 +321,97 @@ pub fn moves(current: &Map, target: &Map) -> Vec<Move> {
         .collect()
 }
 
-/// Splits `moves` into steps according to `strategy`. Every move appears in exactly one
-/// step, and no step is empty.
-pub fn steps(strategy: Strategy, moves: Vec<Move>) -> Vec<Vec<Move>> {
-    if moves.is_empty() {
+/// Splits `changes` into steps according to `strategy`. Every change appears in exactly
+/// one step, and no step is empty.
+pub fn steps(strategy: Strategy, changes: Vec<Change>) -> Vec<Vec<Change>> {
+    if changes.is_empty() {
         return Vec::new();
     }
     match strategy {
-        Strategy::AllAtOnce => vec![moves],
-        Strategy::Fluid => moves.into_iter().map(|m| vec![m]).collect(),
-        Strategy::Batched(k) => moves.chunks(k.max(1)).map(<[Move]>::to_vec).collect(),
-        Strategy::Matched => matched_steps(moves),
+        Strategy::AllAtOnce => vec![changes],
+        Strategy::Fluid => changes.into_iter().map(|c| vec![c]).collect(),
+        Strategy::Batched(k) => changes.chunks(k.max(1)).map(<[Change]>::to_vec).collect(),
+        Strategy::Matched => matched_steps(changes),
     }
 }
 
-/// Repeatedly takes a maximum matching between sending and receiving workers: each step
-/// moves at most one bin out of and one bin into each worker.
+/// Each step sends at most one bin out of and one bin into each worker: a maximum matching
+/// between senders and receivers of the changes that copy one bin, then, greedily, the
+/// changes that copy two (both replicas move) where their workers are still free. Changes
+/// that copy nothing (roles swap) go in the first step.
 ///
 /// The matching runs on worker pairs, not on bins, so a round costs O(workers³) however
 /// many bins remain: packing 2^16 bins stays fast.
-fn matched_steps(moves: Vec<Move>) -> Vec<Vec<Move>> {
-    let workers = moves
+fn matched_steps(changes: Vec<Change>) -> Vec<Vec<Change>> {
+    let workers = changes
         .iter()
-        .map(|m| m.from.max(m.to) as usize + 1)
+        .flat_map(Change::transfers)
+        .map(|t| t.from.max(t.to) as usize + 1)
         .max()
         .unwrap_or(0);
-    // pending[s][d]: the moves from s to d not yet in a step, in bin order.
-    let mut pending: Vec<Vec<VecDeque<Move>>> = vec![vec![VecDeque::new(); workers]; workers];
-    let mut left = moves.len();
-    for m in moves {
-        pending[m.from as usize][m.to as usize].push_back(m);
+    // pending[s][d]: the one-copy changes from s to d not yet in a step, in bin order.
+    let mut pending: Vec<Vec<VecDeque<Change>>> = vec![vec![VecDeque::new(); workers]; workers];
+    let mut first = Vec::new();
+    let mut doubles = VecDeque::new();
+    let mut left = 0;
+    for c in changes {
+        let copies: Vec<Transfer> = c.transfers().collect();
+        match copies.as_slice() {
+            [] => first.push(c),
+            [t] => {
+                pending[t.from as usize][t.to as usize].push_back(c);
+                left += 1;
+            }
+            _ => {
+                doubles.push_back(c);
+                left += 1;
+            }
+        }
     }
     let mut steps = Vec::new();
-    while left > 0 {
+    while left > 0 || !first.is_empty() {
         let mut match_of_dst: Vec<Option<usize>> = vec![None; workers];
         for s in 0..workers {
             let mut seen = vec![false; workers];
             augment(s, &pending, &mut match_of_dst, &mut seen);
         }
-        let mut step: Vec<Move> = match_of_dst
-            .iter()
-            .enumerate()
-            .filter_map(|(d, s)| s.and_then(|s| pending[s][d].pop_front()))
-            .collect();
-        step.sort_by_key(|m| m.bin);
-        left -= step.len();
+        let mut step: Vec<Change> = std::mem::take(&mut first);
+        let (mut out, mut inn) = (vec![false; workers], vec![false; workers]);
+        for (d, s) in match_of_dst.iter().enumerate() {
+            if let Some(s) = *s
+                && let Some(c) = pending[s][d].pop_front()
+            {
+                out[s] = true;
+                inn[d] = true;
+                step.push(c);
+                left -= 1;
+            }
+        }
+        for _ in 0..doubles.len() {
+            let Some(c) = doubles.pop_front() else { break };
+            if c.transfers()
+                .all(|t| !out[t.from as usize] && !inn[t.to as usize])
+            {
+                for t in c.transfers() {
+                    out[t.from as usize] = true;
+                    inn[t.to as usize] = true;
+                }
+                step.push(c);
+                left -= 1;
+            } else {
+                doubles.push_back(c);
+            }
+        }
+        step.sort_by_key(|c| c.bin);
         steps.push(step);
     }
     steps
 }
 
-/// Kuhn's augmenting path search from sender `s` over pairs with pending moves.
+/// Kuhn's augmenting path search from sender `s` over pairs with pending changes.
 fn augment(
     s: usize,
-    pending: &[Vec<VecDeque<Move>>],
+    pending: &[Vec<VecDeque<Change>>],
     match_of_dst: &mut [Option<usize>],
     seen: &mut [bool],
 ) -> bool {
@@ -383,13 +518,38 @@ mod tests {
         assert_eq!(packed, vec![0, 1, 0, 0, 0, 1, 1, 1]);
     }
 
-    fn arb_moves() -> impl Gen<Value = Vec<Move>> {
+    use crate::config::{replicated, single};
+
+    /// Changes of primaries only: each copies one bin from its old to its new worker.
+    fn arb_moves() -> impl Gen<Value = Vec<Change>> {
         proptest::collection::vec((0u32..6, 0u32..6), 0..40).prop_map(|pairs| {
             pairs
                 .into_iter()
                 .enumerate()
                 .filter(|(_, (f, t))| f != t)
-                .map(|(b, (from, to))| Move {
+                .map(|(b, (from, to))| Change {
+                    bin: b as u32,
+                    from: Replicas::single(from),
+                    to: Replicas::single(to),
+                })
+                .collect()
+        })
+    }
+
+    /// Changes of bins with two holders: swaps, one replica moving, or both.
+    fn arb_changes() -> impl Gen<Value = Vec<Change>> {
+        let pair = || {
+            (0u32..5, 1u32..5).prop_map(|(p, d)| Replicas {
+                primary: p,
+                standby: (p + d) % 5,
+            })
+        };
+        proptest::collection::vec((pair(), pair()), 0..40).prop_map(|pairs| {
+            pairs
+                .into_iter()
+                .enumerate()
+                .filter(|(_, (f, t))| f != t)
+                .map(|(b, (from, to))| Change {
                     bin: b as u32,
                     from,
                     to,
@@ -400,22 +560,62 @@ mod tests {
 
     #[test]
     fn matched_plans_for_many_bins_are_fast_enough_to_run_inline() {
-        let cur = uniform(1 << 16, 4);
-        let goal = Target::Pack(1).resolve(&cur, 4).unwrap();
-        let steps = steps(Strategy::Matched, moves(&cur, &goal));
+        let cur = single(&uniform(1 << 16, 4));
+        let goal = Target::Pack(1).goal(&cur, 4, 4, &[true; 4]).unwrap();
+        let steps = steps(Strategy::Matched, changes(&cur, &goal));
         // Three senders, one receiver: one move per step.
         assert_eq!(steps.len(), 3 << 14);
     }
 
+    #[test]
+    fn goals_keep_standbys_apart_and_on_live_workers() {
+        let cur = replicated(&uniform(8, 3), 3, 3);
+        let live = [true, false, true];
+        let goal = Target::Uniform.goal(&cur, 3, 3, &live).unwrap();
+        for r in &goal {
+            assert!(
+                r.primary != 1 && r.standby != 1 && r.primary != r.standby,
+                "{goal:?}"
+            );
+        }
+        // Packing onto worker 0: bins whose standby was 0 swap roles, nothing is copied.
+        let packed = Target::Pack(1).goal(&cur, 3, 3, &[true; 3]).unwrap();
+        for (was, now) in cur.iter().zip(&packed) {
+            assert_eq!(now.primary, 0);
+            if was.standby == 0 {
+                assert_eq!(transfers(*was, *now).count(), 0);
+            }
+        }
+        assert!(
+            Target::Drain(1)
+                .goal(&replicated(&uniform(8, 2), 2, 2), 2, 2, &[true; 2])
+                .is_err()
+        );
+        assert!(Target::Map(vec![1; 8]).goal(&cur, 3, 3, &live).is_err());
+        assert!(Target::Pack(3).goal(&cur, 3, 3, &live).is_err());
+    }
+
     proptest! {
         #[test]
-        fn every_strategy_moves_everything_once(moves in arb_moves(), k in 1usize..5) {
+        fn every_strategy_moves_everything_once(changes in arb_changes(), k in 1usize..5) {
             for strategy in [Strategy::AllAtOnce, Strategy::Fluid, Strategy::Batched(k), Strategy::Matched] {
-                let steps = steps(strategy, moves.clone());
-                let mut flat: Vec<Move> = steps.iter().flatten().copied().collect();
-                flat.sort_by_key(|m| m.bin);
-                prop_assert_eq!(&flat, &moves);
+                let steps = steps(strategy, changes.clone());
+                let mut flat: Vec<Change> = steps.iter().flatten().copied().collect();
+                flat.sort_by_key(|c| c.bin);
+                prop_assert_eq!(&flat, &changes);
                 prop_assert!(steps.iter().all(|s| !s.is_empty()));
+            }
+        }
+
+        #[test]
+        fn matched_steps_copy_at_most_one_bin_per_worker(changes in arb_changes()) {
+            for step in steps(Strategy::Matched, changes) {
+                let mut out = std::collections::HashSet::new();
+                let mut inn = std::collections::HashSet::new();
+                for t in step.iter().flat_map(Change::transfers) {
+                    prop_assert!(out.insert(t.from));
+                    prop_assert!(inn.insert(t.to));
+                }
             }
         }
 
@@ -423,16 +623,17 @@ mod tests {
         fn matched_steps_are_matchings_and_maximal(moves in arb_moves()) {
             let steps = steps(Strategy::Matched, moves.clone());
             let mut remaining = moves.clone();
+            let ends = |c: &Change| (c.from.primary, c.to.primary);
             for step in &steps {
                 let mut out = std::collections::HashSet::new();
                 let mut inn = std::collections::HashSet::new();
-                for m in step {
-                    prop_assert!(out.insert(m.from));
-                    prop_assert!(inn.insert(m.to));
+                for c in step {
+                    prop_assert!(out.insert(ends(c).0));
+                    prop_assert!(inn.insert(ends(c).1));
                 }
                 remaining.retain(|m| !step.contains(m));
                 // Maximal: no remaining move could have joined this step.
-                prop_assert!(!remaining.iter().any(|m| !out.contains(&m.from) && !inn.contains(&m.to)));
+                prop_assert!(!remaining.iter().any(|m| !out.contains(&ends(m).0) && !inn.contains(&ends(m).1)));
             }
         }
 

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::Time;
-use crate::control::MigrationRecord;
+use crate::driver::{FailureRecord, MigrationRecord};
 use crate::harness::RunConfig;
 use crate::latency::{LatencyRecorder, Percentiles, WindowStats};
 use crate::operator::TransferTotals;
@@ -36,6 +36,43 @@ pub struct MigrationSummary {
     pub cancelled: bool,
 }
 
+/// The recovery of one failure: new standbys for the bins it left with one replica.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RecoverySummary {
+    pub strategy: String,
+    /// Bins that got a copy.
+    pub bins_copied: usize,
+    pub bytes: u64,
+    pub issued_s: f64,
+    /// `None` if it had not finished when the run ended (or was cut short).
+    pub duration_s: Option<f64>,
+    pub latency_ns_during: DuringLatency,
+    pub cancelled: bool,
+}
+
+/// One failure in the summary.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FailureSummary {
+    pub worker: u32,
+    /// When it failed, on the run's clock.
+    pub at_s: f64,
+    /// The logical time of its instructions.
+    pub time: Time,
+    /// From the failure to the first output of the last promoted replica to give one
+    /// (`None` if none gave an output before the run ended).
+    pub takeover_ms: Option<f64>,
+    /// Bins whose standby took over as primary.
+    pub bins_promoted: usize,
+    /// Bins left with one replica.
+    pub bins_degraded: usize,
+    /// Bins left with none (the run stopped).
+    pub bins_lost: Vec<u32>,
+    /// Latency from the failure until every promoted replica had given its first output.
+    pub latency_ns_during_takeover: DuringLatency,
+    pub recovery: Option<RecoverySummary>,
+    pub rejoined_s: Option<f64>,
+}
+
 /// The final report of a run (see DESIGN.md, Contracts).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Summary {
@@ -55,6 +92,11 @@ pub struct Summary {
     pub output_digest: String,
     pub latency_ns: Percentiles,
     pub migrations: Vec<MigrationSummary>,
+    /// Replicas per bin.
+    #[serde(default = "one")]
+    pub replicas: usize,
+    #[serde(default)]
+    pub failures: Vec<FailureSummary>,
     pub rss_peak_bytes: Option<u64>,
     /// The largest RSS sampled during the measured run (unlike `rss_peak_bytes`, not
     /// inflated by earlier runs in the same process).
@@ -66,6 +108,10 @@ pub struct Summary {
     pub timeline: Vec<WindowStats>,
     /// (latency ns, fraction of epochs slower) over the whole run.
     pub latency_ccdf: Vec<(u64, f64)>,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// What each worker reports to worker 0 at the end.
@@ -80,6 +126,8 @@ pub(crate) struct WorkerReport {
     /// Samples of this process's RSS (only from its first worker).
     pub(crate) rss_samples: Vec<(f64, u64)>,
     pub(crate) rss_peak: Option<u64>,
+    /// First outputs of promoted replicas: (seconds into the run, bin).
+    pub(crate) takeovers: Vec<(f64, u32)>,
 }
 
 pub(crate) fn summarize(
@@ -88,6 +136,7 @@ pub(crate) fn summarize(
     reports: &[WorkerReport],
     latency: &LatencyRecorder,
     records: Vec<MigrationRecord>,
+    failures: Vec<FailureRecord>,
     end_s: f64,
 ) -> Summary {
     let digest = reports.iter().fold(0u64, |d, r| d.wrapping_add(r.digest));
@@ -111,26 +160,22 @@ pub(crate) fn summarize(
             .map(|(_, r)| *r)
     };
     let first_migration = records.first().map(|r| r.issued_s).unwrap_or(f64::INFINITY);
+    let during = |from_s: f64, to_s: f64| {
+        let p = latency.between((from_s * 1000.0).floor() as u64, (to_s * 1000.0).ceil() as u64);
+        DuringLatency {
+            p50: p.p50,
+            p99: p.p99,
+            max: p.max,
+        }
+    };
     let migrations = records
         .into_iter()
         .map(|r| {
-            let steps: std::collections::HashSet<Time> = r.step_times.iter().copied().collect();
-            let totals = reports
-                .iter()
-                .flat_map(|rep| rep.transfers.iter())
-                .filter(|(t, _)| steps.contains(t))
-                .fold(TransferTotals::default(), |mut acc, (_, v)| {
-                    acc.bytes += v.bytes;
-                    acc.chunks += v.chunks;
-                    acc.bins += v.bins;
-                    acc
-                });
+            let totals = moved(reports, &r);
             let to_s = r.completed_s.unwrap_or(end_s);
-            let from_ms = (r.issued_s * 1000.0).floor() as u64;
-            let to_ms = (to_s * 1000.0).ceil() as u64;
-            let during = latency.between(from_ms, to_ms);
             MigrationSummary {
                 duration_s: r.completed_s.map(|c| c - r.issued_s),
+                latency_ns_during: during(r.issued_s, to_s),
                 strategy: r.strategy,
                 target: r.target,
                 issued_s: r.issued_s,
@@ -139,14 +184,45 @@ pub(crate) fn summarize(
                 bins_moved: r.bins_moved,
                 bytes_moved: totals.bytes,
                 chunks: totals.chunks,
-                latency_ns_during: DuringLatency {
-                    p50: during.p50,
-                    p99: during.p99,
-                    max: during.max,
-                },
                 rss_before_bytes: rss_before(r.issued_s),
                 rss_peak_bytes: rss_between(r.issued_s, to_s),
                 cancelled: r.cancelled,
+            }
+        })
+        .collect();
+    let failure_times: Vec<f64> = failures.iter().map(|f| f.at_s).collect();
+    let failures = failures
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| {
+            // Takeovers after this failure and before the next one.
+            let until = failure_times.get(i + 1).copied().unwrap_or(f64::INFINITY);
+            let last_takeover = reports
+                .iter()
+                .flat_map(|r| r.takeovers.iter())
+                .filter(|(at, _)| *at >= f.at_s && *at < until)
+                .map(|(at, _)| *at)
+                .reduce(f64::max);
+            let recovery = f.recovery.map(|r| RecoverySummary {
+                bins_copied: r.bins_moved,
+                bytes: moved(reports, &r).bytes,
+                duration_s: r.completed_s.filter(|_| !r.cancelled).map(|c| c - r.issued_s),
+                latency_ns_during: during(r.issued_s, r.completed_s.unwrap_or(end_s)),
+                strategy: r.strategy,
+                issued_s: r.issued_s,
+                cancelled: r.cancelled,
+            });
+            FailureSummary {
+                worker: f.worker,
+                at_s: f.at_s,
+                time: f.time,
+                takeover_ms: last_takeover.map(|t| (t - f.at_s) * 1000.0),
+                bins_promoted: f.promoted.len(),
+                bins_degraded: f.degraded.len(),
+                bins_lost: f.lost,
+                latency_ns_during_takeover: during(f.at_s, last_takeover.unwrap_or(f.at_s)),
+                recovery,
+                rejoined_s: f.rejoined_s,
             }
         })
         .collect();
@@ -167,6 +243,8 @@ pub(crate) fn summarize(
         output_digest: format!("{digest:016x}"),
         latency_ns: latency.overall(),
         migrations,
+        replicas: config.replicas,
+        failures,
         rss_peak_bytes: rss_peak,
         rss_steady_bytes: rss_before(first_migration.min(end_s)),
         rss_max_bytes: job_rss.iter().map(|(_, r)| *r).max(),
@@ -174,6 +252,21 @@ pub(crate) fn summarize(
         timeline: latency.timeline(),
         latency_ccdf: latency.ccdf(),
     }
+}
+
+/// What the steps of `plan` copied, over every worker.
+fn moved(reports: &[WorkerReport], plan: &MigrationRecord) -> TransferTotals {
+    let steps: std::collections::HashSet<Time> = plan.step_times.iter().copied().collect();
+    reports
+        .iter()
+        .flat_map(|rep| rep.transfers.iter())
+        .filter(|(t, _)| steps.contains(t))
+        .fold(TransferTotals::default(), |mut acc, (_, v)| {
+            acc.bytes += v.bytes;
+            acc.chunks += v.chunks;
+            acc.bins += v.bins;
+            acc
+        })
 }
 
 /// The job's resident memory over time: per `RSS_BUCKET_S` bucket of run time, the sum over

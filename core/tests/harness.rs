@@ -32,14 +32,17 @@ fn control_handle_commands_move_bins_without_changing_output() {
             sender.send(Command::MoveBins {
                 bins: vec![999],
                 worker: 0,
+                standby: false,
             });
             sender.send(Command::MoveBins {
                 bins: vec![0],
                 worker: 7,
+                standby: false,
             });
             sender.send(Command::MoveBins {
                 bins: (0..20).collect(),
                 worker: 1,
+                standby: false,
             });
             thread::sleep(Duration::from_millis(300));
             sender.send(Command::StartPlan {

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use megaflux::bins::hash_key;
-use megaflux::config::uniform;
+use megaflux::config::{single, uniform};
 use megaflux::plan::{self, Strategy as Plan};
 use megaflux::{Bins, ControlInst, StatefulConfig, Time, stateful_binary, stateful_unary};
 use proptest::prelude::*;
@@ -277,23 +277,23 @@ fn arb_plans() -> impl Strategy<Value = Plans> {
 
 /// The control instructions of `plans` for a job of `workers` workers.
 fn plan_control(plans: &Plans, workers: usize) -> Vec<(Time, ControlInst)> {
-    let mut map = uniform(BINS, workers);
+    let mut placement = single(&uniform(BINS, workers));
     let mut control = Vec::new();
     for (strategy, target, start) in plans {
-        let target: Vec<u32> = target.iter().map(|w| w % workers as u32).collect();
-        let steps = plan::steps(*strategy, plan::moves(&map, &target));
+        let target = single(&target.iter().map(|w| w % workers as u32).collect());
+        let steps = plan::steps(*strategy, plan::changes(&placement, &target));
         for (i, step) in steps.into_iter().enumerate() {
-            for m in step {
+            for c in step {
                 control.push((
                     start + i as u64,
                     ControlInst::Move {
-                        bin: m.bin,
-                        worker: m.to,
+                        bin: c.bin,
+                        worker: c.to.primary,
                     },
                 ));
             }
         }
-        map = target;
+        placement = target;
     }
     control
 }

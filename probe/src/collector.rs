@@ -336,17 +336,26 @@ impl State {
     fn check(&self, command: CommandRequest) -> Result<Command, String> {
         let bins = self.model.bins();
         let peers = self.model.peers;
+        let known = |worker: usize| {
+            if peers > 0 && worker >= peers as usize {
+                Err(format!(
+                    "unknown worker {worker}: the job has workers 0 to {}",
+                    peers - 1
+                ))
+            } else {
+                Ok(())
+            }
+        };
         match command {
-            CommandRequest::MoveBins { bins: moved, worker } => {
+            CommandRequest::MoveBins {
+                bins: moved,
+                worker,
+                standby,
+            } => {
                 if moved.is_empty() {
                     return Err("no bins to move".into());
                 }
-                if peers > 0 && worker >= peers as usize {
-                    return Err(format!(
-                        "unknown worker {worker}: the job has workers 0 to {}",
-                        peers - 1
-                    ));
-                }
+                known(worker)?;
                 if let (Some(n), Some(bad)) = (bins, moved.iter().find(|b| **b >= bins.unwrap_or(0) as usize))
                 {
                     return Err(format!(
@@ -354,7 +363,11 @@ impl State {
                         n.saturating_sub(1)
                     ));
                 }
-                Ok(Command::MoveBins { bins: moved, worker })
+                Ok(Command::MoveBins {
+                    bins: moved,
+                    worker,
+                    standby,
+                })
             }
             CommandRequest::StartPlan { schedule, target } => {
                 let schedule: Schedule = schedule.parse().map_err(|e| format!("{e}"))?;
@@ -363,6 +376,8 @@ impl State {
             }
             CommandRequest::CancelPlan => Ok(Command::CancelPlan),
             CommandRequest::Record { .. } => Err("recording is the collector's, not the job's".into()),
+            CommandRequest::Fail { worker } => known(worker).map(|()| Command::Fail { worker }),
+            CommandRequest::Rejoin { worker } => known(worker).map(|()| Command::Rejoin { worker }),
         }
     }
 

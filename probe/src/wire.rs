@@ -39,8 +39,14 @@ pub enum Role {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "command", rename_all = "snake_case")]
 pub enum CommandRequest {
-    /// Move these bins to this worker in one step.
-    MoveBins { bins: Vec<usize>, worker: usize },
+    /// Move these bins' primaries (or, with `standby`, their standbys) to this worker in
+    /// one step.
+    MoveBins {
+        bins: Vec<usize>,
+        worker: usize,
+        #[serde(default)]
+        standby: bool,
+    },
     /// Start a plan: `schedule` as in `--migrate` (`fluid`, `batched:8+pipelined`, ...),
     /// `target` as well (`uniform`, `pack:1`, `drain:0`, `map:...`).
     StartPlan { schedule: String, target: String },
@@ -48,6 +54,10 @@ pub enum CommandRequest {
     CancelPlan,
     /// Pause (`false`) or resume (`true`) writing the trace; the collector answers itself.
     Record { on: bool },
+    /// Fail-stop a worker's partitions now.
+    Fail { worker: usize },
+    /// A failed worker serves again, empty.
+    Rejoin { worker: usize },
 }
 
 /// Client to collector.

@@ -60,10 +60,12 @@ fn bad_commands_are_rejected_and_the_job_goes_on() {
             CommandRequest::MoveBins {
                 bins: vec![16],
                 worker: 1,
+                standby: false,
             },
             CommandRequest::MoveBins {
                 bins: vec![3],
                 worker: 2,
+                standby: false,
             },
             CommandRequest::StartPlan {
                 schedule: "sideways".into(),

@@ -34,6 +34,7 @@ fn a_job_s_events_arrive_typed() {
     let bad = control.send(Command::MoveBins {
         bins: vec![99],
         worker: 0,
+        standby: false,
     });
     let summary = harness::run(config, control).unwrap().unwrap();
 

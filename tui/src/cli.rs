@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use megaflux::harness::{self, RunConfig};
+use megaflux::harness::{self, RunConfig, RunError, WorkerAt};
 use megaflux::nexmark::NexmarkParams;
-use megaflux::plan::MigrationSpec;
+use megaflux::plan::{MigrationSpec, Schedule};
 use megaflux::summary::Summary;
 use megaflux::workload::Workload;
 use megaflux::{Bins, ConfigError, control::ControlHandle};
@@ -92,6 +92,22 @@ struct RunArgs {
     /// Strategies: all-at-once, fluid, batched:K, matched. Targets: uniform, pack:N, drain:W, map:W,W,...
     #[arg(long = "migrate", value_name = "SPEC", value_parser = parse_migration)]
     migrations: Vec<MigrationSpec>,
+    /// Replicas per bin: 1, or 2 for a primary and a standby on another worker (on another
+    /// process when the job has several).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=2))]
+    replicas: u64,
+    /// A worker failure: WORKER@SECS, e.g. 1@7. The worker's partitions fail-stop wherever
+    /// it is; with --replicas 2 their standbys take over. Repeatable.
+    #[arg(long = "fail", value_name = "W@SECS", value_parser = parse_worker_at)]
+    failures: Vec<WorkerAt>,
+    /// A failed worker serves again, empty: WORKER@SECS. Bins then rebalance onto it.
+    /// Repeatable.
+    #[arg(long = "rejoin", value_name = "W@SECS", value_parser = parse_worker_at)]
+    rejoins: Vec<WorkerAt>,
+    /// How a recovery copies bins to their new standbys (and a rejoin rebalances):
+    /// all-at-once, fluid, batched:K or matched, optionally +pipelined.
+    #[arg(long, default_value = "matched", value_parser = parse_schedule)]
+    recovery: Schedule,
     /// NEXMark: window length of Q5 (sliding), Q7 and Q8 (tumbling), in ms.
     #[arg(long, default_value_t = NexmarkParams::default().window_ms, value_parser = clap::value_parser!(u64).range(1..))]
     window_ms: u64,
@@ -150,6 +166,14 @@ fn parse_duration(s: &str) -> Result<f64, String> {
 }
 
 fn parse_migration(s: &str) -> Result<MigrationSpec, String> {
+    s.parse().map_err(|e: ConfigError| e.to_string())
+}
+
+fn parse_worker_at(s: &str) -> Result<WorkerAt, String> {
+    s.parse().map_err(|e: ConfigError| e.to_string())
+}
+
+fn parse_schedule(s: &str) -> Result<Schedule, String> {
     s.parse().map_err(|e: ConfigError| e.to_string())
 }
 
@@ -291,7 +315,8 @@ fn run(args: RunArgs) -> ExitCode {
         }
         (Err(e), _) | (Ok(()), Err(e)) => {
             eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+            let status = e.downcast_ref::<RunError>().map_or(1, RunError::exit_status);
+            ExitCode::from(status)
         }
     }
 }
@@ -324,6 +349,10 @@ fn run_config(args: &RunArgs, dashboard: bool) -> Result<RunConfig, ConfigError>
             in_flight_auctions: args.in_flight_auctions,
         },
         timely_args: args.timely.clone(),
+        replicas: args.replicas as usize,
+        failures: args.failures.clone(),
+        rejoins: args.rejoins.clone(),
+        recovery: args.recovery,
     };
     harness::validate(&config)?;
     Ok(config)

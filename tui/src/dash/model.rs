@@ -460,7 +460,14 @@ impl Dash {
                         self.dialog = None;
                         self.anchor = None;
                         let what = format!("move {} to worker {worker}", describe_bins(&bins));
-                        return self.send(CommandRequest::MoveBins { bins, worker }, what);
+                        return self.send(
+                            CommandRequest::MoveBins {
+                                bins,
+                                worker,
+                                standby: false,
+                            },
+                            what,
+                        );
                     }
                     _ => {}
                 }
@@ -701,7 +708,8 @@ mod tests {
                 request: 0,
                 command: CommandRequest::MoveBins {
                     bins: vec![1, 3, 5],
-                    worker: 0
+                    worker: 0,
+                    standby: false,
                 }
             }]
         );

@@ -1,0 +1,357 @@
+//! What defines a run ([`RunConfig`]), how it reads and writes itself for trace headers, and
+//! the checks it must pass before anything starts.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bins::Bins;
+use crate::config::uniform;
+use crate::error::ConfigError;
+use crate::nexmark::NexmarkParams;
+use crate::operator::DEFAULT_CHUNK_BYTES;
+use crate::plan::{MigrationSpec, Schedule, Strategy};
+use crate::workload::Workload;
+
+/// The most replicas a bin can have.
+pub const MAX_REPLICAS: usize = 2;
+
+/// The recovery strategy when none is given.
+pub const DEFAULT_RECOVERY: Schedule = Schedule {
+    strategy: Strategy::Matched,
+    pipelined: false,
+};
+
+/// Everything that defines a run. It serializes to the readable form trace headers carry
+/// (the workload, migrations and bins as `megaflux run` spells them, the duration in seconds)
+/// and reads back from it; fields added since the first traces have defaults.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunConfig {
+    #[serde(with = "text")]
+    pub workload: Workload,
+    /// Worker threads per process.
+    pub workers: usize,
+    #[serde(with = "bin_count")]
+    pub bins: Bins,
+    pub keys: u64,
+    /// Records per second, over all workers.
+    pub rate: u64,
+    #[serde(rename = "duration_s", with = "seconds")]
+    pub duration: Duration,
+    pub seed: u64,
+    /// Run the plain-timely twin instead (no migration).
+    pub native: bool,
+    /// Insert every key once before the measured run.
+    pub preload: bool,
+    #[serde(with = "texts")]
+    pub migrations: Vec<MigrationSpec>,
+    pub chunk_bytes: usize,
+    /// Window sizes and auction counts of the NEXMark queries.
+    pub nexmark: NexmarkParams,
+    /// Timely's own arguments (`-n`, `-p`, `-h`).
+    pub timely_args: Vec<String>,
+    /// Replicas per bin: 1, or 2 (a primary and a standby on another worker).
+    #[serde(default = "one")]
+    pub replicas: usize,
+    /// Workers that fail (fail-stop of their partitions) during the run.
+    #[serde(default, with = "texts")]
+    pub failures: Vec<WorkerAt>,
+    /// Failed workers that serve again during the run.
+    #[serde(default, with = "texts")]
+    pub rejoins: Vec<WorkerAt>,
+    /// How recoveries and rebalances after a rejoin copy bins.
+    #[serde(default = "recovery", with = "text")]
+    pub recovery: Schedule,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn recovery() -> Schedule {
+    DEFAULT_RECOVERY
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            workload: Workload::KeyCount,
+            workers: 2,
+            bins: Bins::new(crate::bins::DEFAULT_BINS).unwrap_or_else(|_| unreachable!()),
+            keys: 1_000_000,
+            rate: 200_000,
+            duration: Duration::from_secs(10),
+            seed: 42,
+            native: false,
+            preload: true,
+            migrations: Vec::new(),
+            chunk_bytes: DEFAULT_CHUNK_BYTES,
+            nexmark: NexmarkParams::default(),
+            timely_args: Vec::new(),
+            replicas: 1,
+            failures: Vec::new(),
+            rejoins: Vec::new(),
+            recovery: DEFAULT_RECOVERY,
+        }
+    }
+}
+
+/// A worker and a point in the run: `W@SECS` (`--fail 1@7`, `--rejoin 1@12`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WorkerAt {
+    pub worker: usize,
+    pub at_secs: f64,
+}
+
+impl FromStr for WorkerAt {
+    type Err = ConfigError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = |reason: &str| ConfigError::Invalid(format!("malformed `{s}`: {reason}"));
+        let (worker, secs) = s
+            .split_once('@')
+            .ok_or_else(|| bad("expected WORKER@SECS, e.g. 1@7"))?;
+        let worker = worker
+            .parse::<usize>()
+            .map_err(|_| bad(&format!("`{worker}` is not a worker index")))?;
+        let at_secs = secs
+            .parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite() && *x >= 0.0)
+            .ok_or_else(|| bad(&format!("`{secs}` is not a time in seconds")))?;
+        Ok(WorkerAt { worker, at_secs })
+    }
+}
+
+impl fmt::Display for WorkerAt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@{}", self.worker, self.at_secs)
+    }
+}
+
+/// Serde forms of [`RunConfig`]'s fields that have a textual form of their own.
+mod text {
+    use std::fmt::Display;
+    use std::str::FromStr;
+
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub fn serialize<T: Display, S: Serializer>(value: &T, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(value)
+    }
+
+    pub fn deserialize<'de, T, D>(d: D) -> Result<T, D::Error>
+    where
+        T: FromStr<Err: Display>,
+        D: Deserializer<'de>,
+    {
+        String::deserialize(d)?.parse().map_err(D::Error::custom)
+    }
+}
+
+mod texts {
+    use std::fmt::Display;
+    use std::str::FromStr;
+
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub fn serialize<T: Display, S: Serializer>(values: &[T], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(values.iter().map(ToString::to_string))
+    }
+
+    pub fn deserialize<'de, T, D>(d: D) -> Result<Vec<T>, D::Error>
+    where
+        T: FromStr<Err: Display>,
+        D: Deserializer<'de>,
+    {
+        Vec::<String>::deserialize(d)?
+            .iter()
+            .map(|v| v.parse().map_err(D::Error::custom))
+            .collect()
+    }
+}
+
+mod bin_count {
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    use crate::Bins;
+
+    pub fn serialize<S: Serializer>(bins: &Bins, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(bins.count() as u64)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Bins, D::Error> {
+        Bins::new(usize::deserialize(d)?).map_err(D::Error::custom)
+    }
+}
+
+mod seconds {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Duration::try_from_secs_f64(f64::deserialize(d)?).map_err(D::Error::custom)
+    }
+}
+
+/// Checks the configuration without starting anything.
+pub fn validate(config: &RunConfig) -> Result<(), ConfigError> {
+    let invalid = |m: String| Err(ConfigError::Invalid(m));
+    if config.workers == 0 {
+        return invalid("--workers must be at least 1".into());
+    }
+    if config.keys == 0 {
+        return invalid("--keys must be at least 1".into());
+    }
+    if config.rate == 0 {
+        return invalid("--rate must be at least 1".into());
+    }
+    if config.chunk_bytes == 0 {
+        return invalid("the chunk size must be at least 1 byte".into());
+    }
+    let nexmark = config.nexmark;
+    if nexmark.window_ms == 0 || nexmark.slide_ms == 0 || !nexmark.window_ms.is_multiple_of(nexmark.slide_ms)
+    {
+        return invalid(format!(
+            "--slide-ms {} must divide --window-ms {}",
+            nexmark.slide_ms, nexmark.window_ms
+        ));
+    }
+    if config.native && !config.migrations.is_empty() {
+        return invalid("--native runs cannot migrate: drop --migrate or --native".into());
+    }
+    if config.native && (config.replicas > 1 || !config.failures.is_empty() || !config.rejoins.is_empty()) {
+        return invalid("--native runs have no replicas and cannot fail workers: drop --native".into());
+    }
+    if !(1..=MAX_REPLICAS).contains(&config.replicas) {
+        return invalid(format!(
+            "--replicas {} is not supported (1, or 2 for a primary and a standby per bin)",
+            config.replicas
+        ));
+    }
+    // Targets and workers are checked against the whole job's worker count.
+    let (_, processes) = timely_config(config)?;
+    let peers = config.workers * processes;
+    if config.replicas > peers {
+        return invalid(format!(
+            "--replicas {} needs at least {} workers, the job has {peers}",
+            config.replicas, config.replicas
+        ));
+    }
+    for w in config.failures.iter().chain(&config.rejoins) {
+        if w.worker >= peers {
+            return invalid(format!(
+                "`{w}` names worker {} but the job has {peers} workers (0..{})",
+                w.worker,
+                peers - 1
+            ));
+        }
+    }
+    let map = uniform(config.bins.count(), peers);
+    for m in &config.migrations {
+        m.target
+            .resolve(&map, peers)
+            .map_err(|e| ConfigError::Migration {
+                spec: m.to_string(),
+                reason: e.to_string(),
+            })?;
+    }
+    Ok(())
+}
+
+fn timely_args(config: &RunConfig) -> Vec<String> {
+    let mut args = vec!["-w".to_string(), config.workers.to_string()];
+    args.extend(config.timely_args.iter().cloned());
+    args
+}
+
+/// Timely's configuration for the run, and the number of processes in the job.
+pub(crate) fn timely_config(config: &RunConfig) -> Result<(timely::Config, usize), ConfigError> {
+    let (timely, addresses) = cluster(config)?;
+    Ok((timely, addresses.len().max(1)))
+}
+
+/// Timely's configuration for the run, and the address of every process (empty for one).
+pub(crate) fn cluster(config: &RunConfig) -> Result<(timely::Config, Vec<String>), ConfigError> {
+    let args = timely_args(config);
+    let bad = |e: String| ConfigError::Invalid(format!("bad timely arguments {:?}: {e}", config.timely_args));
+    // Only the communication parser reports left-over words; timely's own ignores them.
+    let (communication, free) = timely::CommunicationConfig::from_args(args.iter().cloned()).map_err(bad)?;
+    if !free.is_empty() {
+        return Err(bad(format!("unexpected {free:?}")));
+    }
+    let addresses = match communication {
+        timely::CommunicationConfig::Cluster { addresses, .. } => addresses,
+        _ => Vec::new(),
+    };
+    Ok((
+        timely::Config::from_args(args.into_iter()).map_err(bad)?,
+        addresses,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worker_points_parse() {
+        let w: WorkerAt = "1@7.5".parse().unwrap();
+        assert_eq!((w.worker, w.at_secs), (1, 7.5));
+        assert_eq!(w.to_string(), "1@7.5");
+        for bad in ["1", "x@1", "1@-2", "1@x", "@3"] {
+            assert!(bad.parse::<WorkerAt>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn replicas_and_failures_are_checked() {
+        let ok = RunConfig {
+            replicas: 2,
+            failures: vec!["1@3".parse().unwrap()],
+            ..RunConfig::default()
+        };
+        assert!(validate(&ok).is_ok());
+        for bad in [
+            RunConfig {
+                replicas: 3,
+                ..ok.clone()
+            },
+            RunConfig {
+                replicas: 0,
+                ..ok.clone()
+            },
+            RunConfig {
+                workers: 1,
+                ..ok.clone()
+            },
+            RunConfig {
+                failures: vec!["2@1".parse().unwrap()],
+                ..ok.clone()
+            },
+            RunConfig {
+                native: true,
+                ..ok.clone()
+            },
+        ] {
+            assert!(validate(&bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn old_headers_read_with_defaults() {
+        let mut json = serde_json::to_value(RunConfig::default()).unwrap();
+        for field in ["replicas", "failures", "rejoins", "recovery"] {
+            json.as_object_mut().unwrap().remove(field);
+        }
+        let back: RunConfig = serde_json::from_value(json).unwrap();
+        assert_eq!(back, RunConfig::default());
+    }
+}

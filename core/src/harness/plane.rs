@@ -1,0 +1,159 @@
+//! The control plane on worker 0: commands from the control handle, the run's timed
+//! migrations, failures and rejoins, and the plan driver, turned into instructions on the
+//! control input.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use timely::dataflow::InputHandleVec;
+
+use super::RunConfig;
+use crate::Time;
+use crate::config::{ControlInst, Placement};
+use crate::control::{Command, ControlHandle};
+use crate::driver::PlanDriver;
+use crate::error::CommandError;
+use crate::failure::Failures;
+use crate::plan::MigrationSpec;
+
+/// A failure or a rejoin at a point in the run.
+#[derive(Clone, Copy, Debug)]
+enum Timed {
+    Fail(usize),
+    Rejoin(usize),
+}
+
+pub(crate) struct ControlPlane {
+    driver: PlanDriver,
+    input: InputHandleVec<Time, ControlInst>,
+    migrations: VecDeque<MigrationSpec>,
+    timed: VecDeque<(f64, Timed)>,
+    failures: Arc<Failures>,
+}
+
+impl ControlPlane {
+    pub(crate) fn new(
+        config: &RunConfig,
+        initial: Placement,
+        peers: usize,
+        input: InputHandleVec<Time, ControlInst>,
+        failures: Arc<Failures>,
+    ) -> Self {
+        let mut migrations = config.migrations.clone();
+        migrations.sort_by(|a, b| a.at_secs.total_cmp(&b.at_secs));
+        let mut timed: Vec<(f64, Timed)> = config
+            .failures
+            .iter()
+            .map(|f| (f.at_secs, Timed::Fail(f.worker)))
+            .chain(
+                config
+                    .rejoins
+                    .iter()
+                    .map(|r| (r.at_secs, Timed::Rejoin(r.worker))),
+            )
+            .collect();
+        timed.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let driver = PlanDriver::new(initial, peers, config.workers, config.replicas, config.recovery);
+        driver.report_placement(*input.time());
+        ControlPlane {
+            driver,
+            input,
+            migrations: migrations.into(),
+            timed: timed.into(),
+            failures,
+        }
+    }
+
+    /// The time the control input stands at.
+    pub(crate) fn time(&self) -> Time {
+        *self.input.time()
+    }
+
+    /// Moves the control input on to `to` (never back).
+    pub(crate) fn advance(&mut self, to: Time) {
+        let next = to.max(self.time());
+        self.input.advance_to(next);
+    }
+
+    /// One turn of worker 0's loop, `now_s` into the run, with the output frontier at
+    /// `frontier`: takes commands and whatever is due, and sends the instructions.
+    pub(crate) fn turn(&mut self, handle: &ControlHandle, now_s: f64, frontier: Time) {
+        let time = self.time();
+        for (id, command) in handle.drain() {
+            let describe = format!("{command:?}");
+            match self.apply(command, now_s, time, frontier) {
+                Ok(()) => {
+                    tracing::info!(target: "megaflux::command", outcome = "applied", id, time, command = %describe)
+                }
+                Err(e) => {
+                    tracing::warn!(target: "megaflux::command", outcome = "rejected", id, time, command = %describe, reason = %e)
+                }
+            }
+        }
+        while self.timed.front().is_some_and(|(at, _)| *at <= now_s) {
+            let Some((_, what)) = self.timed.pop_front() else {
+                break;
+            };
+            let command = match what {
+                Timed::Fail(worker) => Command::Fail { worker },
+                Timed::Rejoin(worker) => Command::Rejoin { worker },
+            };
+            let describe = format!("{command:?}");
+            if let Err(e) = self.apply(command, now_s, time, frontier) {
+                tracing::warn!(target: "megaflux::command", outcome = "rejected", command = %describe, reason = %e);
+            }
+        }
+        // Failures this process saw that nobody commanded (a failure detector's news).
+        for worker in self.failures.newly_failed() {
+            let _ = self.driver.fail(worker, now_s, time, frontier);
+        }
+        while !self.driver.busy() && self.migrations.front().is_some_and(|m| m.at_secs <= now_s) {
+            if let Some(m) = self.migrations.pop_front()
+                && let Err(e) = self.driver.start(m.schedule, &m.target, now_s)
+            {
+                tracing::warn!(target: "megaflux::command", outcome = "rejected", command = %m, reason = %e);
+            }
+        }
+        let (insts, seal) = self.driver.poll(time, frontier, now_s);
+        for inst in insts {
+            self.input.send(inst);
+        }
+        // Seal at once: the workers learn of the change now rather than when the epoch
+        // closes. Pipelined plans issue one step per epoch instead.
+        if seal {
+            self.input.advance_to(time + 1);
+        }
+    }
+
+    fn apply(
+        &mut self,
+        command: Command,
+        now_s: f64,
+        time: Time,
+        frontier: Time,
+    ) -> Result<(), CommandError> {
+        let failing = match command {
+            Command::Fail { worker } => Some(worker as u32),
+            _ => None,
+        };
+        self.driver.command(command, now_s, time, frontier)?;
+        // A worker of this process stops at once, wherever it is; one elsewhere when the
+        // failure reaches it on the control input.
+        if let Some(worker) = failing {
+            self.failures.mark_reported(worker);
+            self.failures.fail(worker);
+        }
+        Ok(())
+    }
+
+    /// Notes completed steps once the control input is closed (no more instructions).
+    pub(crate) fn retire(&mut self, frontier: Time, now_s: f64) {
+        self.driver.retire(frontier, now_s);
+    }
+
+    /// Closes the control input.
+    pub(crate) fn close(self) -> PlanDriver {
+        drop(self.input);
+        self.driver
+    }
+}

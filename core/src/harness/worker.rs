@@ -1,0 +1,363 @@
+//! One worker's run: its dataflows, the preload, the open-loop measured epochs, the end of
+//! the run, and its report to worker 0.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use timely::dataflow::operators::{Exchange, Inspect, Probe};
+use timely::dataflow::{InputHandleVec, ProbeHandle};
+use timely::worker::Worker;
+
+use super::plane::ControlPlane;
+use super::{RunConfig, RunError};
+use crate::Time;
+use crate::abort::Abort;
+use crate::bins::hash_key;
+use crate::config::ControlInst;
+use crate::control::ControlHandle;
+use crate::failure::Failures;
+use crate::latency::{LatencyRecorder, WINDOW_MS};
+use crate::operator::StatefulConfig;
+use crate::rss;
+use crate::sampler::{self, Sampler};
+use crate::summary::{Summary, WorkerReport, summarize};
+use crate::workload::Job;
+
+/// Keys preloaded per logical time.
+const PRELOAD_PER_TIME: u64 = 1 << 18;
+/// Preload times that may be unfinished at once.
+const PRELOAD_IN_FLIGHT: u64 = 4;
+/// How far ahead of a stop request the run ends, in epochs (ms).
+const STOP_AHEAD_MS: u64 = 50;
+/// How often worker 0 samples resident memory.
+const RSS_SAMPLE_EVERY: Duration = Duration::from_millis(100);
+
+/// The run stopped early (its error is with the run's [`Abort`]).
+pub(super) struct Stopped;
+
+/// What every worker of a process shares.
+pub(super) struct Shared<'a> {
+    pub(super) config: &'a RunConfig,
+    pub(super) control: &'a ControlHandle,
+    /// One clock for all workers of this process: a worker that gets past the start a few
+    /// milliseconds late then catches up on its overdue epochs instead of lagging for good.
+    pub(super) start: &'a OnceLock<Instant>,
+    pub(super) failures: &'a Arc<Failures>,
+    pub(super) abort: &'a Abort,
+}
+
+impl Shared<'_> {
+    /// Steps the worker once, unless the run must stop (it stopped elsewhere, or bins lost
+    /// their last replica here).
+    fn step(&self, worker: &mut Worker) -> Result<(), Stopped> {
+        if let Some((bins, time)) = self.failures.lost() {
+            self.abort.stop(RunError::BinsLost { bins, time });
+        }
+        if self.abort.is_stopped() {
+            return Err(Stopped);
+        }
+        worker.step();
+        Ok(())
+    }
+}
+
+/// The first index at or after `lo` that worker `index` of `peers` generates.
+#[inline]
+fn first_index(lo: u64, index: usize, peers: usize) -> u64 {
+    let peers = peers as u64;
+    lo + (index as u64 + peers - lo % peers) % peers
+}
+
+/// Runs one worker; returns the summary on worker 0.
+pub(super) fn run_worker<J: Job>(
+    worker: &mut Worker,
+    shared: &Shared,
+    job: &J,
+) -> Result<Option<Summary>, Stopped> {
+    let config = shared.config;
+    let index = worker.index();
+    let peers = worker.peers();
+    let bins = config.bins;
+    let mut source = job.source(index, peers);
+
+    let mut data = InputHandleVec::<Time, J::Rec>::new();
+    let mut control = InputHandleVec::<Time, ControlInst>::new();
+    let probe = ProbeHandle::new();
+    let digest = Rc::new(RefCell::new((0u64, 0u64)));
+    let mut stateful = if config.replicas > 1 {
+        StatefulConfig::replicated(bins, peers, config.workers)
+    } else {
+        StatefulConfig::uniform(bins, peers)
+    };
+    stateful.chunk_bytes = config.chunk_bytes;
+    stateful.failures = Arc::clone(shared.failures);
+    let transfers = Rc::clone(&stateful.transfers);
+    let takeovers = Rc::clone(&stateful.takeovers);
+    // Built before the dataflow: the operators learn from it whether to time themselves.
+    let mut sampler = sampler::wanted().then(|| Sampler::new(worker, stateful.observers.clone()));
+    let main_dataflow = worker.next_dataflow_index();
+    {
+        let digest = Rc::clone(&digest);
+        let probe = probe.clone();
+        let native = config.native;
+        let (data, control) = (&mut data, &mut control);
+        let stateful = stateful.clone();
+        worker.dataflow::<Time, _, _>(move |scope| {
+            let input = data.to_stream(scope);
+            let ctrl = control.to_stream(scope);
+            let output = if native {
+                job.native(input, &stateful)
+            } else {
+                job.megaflux(input, ctrl, &stateful)
+            };
+            // The digest sits before the probe: once the probe has passed a time, every output at
+            // that time was counted.
+            output
+                .inspect_core(move |event| {
+                    if let Ok((stamp, batch)) = event
+                        && let Some(&time) = stamp.least()
+                    {
+                        let mut d = digest.borrow_mut();
+                        for out in batch.iter() {
+                            d.0 = d.0.wrapping_add(hash_key(&(time, out)));
+                        }
+                        d.1 += batch.len() as u64;
+                    }
+                })
+                .probe_with(&probe);
+        });
+    }
+    // Every worker's report travels to worker 0 over timely itself, so that it also works
+    // across processes.
+    let mut reports_in = InputHandleVec::<Time, WorkerReport>::new();
+    let reports: Rc<RefCell<Vec<WorkerReport>>> = Rc::default();
+    let reports_probe = ProbeHandle::new();
+    {
+        let reports = Rc::clone(&reports);
+        let reports_probe = reports_probe.clone();
+        let reports_in = &mut reports_in;
+        worker.dataflow::<Time, _, _>(move |scope| {
+            reports_in
+                .to_stream(scope)
+                .exchange(|_| 0)
+                .inspect(move |r: &WorkerReport| reports.borrow_mut().push(r.clone()))
+                .probe_with(&reports_probe);
+        });
+    }
+
+    // Only worker 0 issues control: the other workers close their control inputs, so that
+    // the control frontier follows worker 0 alone.
+    let mut plane = (index == 0).then(|| {
+        ControlPlane::new(
+            config,
+            stateful.initial.clone(),
+            peers,
+            control,
+            Arc::clone(shared.failures),
+        )
+    });
+
+    let mut records_in = 0u64;
+    // Preload (every key once, or the first NEXMark events): `PRELOAD_PER_TIME` keys per
+    // logical time, with at most `PRELOAD_IN_FLIGHT` times unfinished, so that the preload
+    // never piles up in memory.
+    let preload_len = if config.preload { job.preload_len() } else { 0 };
+    let preload_times = preload_len.div_ceil(PRELOAD_PER_TIME);
+    let mut preload = job.preload_source(index, peers);
+    for t in 0..preload_times {
+        // A stop during the preload ends it early; the measured loop then ends the run.
+        if shared.control.stop_requested() {
+            break;
+        }
+        while probe.less_than(&t.saturating_sub(PRELOAD_IN_FLIGHT)) {
+            shared.step(worker)?;
+        }
+        data.advance_to(t);
+        if let Some(plane) = plane.as_mut() {
+            plane.advance(t);
+        }
+        let (lo, hi) = (
+            t * PRELOAD_PER_TIME,
+            ((t + 1) * PRELOAD_PER_TIME).min(preload_len),
+        );
+        let mut i = first_index(lo, index, peers);
+        while i < hi {
+            data.send(preload(i, t));
+            records_in += 1;
+            i += peers as u64;
+        }
+        shared.step(worker)?;
+    }
+    // Measured epoch `e` (1-based, closing `e` ms after the start) has logical time `base + e`.
+    let preloaded = records_in;
+    if let Some(sampler) = sampler.as_mut() {
+        sampler.begin(records_in);
+    }
+    let base = preload_times;
+    let time_of = |epoch: u64| base + epoch;
+    data.advance_to(time_of(1));
+    if let Some(plane) = plane.as_mut() {
+        plane.advance(time_of(1));
+    }
+    while probe.less_than(&time_of(1)) {
+        shared.step(worker)?;
+    }
+
+    let start = *shared.start.get_or_init(Instant::now);
+    tracing::info!(target: "megaflux::job", phase = "started", worker = index, peers, base);
+    let mut duration_ms = config.duration.as_millis() as u64;
+    let mut latency = LatencyRecorder::new();
+    // The first epoch whose latency is not yet known, and the first not yet sent.
+    let mut next_measured: u64 = 1;
+    let mut next_epoch: u64 = 1;
+    let rate = config.rate;
+    let first_of = |epoch: u64| -> u64 { ((epoch - 1) as u128 * rate as u128).div_ceil(1000) as u64 };
+    let samples_rss = index.is_multiple_of(config.workers);
+    let mut rss_samples: Vec<(f64, u64)> = Vec::new();
+    let mut last_rss = start - RSS_SAMPLE_EVERY;
+    let observed = sampler.is_some();
+    let frontier = || probe.with_frontier(|f| f.first().copied().unwrap_or(Time::MAX));
+    let measure = |latency: &mut LatencyRecorder, next_measured: &mut u64, until: u64| {
+        while *next_measured < until && !probe.less_equal(&time_of(*next_measured)) {
+            let close = Duration::from_millis(*next_measured);
+            latency.record(
+                *next_measured,
+                start.elapsed().saturating_sub(close).as_nanos() as u64,
+            );
+            if observed && next_measured.is_multiple_of(WINDOW_MS) {
+                latency.report_window(*next_measured / WINDOW_MS - 1);
+            }
+            *next_measured += 1;
+        }
+    };
+
+    loop {
+        let now = start.elapsed();
+        let now_s = now.as_secs_f64();
+        // A stop ends the run `STOP_AHEAD_MS` later, so that every worker of the process
+        // learns the last epoch before it reaches it.
+        if index == 0 && shared.control.stop_requested() {
+            shared.control.set_end(now.as_millis() as u64 + STOP_AHEAD_MS);
+        }
+        if let Some(end) = shared.control.end() {
+            duration_ms = duration_ms.min(end);
+        }
+        let now_ms = (now.as_millis() as u64).min(duration_ms);
+
+        if samples_rss && last_rss.elapsed() >= RSS_SAMPLE_EVERY {
+            last_rss = Instant::now();
+            if let Some(r) = rss::current() {
+                rss_samples.push((now_s, r));
+            }
+        }
+
+        if let Some(plane) = plane.as_mut() {
+            plane.turn(shared.control, now_s, frontier());
+        }
+
+        // Send every epoch whose scheduled interval has passed.
+        if next_epoch <= now_ms {
+            while next_epoch <= now_ms {
+                data.advance_to(time_of(next_epoch));
+                let (lo, hi) = (first_of(next_epoch), first_of(next_epoch + 1));
+                let mut i = first_index(lo, index, peers);
+                while i < hi {
+                    data.send(source(i, time_of(next_epoch)));
+                    records_in += 1;
+                    i += peers as u64;
+                }
+                next_epoch += 1;
+            }
+            data.advance_to(time_of(next_epoch));
+            if let Some(plane) = plane.as_mut() {
+                plane.advance(time_of(next_epoch));
+            }
+        }
+
+        if index == 0 {
+            measure(&mut latency, &mut next_measured, next_epoch);
+        }
+        if let Some(sampler) = sampler.as_mut() {
+            let output = || probe.with_frontier(|f| f.first().copied());
+            sampler.maybe_sample(now, records_in, time_of(next_epoch), output);
+        }
+        if next_epoch > duration_ms {
+            break;
+        }
+        shared.step(worker)?;
+    }
+    // The run covers the logical times up to its last epoch: wait for those, then (in one
+    // process) drop the dataflow rather than close its inputs. Closing them would release
+    // all scheduled later work at once (Q4's auction closings, minutes ahead), which belongs
+    // to no measured epoch and costs seconds and gigabytes to drain.
+    while probe.less_equal(&time_of(duration_ms)) {
+        shared.step(worker)?;
+        if index == 0 {
+            measure(&mut latency, &mut next_measured, duration_ms + 1);
+        }
+        if let Some(plane) = plane.as_mut() {
+            // Steps already issued may still complete while the last epochs finish.
+            plane.retire(frontier(), start.elapsed().as_secs_f64());
+        }
+    }
+    let driver = plane.map(|p| {
+        let mut driver = p.close();
+        driver.retire(frontier(), start.elapsed().as_secs_f64());
+        driver
+    });
+    drop(data);
+    if peers == config.workers {
+        worker.drop_dataflow(main_dataflow);
+    } else {
+        // Across processes, one that drops its dataflow early would stall the others (their
+        // data for it is never taken in), and processes may be given different lengths: so
+        // a cluster closes its inputs and drains, later scheduled work included.
+        while !probe.done() {
+            shared.step(worker)?;
+        }
+    }
+    tracing::info!(target: "megaflux::job", phase = "finished", worker = index, records = records_in);
+    let end_s = start.elapsed().as_secs_f64();
+
+    let (digest, outputs) = *digest.borrow();
+    let report = WorkerReport {
+        digest,
+        outputs,
+        records_in,
+        preloaded,
+        transfers: transfers.borrow().iter().map(|(t, v)| (*t, *v)).collect(),
+        rss_samples,
+        rss_peak: if samples_rss { rss::peak() } else { None },
+        takeovers: takeovers
+            .borrow()
+            .iter()
+            .map(|(at, bin)| (at.saturating_duration_since(start).as_secs_f64(), *bin))
+            .collect(),
+    };
+    reports_in.send(report);
+    drop(reports_in);
+    while !reports_probe.done() {
+        shared.step(worker)?;
+    }
+
+    let Some(driver) = driver else {
+        return Ok(None);
+    };
+    let reports = reports.borrow();
+    // A stopped run covers fewer epochs than it was configured for.
+    let ran = RunConfig {
+        duration: Duration::from_millis(duration_ms),
+        ..config.clone()
+    };
+    Ok(Some(summarize(
+        &ran,
+        peers,
+        &reports,
+        &latency,
+        driver.records(),
+        driver.failures(),
+        end_s,
+    )))
+}
