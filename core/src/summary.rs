@@ -58,8 +58,9 @@ pub struct FailureSummary {
     pub at_s: f64,
     /// The logical time of its instructions.
     pub time: Time,
-    /// From the failure to the first output of the last promoted replica to give one
-    /// (`None` if none gave an output before the run ended).
+    /// From the failure until every replica that took over had done its first work in place
+    /// of the failed one (applied records or scheduled work of its bin, or released outputs
+    /// the failed primary never emitted); `None` if none did before the run ended.
     pub takeover_ms: Option<f64>,
     /// Bins whose standby took over as primary.
     pub bins_promoted: usize,
@@ -67,7 +68,7 @@ pub struct FailureSummary {
     pub bins_degraded: usize,
     /// Bins left with none (the run stopped).
     pub bins_lost: Vec<u32>,
-    /// Latency from the failure until every promoted replica had given its first output.
+    /// Latency from the failure to the end of its takeover.
     pub latency_ns_during_takeover: DuringLatency,
     pub recovery: Option<RecoverySummary>,
     pub rejoined_s: Option<f64>,

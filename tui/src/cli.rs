@@ -108,6 +108,10 @@ struct RunArgs {
     /// all-at-once, fluid, batched:K or matched, optionally +pipelined.
     #[arg(long, default_value = "matched", value_parser = parse_schedule)]
     recovery: Schedule,
+    /// Fault injection: worker WORKER panics at SECS, to see how a job stops (every process
+    /// exits non-zero with the panic's message). Repeatable.
+    #[arg(long = "inject-panic", value_name = "W@SECS", value_parser = parse_worker_at)]
+    panics: Vec<WorkerAt>,
     /// NEXMark: window length of Q5 (sliding), Q7 and Q8 (tumbling), in ms.
     #[arg(long, default_value_t = NexmarkParams::default().window_ms, value_parser = clap::value_parser!(u64).range(1..))]
     window_ms: u64,
@@ -353,6 +357,7 @@ fn run_config(args: &RunArgs, dashboard: bool) -> Result<RunConfig, ConfigError>
         failures: args.failures.clone(),
         rejoins: args.rejoins.clone(),
         recovery: args.recovery,
+        panics: args.panics.clone(),
     };
     harness::validate(&config)?;
     Ok(config)

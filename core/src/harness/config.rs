@@ -64,6 +64,9 @@ pub struct RunConfig {
     /// How recoveries and rebalances after a rejoin copy bins.
     #[serde(default = "recovery", with = "text")]
     pub recovery: Schedule,
+    /// Workers that panic on purpose, to see how a job stops (fault injection).
+    #[serde(default, with = "texts")]
+    pub panics: Vec<WorkerAt>,
 }
 
 fn one() -> usize {
@@ -94,6 +97,7 @@ impl Default for RunConfig {
             failures: Vec::new(),
             rejoins: Vec::new(),
             recovery: DEFAULT_RECOVERY,
+            panics: Vec::new(),
         }
     }
 }
@@ -245,7 +249,12 @@ pub fn validate(config: &RunConfig) -> Result<(), ConfigError> {
             config.replicas, config.replicas
         ));
     }
-    for w in config.failures.iter().chain(&config.rejoins) {
+    for w in config
+        .failures
+        .iter()
+        .chain(&config.rejoins)
+        .chain(&config.panics)
+    {
         if w.worker >= peers {
             return invalid(format!(
                 "`{w}` names worker {} but the job has {peers} workers (0..{})",
@@ -348,7 +357,7 @@ mod tests {
     #[test]
     fn old_headers_read_with_defaults() {
         let mut json = serde_json::to_value(RunConfig::default()).unwrap();
-        for field in ["replicas", "failures", "rejoins", "recovery"] {
+        for field in ["replicas", "failures", "rejoins", "recovery", "panics"] {
             json.as_object_mut().unwrap().remove(field);
         }
         let back: RunConfig = serde_json::from_value(json).unwrap();

@@ -108,7 +108,12 @@ pub fn run(config: RunConfig, control: ControlHandle) -> Result<Option<Summary>,
                 run_abort.finished();
             }
             Err(Stopped) if cluster => park_forever(),
-            Err(Stopped) => {}
+            // Timely steps a worker until its dataflows complete, which they never will.
+            Err(Stopped) => {
+                for dataflow in worker.installed_dataflows() {
+                    worker.drop_dataflow(dataflow);
+                }
+            }
         }
     })
     .map_err(RunError::Timely)?;

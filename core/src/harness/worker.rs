@@ -233,9 +233,18 @@ pub(super) fn run_worker<J: Job>(
         }
     };
 
+    let mut panic_at = config
+        .panics
+        .iter()
+        .filter(|p| p.worker == index)
+        .map(|p| p.at_secs)
+        .reduce(f64::min);
     loop {
         let now = start.elapsed();
         let now_s = now.as_secs_f64();
+        if let Some(at) = panic_at.take_if(|at| *at <= now_s) {
+            panic!("injected panic (--inject-panic {index}@{at})");
+        }
         // A stop ends the run `STOP_AHEAD_MS` later, so that every worker of the process
         // learns the last epoch before it reaches it.
         if index == 0 && shared.control.stop_requested() {

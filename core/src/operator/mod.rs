@@ -107,7 +107,7 @@ pub struct StatefulConfig {
     pub takeovers: TakeoverLog,
 }
 
-/// A promoted replica's first output after a failure: when, and the bin.
+/// A replica's first work in place of a failed one (its takeover): when, and the bin.
 pub type TakeoverLog = Rc<RefCell<Vec<(Instant, u32)>>>;
 
 /// Totals of the bins one worker shipped at one time.
@@ -173,7 +173,7 @@ pub(crate) struct Local<S> {
     pub(crate) dead: Cell<bool>,
     /// The time from which a dead worker serves again (its rejoin is final).
     pub(crate) revive_at: Cell<Option<Time>>,
-    /// Bins whose primary failed while this worker held their standby: their first output
+    /// Bins whose primary failed while this worker held their standby: their first work
     /// from here is the takeover. `takeover_round` counts the failures heard of.
     pub(crate) awaiting: RefCell<FxHashSet<u32>>,
     pub(crate) takeover_round: Cell<u64>,

@@ -291,9 +291,9 @@ impl Seen {
         }
     }
 
-    /// `bin`'s outputs at `time` come from here: `released` in place of a failed primary's,
-    /// or as the new primary of a bin whose primary failed. The first time in a round, that
-    /// is its takeover.
+    /// `bin`'s work at `time` is done here in place of a failed primary: `released` outputs
+    /// the primary never emitted, or applied the bin while awaiting its takeover. The first
+    /// time in a round, that is its takeover.
     #[allow(clippy::too_many_arguments)]
     fn took_over<S>(
         &mut self,
@@ -374,6 +374,18 @@ impl<R, O, S> Hooks<O> for StateHooks<'_, R, O, S> {
     }
 
     fn emitted(&mut self, bin: u32, out: &mut Vec<O>, from: usize) {
+        // The first work a replica does for a bin whose primary failed, outputs or not.
+        if !self.local.awaiting.borrow().is_empty() {
+            self.seen.took_over(
+                self.name,
+                bin,
+                &self.time,
+                self.me,
+                false,
+                self.local,
+                self.takeovers,
+            );
+        }
         if out.len() == from {
             return;
         }
@@ -382,17 +394,6 @@ impl<R, O, S> Hooks<O> for StateHooks<'_, R, O, S> {
             Some(Role::Primary) => {
                 if holders.standby != NONE {
                     self.acks.push(ack(holders.standby, bin));
-                }
-                if !self.local.awaiting.borrow().is_empty() {
-                    self.seen.took_over(
-                        self.name,
-                        bin,
-                        &self.time,
-                        self.me,
-                        false,
-                        self.local,
-                        self.takeovers,
-                    );
                 }
             }
             Some(Role::Standby) if !self.holding.acked(self.time, bin) => {
