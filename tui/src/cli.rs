@@ -456,5 +456,38 @@ fn describe(s: &Summary) -> String {
             ms(m.latency_ns_during.max)
         ));
     }
+    for f in &s.failures {
+        text.push_str(&format!(
+            "\n  worker {} failed at {:.1}s (time {}): {} bins promoted, takeover {}",
+            f.worker,
+            f.at_s,
+            f.time,
+            f.bins_promoted,
+            f.takeover_ms
+                .map_or("not seen".to_string(), |t| format!("{t:.1} ms")),
+        ));
+        if !f.bins_lost.is_empty() {
+            text.push_str(&format!("; {} bins lost their last replica", f.bins_lost.len()));
+        }
+        match &f.recovery {
+            Some(r) => text.push_str(&format!(
+                "; recovery {}: {} bins, {} bytes in {}{}, during it p99 {:.2} ms max {:.2} ms",
+                r.strategy,
+                r.bins_copied,
+                r.bytes,
+                r.duration_s
+                    .map_or("(unfinished)".to_string(), |d| format!("{d:.3}s")),
+                f.rejoined_s
+                    .map_or(String::new(), |at| format!(" after its rejoin at {at:.1}s")),
+                ms(r.latency_ns_during.p99),
+                ms(r.latency_ns_during.max)
+            )),
+            None if f.bins_degraded > 0 && f.bins_lost.is_empty() => text.push_str(&format!(
+                "; no live worker could hold the standbys of its {} degraded bins: they stay degraded until it rejoins (--rejoin {}@SECS)",
+                f.bins_degraded, f.worker
+            )),
+            None => {}
+        }
+    }
     text
 }

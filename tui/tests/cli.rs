@@ -152,3 +152,23 @@ fn without_a_terminal_run_goes_headless() {
     let summary: serde_json::Value = serde_json::from_str(&last).expect("a JSON summary");
     assert_eq!(summary["duration_s"], 0.5);
 }
+
+#[test]
+fn bad_replica_and_failure_flags_are_rejected() {
+    for (args, names) in [
+        (vec!["--replicas", "3"], "3"),
+        (vec!["--fail", "x@1"], "`x`"),
+        (vec!["--fail", "1"], "1"),
+        (vec!["--fail", "1@-3"], "-3"),
+        (vec!["--fail", "5@1"], "worker 5"),
+        (vec!["--rejoin", "2@1"], "worker 2"),
+        (vec!["--recovery", "slowly"], "slowly"),
+        (vec!["--replicas", "2", "--workers", "1"], "--replicas 2"),
+        (vec!["--replicas", "2", "--native"], "--native"),
+        (vec!["--inject-panic", "4@1"], "worker 4"),
+    ] {
+        let mut all = vec!["run", "--headless"];
+        all.extend(args);
+        assert_usage_error(&all, names);
+    }
+}

@@ -7,7 +7,7 @@ mod plane;
 mod worker;
 
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub use config::{DEFAULT_RECOVERY, MAX_REPLICAS, RunConfig, WorkerAt, validate};
 
@@ -20,6 +20,9 @@ use crate::nexmark::NexmarkJob;
 use crate::summary::Summary;
 use crate::workload::{CountJob, Counting, Workload};
 use worker::{Shared, Stopped, run_worker};
+
+/// How long a cluster process that found lost bins waits before it exits.
+const LOST_GRACE: Duration = Duration::from_millis(500);
 
 /// Errors that stop a run.
 #[derive(Debug, thiserror::Error)]
@@ -119,6 +122,11 @@ pub fn run(config: RunConfig, control: ControlHandle) -> Result<Option<Summary>,
     .map_err(RunError::Timely)?;
     if let Err(e) = abort.wait() {
         if cluster {
+            // Every process finds lost bins at about the same time: give the others a moment
+            // to stop for that reason rather than for this process going away.
+            if matches!(e, RunError::BinsLost { .. }) {
+                std::thread::sleep(LOST_GRACE);
+            }
             // Joining would wait for parked workers; the process exits instead.
             std::mem::forget(guards);
         } else {

@@ -1,0 +1,351 @@
+//! High availability through the real binary: a worker failure with replicas changes no
+//! output and is reported; a failure without replicas, a panicking worker and a lost peer
+//! each stop the job with a clear message and a non-zero status, in one process and in a
+//! two-process cluster.
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn megaflux(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_megaflux"));
+    c.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c
+}
+
+fn summary(out: &Output) -> Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let last = text.lines().last().unwrap_or_default();
+    serde_json::from_str(last).unwrap_or_else(|e| {
+        panic!(
+            "no JSON summary ({e}): {text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn run(args: &[&str]) -> Value {
+    let out = megaflux(args).output().expect("the binary runs");
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    summary(&out)
+}
+
+const HASHCOUNT: &[&str] = &[
+    "run",
+    "--headless",
+    "--workload",
+    "hashcount",
+    "--keys",
+    "50000",
+    "--rate",
+    "50000",
+    "--duration",
+    "3",
+];
+
+#[test]
+fn a_failure_with_replicas_changes_no_output_and_is_reported() {
+    let plain = run(HASHCOUNT);
+    let with = |extra: &[&str]| {
+        let mut args = HASHCOUNT.to_vec();
+        args.extend(extra);
+        run(&args)
+    };
+    let replicated = with(&["--replicas", "2"]);
+    // Two workers: no spare until the failed one rejoins; the rejoin restores the standbys.
+    let failed = with(&["--replicas", "2", "--fail", "1@1", "--rejoin", "1@1.8"]);
+    // Three workers: the spare takes the standbys at once.
+    let three = with(&[
+        "--replicas",
+        "2",
+        "--workers",
+        "3",
+        "--fail",
+        "2@1",
+        "--recovery",
+        "fluid",
+    ]);
+    for s in [&replicated, &failed, &three] {
+        assert_eq!(s["output_digest"], plain["output_digest"], "{s}");
+        assert_eq!(s["outputs"], plain["outputs"]);
+        assert_eq!(s["replicas"], 2);
+    }
+    let f = &failed["failures"][0];
+    assert_eq!(
+        (f["worker"].as_u64(), f["bins_promoted"].as_u64()),
+        (Some(1), Some(128)),
+        "{f}"
+    );
+    assert!(f["takeover_ms"].as_f64().is_some(), "{f}");
+    assert_eq!(f["recovery"]["bins_copied"], 256, "{f}");
+    assert!(f["recovery"]["bytes"].as_u64() > Some(0), "{f}");
+    assert!(f["rejoined_s"].as_f64().is_some(), "{f}");
+    let f = &three["failures"][0];
+    assert_eq!(f["recovery"]["strategy"], "fluid", "{f}");
+    assert!(f["recovery"]["bins_copied"].as_u64() > Some(0), "{f}");
+}
+
+#[test]
+fn a_failure_without_replicas_stops_with_status_3_naming_the_bins() {
+    let out = megaflux(&[
+        "run",
+        "--headless",
+        "--bins",
+        "16",
+        "--keys",
+        "20000",
+        "--rate",
+        "20000",
+        "--duration",
+        "3",
+        "--fail",
+        "1@1",
+    ])
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("bins 1,3,5,7,9,11,13,15 lost their last replica"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "no summary of a broken run");
+}
+
+#[test]
+fn a_panicking_worker_stops_the_job_with_its_message() {
+    let started = Instant::now();
+    let out = megaflux(&[
+        "run",
+        "--headless",
+        "--duration",
+        "30",
+        "--keys",
+        "20000",
+        "--inject-panic",
+        "1@0.5",
+    ])
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("worker 1 panicked: injected panic"), "{stderr}");
+    assert!(
+        !stderr.contains("RUST_BACKTRACE"),
+        "one message, no backtraces: {stderr}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+/// A two-process loopback cluster of two workers each.
+struct Cluster {
+    hostfile: std::path::PathBuf,
+    addresses: [String; 2],
+}
+
+impl Cluster {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("megaflux-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let listeners: Vec<TcpListener> = (0..2)
+            .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+            .collect();
+        let addresses = [0, 1].map(|i| listeners[i].local_addr().unwrap().to_string());
+        drop(listeners);
+        let hostfile = dir.join("hosts.txt");
+        let mut f = std::fs::File::create(&hostfile).unwrap();
+        for a in &addresses {
+            writeln!(f, "{a}").unwrap();
+        }
+        Cluster { hostfile, addresses }
+    }
+
+    fn spawn(&self, process: &str, job: &[&str]) -> Child {
+        let mut args = job.to_vec();
+        args.extend([
+            "--workers",
+            "2",
+            "--",
+            "-n",
+            "2",
+            "-p",
+            process,
+            "-h",
+            self.hostfile.to_str().unwrap(),
+        ]);
+        megaflux(&args).spawn().expect("a cluster process starts")
+    }
+
+    fn run(&self, job: &[&str]) -> [Output; 2] {
+        let p0 = self.spawn("0", job);
+        let p1 = self.spawn("1", job);
+        [p0.wait_with_output().unwrap(), p1.wait_with_output().unwrap()]
+    }
+}
+
+const KEYCOUNT: &[&str] = &[
+    "run",
+    "--headless",
+    "--keys",
+    "20000",
+    "--rate",
+    "20000",
+    "--duration",
+    "3",
+    "--replicas",
+    "2",
+];
+/// A job that would run far longer than any of these tests waits.
+const LONG: &[&str] = &[
+    "run",
+    "--headless",
+    "--keys",
+    "20000",
+    "--rate",
+    "20000",
+    "--duration",
+    "60",
+    "--replicas",
+    "2",
+];
+
+#[test]
+fn a_cluster_survives_a_failure_on_its_second_process() {
+    let cluster = Cluster::new("failover");
+    let [plain, _] = cluster.run(KEYCOUNT);
+    let mut job = KEYCOUNT.to_vec();
+    job.extend(["--fail", "3@1"]);
+    let [failed, other] = cluster.run(&job);
+    assert!(
+        failed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&failed.stderr)
+    );
+    assert!(
+        other.status.success(),
+        "{}",
+        String::from_utf8_lossy(&other.stderr)
+    );
+    let (plain, failed) = (summary(&plain), summary(&failed));
+    assert_eq!(failed["output_digest"], plain["output_digest"]);
+    assert_eq!(failed["failures"][0]["worker"], 3);
+    // Standbys live on the other process: every bin of worker 3 had one on process 0.
+    assert_eq!(failed["failures"][0]["bins_lost"], serde_json::json!([]));
+}
+
+#[test]
+fn a_cluster_stops_everywhere_when_a_worker_panics() {
+    let cluster = Cluster::new("panic");
+    let started = Instant::now();
+    let mut job = LONG.to_vec();
+    job.extend(["--inject-panic", "3@0.5"]);
+    let [p0, p1] = cluster.run(&job);
+    let (e0, e1) = (
+        String::from_utf8_lossy(&p0.stderr),
+        String::from_utf8_lossy(&p1.stderr),
+    );
+    assert!(!p0.status.success() && !p1.status.success(), "{e0}\n{e1}");
+    assert!(e1.contains("worker 3 panicked: injected panic"), "{e1}");
+    assert!(
+        e0.contains(&format!("process 1 ({}) went away", cluster.addresses[1])),
+        "{e0}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_killed_peer_is_one_line_naming_it() {
+    let cluster = Cluster::new("kill");
+    let p0 = cluster.spawn("0", LONG);
+    let mut p1 = cluster.spawn("1", LONG);
+    std::thread::sleep(Duration::from_secs(2));
+    p1.kill().unwrap();
+    let _ = p1.wait();
+    let started = Instant::now();
+    let out = p0.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(
+        errors[0].contains(&format!("process 1 ({}) went away", cluster.addresses[1])),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn a_cluster_that_loses_bins_stops_everywhere_with_status_3() {
+    let cluster = Cluster::new("lost");
+    let job = [
+        "run",
+        "--headless",
+        "--keys",
+        "20000",
+        "--rate",
+        "20000",
+        "--duration",
+        "30",
+        "--bins",
+        "16",
+        "--fail",
+        "1@0.5",
+    ];
+    let [p0, p1] = cluster.run(&job);
+    for p in [&p0, &p1] {
+        let stderr = String::from_utf8_lossy(&p.stderr);
+        assert_eq!(p.status.code(), Some(3), "{stderr}");
+        assert!(
+            stderr.contains("bins 1,5,9,13 lost their last replica"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn nexmark_queries_with_scheduled_work_and_global_maxima_survive_a_failure() {
+    for query in ["q4", "q7"] {
+        let base = [
+            "run",
+            "--headless",
+            "--workload",
+            query,
+            "--rate",
+            "20000",
+            "--duration",
+            "3",
+            "--in-flight-auctions",
+            "2000",
+        ];
+        let plain = run(&base);
+        let mut args = base.to_vec();
+        // Worker 0 hosts the control plane: its partitions fail, its driver goes on.
+        args.extend(["--replicas", "2", "--fail", "0@1", "--rejoin", "0@1.8"]);
+        let failed = run(&args);
+        assert_eq!(
+            failed["output_digest"], plain["output_digest"],
+            "{query}: {failed}"
+        );
+        assert_eq!(failed["failures"][0]["worker"], 0, "{query}");
+        assert!(
+            failed["failures"][0]["recovery"]["bins_copied"].as_u64() > Some(0),
+            "{query}: {failed}"
+        );
+    }
+}
