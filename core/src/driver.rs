@@ -77,6 +77,8 @@ enum Purpose {
 struct ActivePlan {
     purpose: Purpose,
     record: MigrationRecord,
+    /// The bins changed so far.
+    bins: Vec<u32>,
     pipelined: bool,
     remaining: VecDeque<Vec<Change>>,
     /// Issued steps whose time the output frontier has not passed yet.
@@ -291,6 +293,7 @@ impl PlanDriver {
             pipelined: schedule.pipelined,
             remaining: steps,
             in_flight: VecDeque::new(),
+            bins: Vec::new(),
         });
     }
 
@@ -488,6 +491,7 @@ impl PlanDriver {
                     issued.push(c);
                 }
                 self.placements.issue(time, &out);
+                active.bins.extend(issued.iter().map(|c| c.bin));
                 active.record.step_times.push(time);
                 active.record.bins_moved += issued.len();
                 active.in_flight.push_back((time, issued));
@@ -537,7 +541,13 @@ impl PlanDriver {
         match finished.purpose {
             Purpose::Migration | Purpose::Rebalance(None) => self.migrations.push(finished.record),
             Purpose::Recovery(i) | Purpose::Rebalance(Some(i)) => {
-                self.failures[i].recovery = Some(finished.record)
+                let mut bins = finished.bins;
+                bins.sort_unstable();
+                tracing::info!(
+                    target: "megaflux::replica",
+                    phase = "recovered", worker = self.failures[i].worker, bins = %list(&bins)
+                );
+                self.failures[i].recovery = Some(finished.record);
             }
         }
         // A recovery cut short by a second failure starts again for the bins still degraded;

@@ -2,7 +2,8 @@
 //! the frontiers of its operators, and its load. Everything goes out as `tracing` events
 //! (targets `megaflux::state`, `megaflux::frontier`, `megaflux::worker`); with no subscriber
 //! listening the sampler is never built. The sizes of one operator's bins travel in one
-//! event (`kind = "bins"`, field `sizes`: `bin:keys:bytes` triples separated by spaces).
+//! event (`kind = "bins"`, field `sizes`: `bin:keys:bytes` triples separated by spaces,
+//! `bin:keys:bytes:s` for a bin this worker holds the standby of).
 //!
 //! Bin sizes go out in full at the first sample; after that for the bins that changed since
 //! the last sample, plus one [`REFRESH_EVERY`]th of all bins in turn, so that an observer
@@ -33,8 +34,8 @@ pub struct Sampler {
     /// When the last sample was taken, on the harness's clock.
     last: Duration,
     samples: u64,
-    /// Per operator, the size last reported for each bin (`None`: not held here).
-    reported: Vec<Vec<Option<(u64, u64)>>>,
+    /// Per operator, the size and role last reported for each bin (`None`: not held here).
+    reported: Vec<Vec<Option<(u64, u64, bool)>>>,
     records_before: u64,
     busy_before: u64,
     scratch: Vec<BinSize>,
@@ -111,10 +112,11 @@ impl Sampler {
                 keys += s.keys;
                 bytes += s.bytes;
                 let refresh = full || u64::from(s.bin) % REFRESH_EVERY == turn;
-                if refresh || last[bin] != Some((s.keys, s.bytes)) {
+                if refresh || last[bin] != Some((s.keys, s.bytes, s.standby)) {
                     use std::fmt::Write;
-                    let _ = write!(sizes, "{}:{}:{} ", s.bin, s.keys, s.bytes);
-                    last[bin] = Some((s.keys, s.bytes));
+                    let role = if s.standby { ":s" } else { "" };
+                    let _ = write!(sizes, "{}:{}:{}{role} ", s.bin, s.keys, s.bytes);
+                    last[bin] = Some((s.keys, s.bytes, s.standby));
                 }
             }
             // One event for all of them: a sample must not cost a tracing event per bin.

@@ -65,13 +65,16 @@ pub enum Event {
     JobStarted { worker: u32, peers: u32, base: u64 },
     /// A worker finished its last epoch.
     JobFinished { worker: u32, records: u64 },
-    /// The size of one bin of one operator, reported by the worker holding it.
+    /// The size of one bin of one operator, reported by a worker holding it (its primary,
+    /// or its standby when `standby`).
     BinSize {
         worker: u32,
         operator: String,
         bin: u32,
         keys: u64,
         bytes: u64,
+        #[serde(default, skip_serializing_if = "is_false")]
+        standby: bool,
     },
     /// A worker finished sampling an operator. When `full`, every bin it holds was reported
     /// just before this event.
@@ -130,13 +133,25 @@ pub enum Event {
         chunks: Option<u64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         step: Option<u64>,
+        /// Issued: the bin's holders from `time` on (`standby` -1: none).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        primary: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        standby: Option<i64>,
+        /// The source keeps its replica (a recovery copy), rather than moving it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        copy: Option<bool>,
     },
-    /// A plan was made from a command or a `--migrate`.
+    /// A plan was made from a command or a `--migrate` (`purpose` migration), to restore
+    /// replicas after a failure (`recovery`) or to spread bins onto a worker that rejoined
+    /// (`rebalance`).
     PlanStarted {
         strategy: String,
         target: String,
         steps: u64,
         bins: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        purpose: Option<String>,
     },
     /// A plan finished: every step issued and complete (or cancelled and drained).
     PlanCompleted {
@@ -157,10 +172,41 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
-    /// A worker failed (high availability; not emitted yet).
-    Failure { worker: u32, reason: String },
-    /// A failed worker's bins are served again (high availability; not emitted yet).
+    /// Where every bin's replicas are from logical time `time` on: one entry per bin,
+    /// space separated, `P/S` (primary and standby), `P` (no standby) or `-` (lost).
+    Placement { time: u64, holders: String },
+    /// A worker failed (fail-stop of its partitions): from `time` on it holds nothing.
+    /// `promoted` bins' standbys became primaries; `degraded` bins have one replica left;
+    /// `suspects` holders were dropped because their copy may never have left the worker;
+    /// `lost` lists bins left with none (`0-3,7`).
+    Failure {
+        worker: u32,
+        reason: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        time: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        promoted: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        degraded: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        suspects: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lost: Option<String>,
+    },
+    /// A replica did its first work for a bin whose primary failed: `worker` took over `bin`
+    /// of `operator` at `time`.
+    Takeover {
+        operator: String,
+        worker: u32,
+        bin: u32,
+        time: u64,
+    },
+    /// A failed worker serves again, empty, from `time` on.
+    Rejoin { worker: u32, time: u64 },
+    /// The bins that `worker`'s failure left with one replica have two again.
     Recovery { worker: u32, bins: Vec<u32> },
+    /// Bins lost their last replica at `time` (`0-3,7`): the job stops.
+    Lost { time: u64, bins: String },
     /// Recording to the trace was paused (`on: false`, the last event before the gap) or
     /// resumed (`on: true`, the first event after it; also the first event of a trace).
     Recording { on: bool },
@@ -196,9 +242,14 @@ pub fn expand(events: Vec<Stamped>) -> Vec<Stamped> {
             continue;
         };
         for triple in sizes.split_whitespace() {
+            // `bin:keys:bytes`, then `:s` for a standby.
+            let (triple, standby) = match triple.strip_suffix(":s") {
+                Some(t) => (t, true),
+                None => (triple, false),
+            };
             let mut parts = triple.split(':').map(str::parse::<u64>);
-            if let (Some(Ok(bin)), Some(Ok(keys)), Some(Ok(bytes))) =
-                (parts.next(), parts.next(), parts.next())
+            if let (Some(Ok(bin)), Some(Ok(keys)), Some(Ok(bytes)), None) =
+                (parts.next(), parts.next(), parts.next(), parts.next())
                 && let Ok(bin) = u32::try_from(bin)
             {
                 out.push(Stamped {
@@ -210,9 +261,30 @@ pub fn expand(events: Vec<Stamped>) -> Vec<Stamped> {
                         bin,
                         keys,
                         bytes,
+                        standby,
                     },
                 });
             }
+        }
+    }
+    out
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// Bins from a compact list (`0-3,7,9-10`); malformed parts and bins past `limit` are
+/// skipped, and a range never expands past `limit` entries.
+pub fn parse_bins(list: &str, limit: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => (a.parse::<u32>(), b.parse::<u32>()),
+            None => (part.parse::<u32>(), part.parse::<u32>()),
+        };
+        if let (Ok(lo), Ok(hi)) = (lo, hi) {
+            out.extend((lo..=hi.min(limit.saturating_sub(1))).take(limit as usize));
         }
     }
     out
@@ -232,8 +304,12 @@ pub const KINDS: &[&str] = &[
     "plan_started",
     "plan_completed",
     "command",
+    "placement",
     "failure",
+    "takeover",
+    "rejoin",
     "recovery",
+    "lost",
     "recording",
     "dropped",
 ];
@@ -254,8 +330,12 @@ impl Event {
             Event::PlanStarted { .. } => "plan_started",
             Event::PlanCompleted { .. } => "plan_completed",
             Event::Command { .. } => "command",
+            Event::Placement { .. } => "placement",
             Event::Failure { .. } => "failure",
+            Event::Takeover { .. } => "takeover",
+            Event::Rejoin { .. } => "rejoin",
             Event::Recovery { .. } => "recovery",
+            Event::Lost { .. } => "lost",
             Event::Recording { .. } => "recording",
             Event::Dropped { .. } => "dropped",
             Event::BinSizes { .. } => "bin_sizes",
@@ -273,6 +353,8 @@ impl Event {
             | Event::Frontier { worker, .. }
             | Event::WorkerStats { worker, .. }
             | Event::Failure { worker, .. }
+            | Event::Takeover { worker, .. }
+            | Event::Rejoin { worker, .. }
             | Event::Recovery { worker, .. } => Some(*worker),
             Event::Migration { worker, .. } => *worker,
             _ => None,
@@ -300,6 +382,9 @@ mod tests {
                 bytes: Some(4096),
                 chunks: Some(1),
                 step: None,
+                primary: None,
+                standby: None,
+                copy: None,
             },
         };
         let line = serde_json::to_string(&e).unwrap();
@@ -322,7 +407,7 @@ mod tests {
             event: Event::BinSizes {
                 worker: 1,
                 operator: "count".into(),
-                sizes: "3:10:80 7:0:0 bad 9:x:1 11:5:40".into(),
+                sizes: "3:10:80 7:0:0 bad 9:x:1 11:5:40 12:1:8:s 13:1:1:1".into(),
             },
         };
         let other = Stamped {
@@ -343,8 +428,23 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(bins, vec![(3, 10), (7, 0), (11, 5)]);
+        assert_eq!(bins, vec![(3, 10), (7, 0), (11, 5), (12, 1)]);
+        assert!(out.iter().any(|e| matches!(
+            e.event,
+            Event::BinSize {
+                bin: 12,
+                standby: true,
+                ..
+            }
+        )));
         assert_eq!(out.last(), Some(&other));
         assert!(out.iter().all(|e| e.process == 1 && e.at_s == 2.0));
+    }
+
+    #[test]
+    fn bin_lists_parse_within_bounds() {
+        assert_eq!(parse_bins("0-3,7, 9-10,x,5-2", 16), vec![0, 1, 2, 3, 7, 9, 10]);
+        assert_eq!(parse_bins("14-4000000000", 16), vec![14, 15]);
+        assert!(parse_bins("", 16).is_empty());
     }
 }

@@ -123,6 +123,13 @@ impl Fields {
             _ => None,
         }
     }
+    fn i64(&self, name: &str) -> Option<i64> {
+        match self.0.get(name)? {
+            Value::I64(v) => Some(*v),
+            Value::U64(v) => i64::try_from(*v).ok(),
+            _ => None,
+        }
+    }
     fn u32(&self, name: &str) -> Option<u32> {
         self.u64(name).and_then(|v| u32::try_from(v).ok())
     }
@@ -230,6 +237,9 @@ fn convert(target: &str, f: &Fields) -> Option<Event> {
                 bytes: f.u64("bytes"),
                 chunks: f.u64("chunks"),
                 step: f.u64("step"),
+                primary: f.u32("primary"),
+                standby: f.i64("standby"),
+                copy: f.bool("copy"),
             }
         }
         "megaflux::plan" => match f.str("phase")?.as_str() {
@@ -238,11 +248,46 @@ fn convert(target: &str, f: &Fields) -> Option<Event> {
                 target: f.str("target")?,
                 steps: f.u64("steps")?,
                 bins: f.u64("bins")?,
+                purpose: f.str("purpose"),
             },
             "completed" => Event::PlanCompleted {
                 strategy: f.str("strategy")?,
                 steps: f.u64("steps")?,
                 seconds: f.f64("seconds")?,
+            },
+            _ => return None,
+        },
+        "megaflux::replica" => match f.str("phase")?.as_str() {
+            "placement" => Event::Placement {
+                time: f.u64("time")?,
+                holders: f.str("holders")?,
+            },
+            "failed" => Event::Failure {
+                worker: f.u32("worker")?,
+                reason: f.str("reason").unwrap_or_else(|| "fail-stop".into()),
+                time: f.u64("time"),
+                promoted: f.u64("promoted"),
+                degraded: f.u64("degraded"),
+                suspects: f.u64("suspects"),
+                lost: f.str("lost").filter(|l| !l.is_empty()),
+            },
+            "takeover" => Event::Takeover {
+                operator: f.str("operator")?,
+                worker: f.u32("worker")?,
+                bin: f.u32("bin")?,
+                time: f.u64("time")?,
+            },
+            "rejoin" => Event::Rejoin {
+                worker: f.u32("worker")?,
+                time: f.u64("time")?,
+            },
+            "recovered" => Event::Recovery {
+                worker: f.u32("worker")?,
+                bins: crate::event::parse_bins(&f.str("bins")?, megaflux::bins::MAX_BINS as u32),
+            },
+            "lost" => Event::Lost {
+                time: f.u64("time")?,
+                bins: f.str("bins")?,
             },
             _ => return None,
         },

@@ -3,7 +3,7 @@
 //! flight and finished, and the command log. The collector keeps one and sends it whole to
 //! each new subscriber, which then applies the events that follow.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
@@ -14,12 +14,46 @@ pub const COMMAND_LOG: usize = 256;
 /// The most bins a job can have.
 const MAX_BINS: u32 = megaflux::bins::MAX_BINS as u32;
 
-/// One bin of one operator.
+/// One bin of one operator, as the workers holding it report it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BinView {
+    /// The worker that reported it as its primary.
     pub owner: Option<u32>,
+    /// The worker that reported it as its standby.
+    #[serde(default)]
+    pub standby: Option<u32>,
     pub keys: u64,
     pub bytes: u64,
+}
+
+/// Where a bin's replicas are, as the control plane placed them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holders {
+    pub primary: Option<u32>,
+    pub standby: Option<u32>,
+}
+
+impl Holders {
+    /// One replica left (the job had two).
+    pub fn degraded(&self) -> bool {
+        self.primary.is_some() && self.standby.is_none()
+    }
+}
+
+/// A worker's failure and what followed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FailureView {
+    pub worker: u32,
+    pub at_s: f64,
+    pub time: Option<u64>,
+    pub promoted: u64,
+    pub degraded: u64,
+    /// Replicas that did their first work in place of the failed worker.
+    pub takeovers: u64,
+    pub rejoined_s: Option<f64>,
+    /// Bins given two replicas again, once the recovery finished.
+    pub recovered: Option<u64>,
+    pub lost: Option<String>,
 }
 
 /// A worker's latest load.
@@ -115,6 +149,17 @@ pub struct JobModel {
     pub dropped: BTreeMap<String, u64>,
     /// Whether the collector writes a trace (`None`: it records nothing).
     pub recording: Option<bool>,
+    /// Every bin's replicas, once the control plane said (jobs with replicas).
+    #[serde(default)]
+    pub placement: Vec<Holders>,
+    /// Workers that failed and have not rejoined.
+    #[serde(default)]
+    pub failed: BTreeSet<u32>,
+    #[serde(default)]
+    pub failures: Vec<FailureView>,
+    /// Bins that lost their last replica (the job stopped), and when.
+    #[serde(default)]
+    pub lost: Option<(u64, String)>,
     /// Events applied.
     pub events: u64,
     /// The latest event's time.
@@ -150,6 +195,23 @@ impl JobModel {
         bins.get_mut(bin as usize)
     }
 
+    /// The holders of `bin`, or `None` for a bin the job cannot have.
+    fn holders_mut(&mut self, bin: u32) -> Option<&mut Holders> {
+        let limit = self.bins().unwrap_or(MAX_BINS);
+        if bin >= limit {
+            return None;
+        }
+        if self.placement.len() <= bin as usize {
+            self.placement.resize(bin as usize + 1, Holders::default());
+        }
+        self.placement.get_mut(bin as usize)
+    }
+
+    /// Whether the job keeps two replicas per bin (its placement names standbys).
+    pub fn replicated(&self) -> bool {
+        self.placement.iter().any(|h| h.standby.is_some()) || !self.failures.is_empty()
+    }
+
     /// Total dropped events over every place.
     pub fn dropped_total(&self) -> u64 {
         self.dropped.values().sum()
@@ -177,13 +239,16 @@ impl JobModel {
                 bin,
                 keys,
                 bytes,
+                standby,
             } => {
                 if let Some(view) = self.bin_mut(operator, *bin) {
-                    *view = BinView {
-                        owner: Some(*worker),
-                        keys: *keys,
-                        bytes: *bytes,
-                    };
+                    if *standby {
+                        view.standby = Some(*worker);
+                    } else {
+                        view.owner = Some(*worker);
+                        view.keys = *keys;
+                        view.bytes = *bytes;
+                    }
                 }
             }
             Event::Sampled { .. } => {}
@@ -240,10 +305,20 @@ impl JobModel {
                 worker,
                 operator,
                 step,
+                primary,
+                standby,
                 ..
             } => {
                 if let (Phase::Issued, Some(step), Some(plan)) = (phase, step, self.plan.as_mut()) {
                     plan.steps_issued = plan.steps_issued.max(step + 1);
+                }
+                if let (Phase::Issued, Some(primary), Some(standby)) = (phase, primary, standby)
+                    && let Some(holders) = self.holders_mut(*bin)
+                {
+                    *holders = Holders {
+                        primary: Some(*primary),
+                        standby: u32::try_from(*standby).ok(),
+                    };
                 }
                 self.apply_move(
                     *phase,
@@ -261,6 +336,7 @@ impl JobModel {
                 target,
                 steps,
                 bins,
+                ..
             } => {
                 self.plan = Some(PlanView {
                     strategy: strategy.clone(),
@@ -296,7 +372,71 @@ impl JobModel {
                     reason: reason.clone(),
                 });
             }
-            Event::Failure { .. } | Event::Recovery { .. } => {}
+            Event::Placement { holders, .. } => {
+                let limit = self.bins().unwrap_or(MAX_BINS) as usize;
+                self.placement = holders
+                    .split_whitespace()
+                    .take(limit)
+                    .map(|h| {
+                        let mut parts = h.split('/').map(|w| w.parse::<u32>().ok());
+                        Holders {
+                            primary: parts.next().flatten(),
+                            standby: parts.next().flatten(),
+                        }
+                    })
+                    .collect();
+            }
+            Event::Failure {
+                worker,
+                time,
+                promoted,
+                degraded,
+                lost,
+                ..
+            } => {
+                self.failed.insert(*worker);
+                self.failures.push(FailureView {
+                    worker: *worker,
+                    at_s: stamped.at_s,
+                    time: *time,
+                    promoted: promoted.unwrap_or(0),
+                    degraded: degraded.unwrap_or(0),
+                    takeovers: 0,
+                    rejoined_s: None,
+                    recovered: None,
+                    lost: lost.clone(),
+                });
+                // Its replicas are gone; the bin sizes it reported with them.
+                for bins in self.operators.values_mut() {
+                    for b in bins.iter_mut() {
+                        if b.standby == Some(*worker) {
+                            b.standby = None;
+                        }
+                    }
+                }
+            }
+            Event::Takeover { .. } => {
+                if let Some(f) = self.failures.last_mut() {
+                    f.takeovers += 1;
+                }
+            }
+            Event::Rejoin { worker, .. } => {
+                self.failed.remove(worker);
+                if let Some(f) = self.failures.iter_mut().rev().find(|f| f.worker == *worker) {
+                    f.rejoined_s = Some(stamped.at_s);
+                }
+            }
+            Event::Recovery { worker, bins } => {
+                if let Some(f) = self
+                    .failures
+                    .iter_mut()
+                    .rev()
+                    .find(|f| f.worker == *worker && f.recovered.is_none())
+                {
+                    f.recovered = Some(bins.len() as u64);
+                }
+            }
+            Event::Lost { time, bins } => self.lost = Some((*time, bins.clone())),
             Event::Recording { on } => self.recording = Some(*on),
             Event::BinSizes { .. } => {
                 for e in crate::event::expand(vec![stamped.clone()]) {
@@ -386,6 +526,7 @@ mod tests {
                 bin,
                 keys: 1,
                 bytes: 1,
+                standby: false,
             })
         };
         // Before any hello: at most the most bins a job can have.

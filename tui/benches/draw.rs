@@ -40,6 +40,7 @@ fn big_job() -> Dash {
                 bin,
                 keys: 1000 + u64::from(bin * 7919 % 5000),
                 bytes: 16_000,
+                standby: false,
             },
         ));
     }
@@ -64,6 +65,7 @@ fn big_job() -> Dash {
             target: "uniform".into(),
             steps: 256,
             bins: 256,
+            purpose: None,
         },
     ));
     for bin in 0..64 {
@@ -80,6 +82,9 @@ fn big_job() -> Dash {
                 bytes: Some(16_000),
                 chunks: Some(1),
                 step: None,
+                primary: None,
+                standby: None,
+                copy: None,
             },
         ));
     }

@@ -477,8 +477,10 @@ fn describe(s: &Summary) -> String {
                 r.bytes,
                 r.duration_s
                     .map_or("(unfinished)".to_string(), |d| format!("{d:.3}s")),
-                f.rejoined_s
-                    .map_or(String::new(), |at| format!(" after its rejoin at {at:.1}s")),
+                match f.rejoined_s {
+                    Some(at) if r.issued_s >= at => format!(" after its rejoin at {at:.1}s"),
+                    _ => String::new(),
+                },
                 ms(r.latency_ns_during.p99),
                 ms(r.latency_ns_during.max)
             )),
@@ -487,6 +489,11 @@ fn describe(s: &Summary) -> String {
                 f.bins_degraded, f.worker
             )),
             None => {}
+        }
+        if let (Some(at), Some(r)) = (f.rejoined_s, &f.recovery)
+            && r.issued_s < at
+        {
+            text.push_str(&format!("; it rejoined at {at:.1}s"));
         }
     }
     text

@@ -1,6 +1,7 @@
 //! The real binary in a real terminal (tmux): start `megaflux run --record`, move bin 0 to
 //! worker 1, start a fluid plan to uniform, quit; then the trace shows both and the terminal
-//! is back in cooked mode.
+//! is back in cooked mode. And with replicas: fail a worker, watch its bins degrade, rejoin
+//! it, watch them recover, quit; the trace shows all of it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,8 +16,8 @@ struct Session {
 }
 
 impl Session {
-    fn start(command: &str) -> Self {
-        let name = format!("megaflux-e2e-{}", std::process::id());
+    fn start(test: &str, command: &str) -> Self {
+        let name = format!("megaflux-e2e-{test}-{}", std::process::id());
         let status = Command::new("tmux")
             .args(["new-session", "-d", "-s", &name, "-x", "120", "-y", "36", command])
             .status()
@@ -95,7 +96,7 @@ fn move_a_bin_and_run_a_plan_from_the_dashboard() {
         done = done.display(),
         stty = stty.display(),
     );
-    let tmux = Session::start(&command);
+    let tmux = Session::start("plan", &command);
     // The bins view, with sizes from both workers; the cursor is on bin 0.
     tmux.wait_for("worker 1:");
     tmux.keys(&["m"]);
@@ -137,6 +138,78 @@ fn move_a_bin_and_run_a_plan_from_the_dashboard() {
             .events
             .iter()
             .any(|e| matches!(&e.event, Event::PlanCompleted { strategy, .. } if strategy == "fluid"))
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn fail_and_rejoin_a_worker_from_the_dashboard() {
+    let dir: PathBuf = std::env::temp_dir().join(format!("megaflux-failover-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("trace.jsonl");
+    let done = dir.join("done");
+    let stty = dir.join("stty");
+    let command = format!(
+        "{bin} run --replicas 2 --record {trace} --keys 100000 --rate 20000 --bins 64 --duration 300 2> {err}; \
+         echo $? > {done}; stty -a > {stty}; sleep 60",
+        bin = env!("CARGO_BIN_EXE_megaflux"),
+        trace = trace.display(),
+        err = dir.join("stderr").display(),
+        done = done.display(),
+        stty = stty.display(),
+    );
+    let tmux = Session::start("failover", &command);
+    tmux.wait_for("standbys");
+    tmux.keys(&["F"]);
+    tmux.wait_for("Fail worker 0?");
+    tmux.keys(&["1"]);
+    tmux.wait_for("their standbys take over");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("applied: fail worker 1");
+    // Two workers: every bin is left with one replica until worker 1 comes back.
+    tmux.wait_for("worker 1: failed, holds nothing");
+    tmux.keys(&["2"]);
+    tmux.wait_for("64 bins with one replica");
+    tmux.keys(&["J"]);
+    tmux.wait_for("Worker 1 rejoins, empty?");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("applied: rejoin worker 1");
+    wait_for_file(&trace, |t| t.contains(r#""kind":"recovery""#));
+    tmux.keys(&["2"]);
+    tmux.wait_for("0 bins with one replica");
+    tmux.keys(&["q"]);
+    let code = wait_for_file(&done, |t| t.ends_with('\n'));
+    assert_eq!(
+        code.trim(),
+        "0",
+        "{}",
+        std::fs::read_to_string(dir.join("stderr")).unwrap_or_default()
+    );
+    let modes = wait_for_file(&stty, |t| !t.is_empty());
+    let words: Vec<&str> = modes.split_whitespace().collect();
+    assert!(words.contains(&"icanon") && words.contains(&"echo"), "{modes}");
+
+    let trace = megaflux_probe::record::read(&trace).unwrap();
+    let has = |f: &dyn Fn(&Event) -> bool| trace.events.iter().any(|e| f(&e.event));
+    assert!(has(&|e| matches!(e, Event::Failure { worker: 1, .. })));
+    assert!(has(&|e| matches!(e, Event::Takeover { worker: 0, .. })));
+    assert!(has(&|e| matches!(e, Event::Rejoin { worker: 1, .. })));
+    assert!(has(
+        &|e| matches!(e, Event::Recovery { worker: 1, bins } if bins.len() == 64)
+    ));
+    // The last placement has every bin on both workers again.
+    let last = trace
+        .events
+        .iter()
+        .rev()
+        .find_map(|e| match &e.event {
+            Event::Placement { holders, .. } => Some(holders.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        last.split_whitespace().all(|h| h == "0/1" || h == "1/0"),
+        "{last}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -84,7 +84,13 @@ fn a_failure_with_replicas_changes_no_output_and_is_reported() {
         "{f}"
     );
     assert!(f["takeover_ms"].as_f64().is_some(), "{f}");
-    assert_eq!(f["recovery"]["bins_copied"], 256, "{f}");
+    // Every bin gets its standby back on worker 1, unless the run ended first (a loaded
+    // machine can make the recovery slower than the second that is left).
+    let copied = f["recovery"]["bins_copied"].as_u64().unwrap_or(0);
+    assert!(copied > 0 && copied <= 256, "{f}");
+    if f["recovery"]["duration_s"].is_number() {
+        assert_eq!(copied, 256, "{f}");
+    }
     assert!(f["recovery"]["bytes"].as_u64() > Some(0), "{f}");
     assert!(f["rejoined_s"].as_f64().is_some(), "{f}");
     let f = &three["failures"][0];

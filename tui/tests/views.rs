@@ -74,3 +74,62 @@ fn dialogs() {
     d.update(Msg::Action(Action::Plan));
     insta::assert_snapshot!("plan_80x24", render(&d, 80, 24));
 }
+
+/// The failover sample (three workers, two replicas) just after worker 1 failed, with the
+/// recovery of its bins' standbys in flight.
+fn failover() -> Dash {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../traces/keycount-failover.jsonl");
+    let trace = record::read(&path).unwrap();
+    let failed = trace
+        .events
+        .iter()
+        .find(|e| matches!(e.event, Event::Failure { .. }))
+        .map(|e| e.at_s)
+        .expect("the sample has a failure");
+    // The clock: the fifth bin the recovery copied.
+    let clock = trace
+        .events
+        .iter()
+        .filter(|e| {
+            e.at_s > failed
+                && matches!(
+                    e.event,
+                    Event::Migration {
+                        phase: Phase::Issued,
+                        ..
+                    }
+                )
+        })
+        .nth(4)
+        .map(|e| e.at_s)
+        .expect("the recovery copies bins");
+    let events = trace.events.into_iter().filter(|e| e.at_s <= clock).collect();
+    let mut d = Dash::new(Connection::Trace("traces/keycount-failover.jsonl".into()), None);
+    d.update(Msg::Events(events));
+    d.update(Msg::Clock(clock));
+    d
+}
+
+#[test]
+fn replicas_failures_and_recovery() {
+    let mut d = failover();
+    assert!(d.job.failed.contains(&1));
+    assert!(
+        (0..d.bins()).any(|b| d.degraded(b)),
+        "bins with one replica are in the view"
+    );
+    assert!((0..d.bins()).all(|b| d.owner(b) != Some(1) && d.standby(b) != Some(1)));
+    for (i, name) in [(0, "bins"), (1, "workers"), (5, "log")] {
+        d.update(Msg::Action(Action::Tab(i)));
+        for (w, h) in [(80, 24), (160, 48)] {
+            insta::assert_snapshot!(format!("failover_{name}_{w}x{h}"), render(&d, w, h));
+        }
+    }
+    d.commandable = true;
+    d.update(Msg::Action(Action::Tab(0)));
+    d.update(Msg::Action(Action::Fail));
+    insta::assert_snapshot!("fail_80x24", render(&d, 80, 24));
+    d.update(Msg::Action(Action::Back));
+    d.update(Msg::Action(Action::Rejoin));
+    insta::assert_snapshot!("rejoin_80x24", render(&d, 80, 24));
+}

@@ -20,6 +20,8 @@ pub enum Action {
     Move,
     Plan,
     Cancel,
+    Fail,
+    Rejoin,
     Pause,
     Record,
     Help,
@@ -117,6 +119,18 @@ pub const BINDINGS: &[Binding] = &[
         label: "c",
         help: "cancel the running plan's steps not issued yet",
         action: Action::Cancel,
+    },
+    Binding {
+        keys: &[KeyCode::Char('F')],
+        label: "F",
+        help: "fail a worker: its partitions stop, their standbys take over",
+        action: Action::Fail,
+    },
+    Binding {
+        keys: &[KeyCode::Char('J')],
+        label: "J",
+        help: "a failed worker rejoins, empty; bins rebalance onto it",
+        action: Action::Rejoin,
     },
     Binding {
         keys: &[KeyCode::Char('P')],

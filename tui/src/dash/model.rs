@@ -122,6 +122,11 @@ pub enum Dialog {
         strategy: usize,
         target: usize,
     },
+    /// Fail `worker` (`rejoin`: bring a failed one back).
+    Worker {
+        worker: usize,
+        rejoin: bool,
+    },
     Help,
 }
 
@@ -261,12 +266,39 @@ impl Dash {
         ops.iter().nth(self.operator.min(ops.len().saturating_sub(1)))
     }
 
-    /// The owner of each bin, from the first operator that knows it.
+    /// The primary of a bin: where the control plane placed it, else where the first
+    /// operator that knows it reported it.
     pub fn owner(&self, bin: usize) -> Option<u32> {
-        self.view()
-            .operators
-            .values()
-            .find_map(|bins| bins.get(bin).and_then(|b| b.owner))
+        let job = self.view();
+        job.placement.get(bin).and_then(|h| h.primary).or_else(|| {
+            job.operators
+                .values()
+                .find_map(|bins| bins.get(bin).and_then(|b| b.owner))
+        })
+    }
+
+    /// The standby of a bin, if the job keeps one and it has one.
+    pub fn standby(&self, bin: usize) -> Option<u32> {
+        let job = self.view();
+        match job.placement.get(bin) {
+            Some(h) => h.standby,
+            None => job
+                .operators
+                .values()
+                .find_map(|bins| bins.get(bin).and_then(|b| b.standby)),
+        }
+    }
+
+    /// Whether a bin of a replicated job has one replica left.
+    pub fn degraded(&self, bin: usize) -> bool {
+        let job = self.view();
+        job.replicated() && job.placement.get(bin).is_some_and(|h| h.degraded())
+    }
+
+    /// Whether a bin lost every replica.
+    pub fn lost(&self, bin: usize) -> bool {
+        let job = self.view();
+        job.replicated() && job.placement.get(bin).is_some_and(|h| h.primary.is_none())
     }
 
     /// Targets the plan dialog offers for this job.
@@ -411,6 +443,19 @@ impl Dash {
                     return self.send(CommandRequest::CancelPlan, "cancel the running plan".into());
                 }
             }
+            Action::Fail | Action::Rejoin => {
+                let rejoin = action == Action::Rejoin;
+                let failed = &self.job.failed;
+                // Propose a worker the command applies to: a live one to fail, a failed one
+                // to bring back.
+                let worker = (0..self.peers()).find(|w| failed.contains(&(*w as u32)) == rejoin);
+                match worker {
+                    _ if !self.commandable => self.notice = Some("a trace cannot be commanded".into()),
+                    Some(worker) => self.dialog = Some(Dialog::Worker { worker, rejoin }),
+                    None if rejoin => self.notice = Some("no worker has failed".into()),
+                    None => self.notice = Some("every worker has failed".into()),
+                }
+            }
             Action::Pause => {
                 self.frozen = match self.frozen {
                     Some(_) => None,
@@ -471,6 +516,27 @@ impl Dash {
                     }
                     _ => {}
                 }
+            }
+            (Dialog::Worker { worker, rejoin }, action) => {
+                let peers = self.peers().max(1);
+                let worker = match action {
+                    Action::Left | Action::Up => (worker + peers - 1) % peers,
+                    Action::Right | Action::Down => (worker + 1) % peers,
+                    Action::Digit(d) if (d as usize) < peers => d as usize,
+                    Action::Confirm => {
+                        self.dialog = None;
+                        return if rejoin {
+                            self.send(
+                                CommandRequest::Rejoin { worker },
+                                format!("rejoin worker {worker}"),
+                            )
+                        } else {
+                            self.send(CommandRequest::Fail { worker }, format!("fail worker {worker}"))
+                        };
+                    }
+                    _ => worker,
+                };
+                self.dialog = Some(Dialog::Worker { worker, rejoin });
             }
             (Dialog::Plan { strategy, target }, action) => {
                 let targets = self.targets().len().max(1);
@@ -535,9 +601,16 @@ impl Dash {
                 target,
                 steps,
                 bins,
+                purpose,
             } => Some((
                 LogKind::Migration,
-                format!("plan {strategy} to {target}: {bins} bins in {steps} steps"),
+                match purpose.as_deref() {
+                    Some("recovery") => {
+                        format!("recovery {strategy}: {bins} bins get new standbys in {steps} steps")
+                    }
+                    Some("rebalance") => format!("rebalance {strategy}: {bins} bins in {steps} steps"),
+                    _ => format!("plan {strategy} to {target}: {bins} bins in {steps} steps"),
+                },
             )),
             Event::PlanCompleted {
                 strategy, seconds, ..
@@ -551,6 +624,7 @@ impl Dash {
                 time,
                 from,
                 to,
+                copy,
                 ..
             } => {
                 let h = self.history.entry(*bin).or_default();
@@ -558,13 +632,14 @@ impl Dash {
                     h.pop_front();
                 }
                 h.push_back((*time, *from, *to));
+                let (from, to) = (worker_name(*from), worker_name(*to));
                 Some((
                     LogKind::Migration,
-                    format!(
-                        "bin {bin}: {} -> {} at time {time}",
-                        worker_name(*from),
-                        worker_name(*to)
-                    ),
+                    if *copy == Some(true) {
+                        format!("bin {bin}: copied from {from} to {to} (a new replica) at time {time}")
+                    } else {
+                        format!("bin {bin}: {from} -> {to} at time {time}")
+                    },
                 ))
             }
             Event::Migration {
@@ -596,9 +671,38 @@ impl Dash {
                 LogKind::Problem,
                 format!("process {} dropped {count} events ({place})", e.process),
             )),
-            Event::Failure { worker, reason } => {
-                Some((LogKind::Problem, format!("worker {worker} failed: {reason}")))
-            }
+            Event::Failure {
+                worker,
+                promoted,
+                degraded,
+                lost,
+                ..
+            } => Some((
+                LogKind::Problem,
+                match lost {
+                    Some(bins) => format!("worker {worker} failed: bins {bins} lost their last replica"),
+                    None => format!(
+                        "worker {worker} failed: {} standbys promoted, {} bins degraded",
+                        promoted.unwrap_or(0),
+                        degraded.unwrap_or(0)
+                    ),
+                },
+            )),
+            Event::Rejoin { worker, time } => Some((
+                LogKind::Job,
+                format!("worker {worker} rejoins at time {time}, empty"),
+            )),
+            Event::Recovery { worker, bins } => Some((
+                LogKind::Job,
+                format!(
+                    "recovered from worker {worker}'s failure: {} bins have two replicas again",
+                    bins.len()
+                ),
+            )),
+            Event::Lost { time, bins } => Some((
+                LogKind::Problem,
+                format!("bins {bins} lost their last replica at time {time}: the job stops"),
+            )),
             _ => None,
         };
         if let Some((kind, text)) = line {
@@ -667,6 +771,7 @@ mod tests {
                 bin,
                 keys,
                 bytes: keys * 8,
+                standby: false,
             },
         }
     }

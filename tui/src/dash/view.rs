@@ -40,6 +40,10 @@ impl Theme {
     }
 }
 
+/// A bin with one replica left (its standby failed or took over), and a bin with none.
+const DEGRADED_CHAR: char = '!';
+const LOST_CHAR: char = '×';
+
 /// Heat levels, coolest first: characters for every terminal, colours where allowed.
 const HEAT_CHARS: [char; 5] = ['·', '░', '▒', '▓', '█'];
 const HEAT_COLORS: [Color; 5] = [
@@ -218,6 +222,15 @@ fn bins(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
     let per_row = (inner_w as usize / cw).max(1);
     let order = dash.order();
     let mut lines: Vec<Line> = Vec::new();
+    // Failed workers hold nothing: they would not show up among the owners.
+    for w in &job.failed {
+        if !order.iter().any(|b| dash.owner(*b) == Some(*w)) {
+            lines.push(Line::styled(
+                format!("worker {w}: failed, holds nothing"),
+                theme.fg(Color::Red).add_modifier(Modifier::BOLD),
+            ));
+        }
+    }
     let mut i = 0;
     while i < order.len() {
         let owner = dash.owner(order[i]);
@@ -232,9 +245,18 @@ fn bins(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
             .filter_map(|b| views.get(*b))
             .fold((0, 0), |a, v| (a.0 + v.keys, a.1 + v.bytes));
         let who = owner.map_or("no owner".to_string(), |w| format!("worker {w}"));
+        let standbys = match owner {
+            Some(w) if job.replicated() => {
+                format!(
+                    ", {} standbys",
+                    (0..dash.bins()).filter(|b| dash.standby(*b) == Some(w)).count()
+                )
+            }
+            _ => String::new(),
+        };
         lines.push(Line::styled(
             format!(
-                "{who}: {} bins, {} keys, {}",
+                "{who}: {} bins{standbys}, {} keys, {}",
                 mine.len(),
                 count(keys),
                 bytes(size)
@@ -253,11 +275,17 @@ fn bins(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
                         .unwrap_or(0);
                     let level = heat_level(hottest, max_keys);
                     let moving = cell.iter().find_map(|b| job.moving.get(&(*b as u32)));
-                    let ch = moving.map_or(HEAT_CHARS[level], |m| phase_char(m.phase));
-                    let mut style = theme.fg(HEAT_COLORS[level]);
-                    if moving.is_some() {
-                        style = theme.fg(Color::Magenta).add_modifier(Modifier::BOLD);
-                    }
+                    let lost = cell.iter().any(|b| dash.lost(*b));
+                    let degraded = cell.iter().any(|b| dash.degraded(*b));
+                    let (ch, mut style) = match moving {
+                        Some(m) => (
+                            phase_char(m.phase),
+                            theme.fg(Color::Magenta).add_modifier(Modifier::BOLD),
+                        ),
+                        None if lost => (LOST_CHAR, theme.fg(Color::Red).add_modifier(Modifier::BOLD)),
+                        None if degraded => (DEGRADED_CHAR, theme.fg(Color::Red)),
+                        None => (HEAT_CHARS[level], theme.fg(HEAT_COLORS[level])),
+                    };
                     if cell.iter().any(|b| selection.contains(b)) {
                         style = style.add_modifier(Modifier::UNDERLINED);
                     }
@@ -286,11 +314,21 @@ fn bins(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
 
     let b = dash.cursor;
     let view = views.get(b).cloned().unwrap_or_default();
+    let worker = |w: Option<u32>| w.map_or("?".to_string(), |w| w.to_string());
+    let holders = if job.replicated() {
+        format!(
+            "  primary {}  standby {}",
+            worker(dash.owner(b)),
+            dash.standby(b)
+                .map_or("none (one replica left)".to_string(), |w| w.to_string())
+        )
+    } else {
+        format!("  owner {}", worker(dash.owner(b)))
+    };
     let mut text = vec![Line::from(vec![
         Span::styled(format!("bin {b}"), theme.accent()),
         Span::raw(format!(
-            "  owner {}  keys {}  {}",
-            view.owner.map_or("?".into(), |w| w.to_string()),
+            "{holders}  keys {}  {}",
             count(view.keys),
             bytes(view.bytes)
         )),
@@ -341,6 +379,12 @@ fn bins(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
         }));
     }
     legend.push(Span::raw(" moving: i issued x extracted r received n installed"));
+    if job.replicated() {
+        legend.push(Span::styled(format!(" {DEGRADED_CHAR}"), theme.fg(Color::Red)));
+        legend.push(Span::raw(" one replica left"));
+        legend.push(Span::styled(format!(" {LOST_CHAR}"), theme.fg(Color::Red)));
+        legend.push(Span::raw(" lost"));
+    }
     text.push(Line::from(legend));
     frame.render_widget(
         Paragraph::new(text)
@@ -356,31 +400,42 @@ fn workers(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
     let mean = totals.iter().map(|t| t.1).sum::<u64>() as f64 / totals.len().max(1) as f64;
     let largest = totals.iter().map(|t| t.1).max().unwrap_or(0) as f64;
     let skew = if mean > 0.0 { largest / mean } else { 1.0 };
+    let standbys = |w: u32| (0..dash.bins()).filter(|b| dash.standby(*b) == Some(w)).count();
     let rows: Vec<Row> = totals
         .iter()
         .enumerate()
         .map(|(w, (b, k, by))| {
             let stats = job.workers.get(&(w as u32)).cloned().unwrap_or_default();
-            Row::new(vec![
+            let failed = job.failed.contains(&(w as u32));
+            let row = Row::new(vec![
                 format!("{w}"),
                 format!("{}", stats.process),
                 format!("{b}"),
+                format!("{}", standbys(w as u32)),
                 count(*k),
                 bytes(*by),
                 count(stats.records_per_s as u64),
                 format!("{:.0}%", stats.busy * 100.0),
-                if stats.finished {
+                if failed {
+                    "FAILED".into()
+                } else if stats.finished {
                     "done".into()
                 } else {
                     String::new()
                 },
-            ])
+            ]);
+            if failed {
+                row.style(theme.fg(Color::Red))
+            } else {
+                row
+            }
         })
         .collect();
     let header = Row::new([
         "worker",
         "process",
         "bins",
+        "standbys",
         "keys",
         "state",
         "records/s",
@@ -393,12 +448,17 @@ fn workers(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
         Constraint::Length(8),
         Constraint::Length(6),
         Constraint::Length(8),
+        Constraint::Length(8),
         Constraint::Length(10),
         Constraint::Length(10),
         Constraint::Length(6),
-        Constraint::Length(5),
+        Constraint::Length(7),
     ];
-    let title = format!("Workers: skew {skew:.2} (largest worker's keys ÷ mean)");
+    let mut title = format!("Workers: skew {skew:.2} (largest worker's primary keys ÷ mean)");
+    if job.replicated() {
+        let degraded = (0..dash.bins()).filter(|b| dash.degraded(*b)).count();
+        title.push_str(&format!("; {degraded} bins with one replica"));
+    }
     frame.render_widget(
         Table::new(rows, widths)
             .header(header)
@@ -725,6 +785,56 @@ fn draw_dialog(frame: &mut Frame, area: Rect, dash: &Dash, dialog: &Dialog, them
                 Paragraph::new(lines).block(Block::bordered().title("Move bins")),
                 r,
             );
+        }
+        Dialog::Worker { worker, rejoin } => {
+            let w = *worker as u32;
+            let bins = dash.bins();
+            let primaries = (0..bins).filter(|b| dash.owner(*b) == Some(w)).count();
+            let standbys = (0..bins).filter(|b| dash.standby(*b) == Some(w)).count();
+            let lost = (0..bins)
+                .filter(|b| dash.owner(*b) == Some(w) && dash.standby(*b).is_none())
+                .count();
+            let failed = dash.view().failed.contains(&w);
+            let mut lines = vec![Line::styled(
+                if *rejoin {
+                    format!("Worker {worker} rejoins, empty?")
+                } else {
+                    format!("Fail worker {worker}?")
+                },
+                theme.accent(),
+            )];
+            if *rejoin {
+                lines.push(Line::raw(if failed {
+                    "bins then rebalance onto it (recovery strategy)".to_string()
+                } else {
+                    format!("worker {worker} has not failed: the job will refuse")
+                }));
+            } else if failed {
+                lines.push(Line::raw(format!(
+                    "worker {worker} has failed already: the job will refuse"
+                )));
+            } else {
+                lines.push(Line::raw(format!(
+                    "it holds {primaries} primaries and {standbys} standbys;"
+                )));
+                lines.push(Line::raw(if lost > 0 {
+                    format!("{lost} bins have no other replica: the job stops (exit 3)")
+                } else {
+                    format!(
+                        "their standbys take over; {} bins keep one replica until recovery",
+                        primaries + standbys
+                    )
+                }));
+            }
+            lines.push(Line::raw("←→ or a digit: worker   enter: confirm   esc: cancel"));
+            let r = centered(area, 64, lines.len() as u16 + 2);
+            frame.render_widget(Clear, r);
+            let title = if *rejoin {
+                "Rejoin a worker"
+            } else {
+                "Fail a worker"
+            };
+            frame.render_widget(Paragraph::new(lines).block(Block::bordered().title(title)), r);
         }
         Dialog::Plan { strategy, target } => {
             let targets = dash.targets();
