@@ -89,3 +89,28 @@ fn cluster_keycount() {
         );
     }
 }
+
+#[test]
+fn keycount_failover() {
+    let (trace, model) = sample("keycount-failover.jsonl");
+    assert_eq!(trace.header.config["replicas"], 2);
+    assert_eq!(total_keys(&model), trace.header.config["keys"].as_u64().unwrap());
+    // Worker 1 failed, its standbys took over, the spare got copies, then it rejoined and
+    // the bins spread back: the last placement is the first one.
+    let f = &model.failures[0];
+    assert_eq!(f.worker, 1);
+    assert!(f.takeovers > 0 && f.rejoined_s.is_some());
+    assert_eq!(f.recovered, Some(f.degraded));
+    assert!(model.failed.is_empty());
+    let placements: Vec<&String> = trace
+        .events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::Placement { holders, .. } => Some(holders),
+            _ => None,
+        })
+        .collect();
+    assert!(placements.len() >= 4);
+    assert_eq!(placements.first(), placements.last());
+    assert!(model.placement.iter().all(|h| h.standby.is_some()));
+}
