@@ -1,5 +1,6 @@
 //! `megaflux bench`: a matrix of fresh runs on the standard timeline (migrate away at 1/3 of
-//! the duration, back to `uniform` at 2/3), compared side by side.
+//! the duration, back to `uniform` at 2/3; or, for failure variants, fail worker 1 at 1/3 and
+//! rejoin it at 2/3), compared side by side.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -8,9 +9,9 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use megaflux::harness::{self, RunConfig};
+use megaflux::harness::{self, DEFAULT_RECOVERY, RunConfig, WorkerAt};
 use megaflux::nexmark::NexmarkParams;
-use megaflux::plan::MigrationSpec;
+use megaflux::plan::{MigrationSpec, Schedule};
 use megaflux::summary::Summary;
 use megaflux::workload::Workload;
 use megaflux::{Bins, ConfigError};
@@ -25,8 +26,10 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',', default_value = "hashcount")]
     workloads: Vec<String>,
     /// Variants, comma separated: native, none, or a strategy (all-at-once, fluid, batched:K,
-    /// matched, each optionally +pipelined); any of them with +probe runs with the probe on,
-    /// recording a trace (`probe` alone is none+probe).
+    /// matched, each optionally +pipelined); fail:STRATEGY (two replicas, worker 1 fails at
+    /// 1/3 and rejoins at 2/3, recovery by STRATEGY); any of them with +replicas runs with two
+    /// replicas per bin (`replicas` alone is none+replicas), and with +probe with the probe
+    /// on, recording a trace (`probe` alone is none+probe).
     #[arg(long, value_delimiter = ',', default_values_t = VARIANTS.iter().map(|v| v.to_string()))]
     variants: Vec<String>,
     /// Bin counts to try, comma separated.
@@ -81,6 +84,12 @@ struct Row {
     p99_vs_native: Option<f64>,
     /// For a `+probe` variant: steady p99 over the same variant's without the probe.
     p99_vs_probe_off: Option<f64>,
+    /// For a `+replicas` variant: steady p99 over the same variant's with one replica.
+    p99_vs_one_replica: Option<f64>,
+    /// For a failure variant: from the failure to the last promoted replica's first work,
+    /// and the largest latency in that time.
+    takeover_ms: Option<f64>,
+    takeover_max_ns: Option<u64>,
     /// Size of the trace a `+probe` variant recorded.
     trace_bytes: Option<u64>,
     summary: Summary,
@@ -149,9 +158,18 @@ fn cells(args: &BenchArgs) -> Result<Vec<Cell>, ConfigError> {
             Bins::new(bins)?;
             for &rate in &args.rates {
                 for variant in &args.variants {
-                    let (base, _) = split_variant(variant);
-                    if base != "native" && base != "none" {
-                        format!("{base}@1:uniform").parse::<MigrationSpec>()?;
+                    let v = Variant::parse(variant);
+                    let bad = |e: ConfigError| ConfigError::Invalid(format!("variant `{variant}`: {e}"));
+                    match (v.base, v.recovery()) {
+                        ("native" | "none", _) => {}
+                        (_, Some(recovery)) => {
+                            recovery.parse::<Schedule>().map_err(bad)?;
+                        }
+                        (base, None) => {
+                            format!("{base}@1:uniform")
+                                .parse::<MigrationSpec>()
+                                .map_err(bad)?;
+                        }
                     }
                     cells.push(Cell {
                         workload,
@@ -166,15 +184,53 @@ fn cells(args: &BenchArgs) -> Result<Vec<Cell>, ConfigError> {
     Ok(cells)
 }
 
-/// A variant's base (`native`, `none` or a strategy) and whether the probe records the run:
-/// `probe` is `none+probe`, and any base may take `+probe`.
-fn split_variant(variant: &str) -> (&str, bool) {
-    match variant {
-        "probe" => ("none", true),
-        v => match v.strip_suffix("+probe") {
-            Some(base) => (base, true),
-            None => (v, false),
-        },
+/// A variant: its base (`native`, `none`, a strategy, or `fail:STRATEGY`), and whether it
+/// runs with two replicas (`+replicas`) and with the probe recording (`+probe`).
+struct Variant<'a> {
+    base: &'a str,
+    replicas: bool,
+    probe: bool,
+}
+
+impl<'a> Variant<'a> {
+    fn parse(variant: &'a str) -> Self {
+        let (rest, probe) = match variant {
+            "probe" => ("none", true),
+            v => v.strip_suffix("+probe").map_or((v, false), |b| (b, true)),
+        };
+        let (base, replicas) = match rest {
+            "replicas" => ("none", true),
+            v => v.strip_suffix("+replicas").map_or((v, false), |b| (b, true)),
+        };
+        Variant {
+            base,
+            replicas,
+            probe,
+        }
+    }
+
+    /// The recovery strategy of a failure variant.
+    fn recovery(&self) -> Option<&'a str> {
+        self.base.strip_prefix("fail:")
+    }
+
+    /// The variant without `suffix` (`+probe` or `+replicas`), if it has it.
+    fn without(variant: &str, suffix: &str) -> Option<String> {
+        let v = Variant::parse(variant);
+        let has = match suffix {
+            "+probe" => v.probe,
+            _ => v.replicas,
+        };
+        has.then(|| {
+            let mut out = v.base.to_string();
+            if v.replicas && suffix != "+replicas" {
+                out.push_str("+replicas");
+            }
+            if v.probe && suffix != "+probe" {
+                out.push_str("+probe");
+            }
+            out
+        })
     }
 }
 
@@ -194,15 +250,26 @@ fn run_args(args: &BenchArgs, cell: &Cell, summary: &Path, trace: &Path) -> Vec<
     flag("duration", args.duration.to_string());
     flag("in-flight-auctions", args.in_flight_auctions.max(1).to_string());
     flag("summary", summary.display().to_string());
-    let (base, probe) = split_variant(&cell.variant);
-    if probe {
+    let variant = Variant::parse(&cell.variant);
+    if variant.probe {
         flag("record", trace.display().to_string());
     }
+    if variant.replicas {
+        flag("replicas", "2".into());
+    }
     let third = args.duration / 3.0;
-    match base {
-        "native" => argv.push("--native".into()),
-        "none" => {}
-        v => {
+    match (variant.base, variant.recovery()) {
+        ("native", _) => argv.push("--native".into()),
+        ("none", _) => {}
+        (_, Some(recovery)) => {
+            if !variant.replicas {
+                flag("replicas", "2".into());
+            }
+            flag("fail", format!("{FAILED}@{third}"));
+            flag("rejoin", format!("{FAILED}@{}", 2.0 * third));
+            flag("recovery", recovery.to_string());
+        }
+        (v, None) => {
             argv.push("--migrate".into());
             argv.push(format!("{v}@{third}:{}", args.away));
             argv.push("--migrate".into());
@@ -211,6 +278,9 @@ fn run_args(args: &BenchArgs, cell: &Cell, summary: &Path, trace: &Path) -> Vec<
     }
     argv
 }
+
+/// The worker failure variants fail.
+const FAILED: usize = 1;
 
 /// Runs one cell as a fresh `megaflux run` process: every run starts from an empty heap,
 /// and its peak RSS is its own.
@@ -244,13 +314,19 @@ fn run_child(args: &BenchArgs, cell: &Cell) -> anyhow::Result<(Summary, Option<u
 /// its first run.
 fn check(args: &BenchArgs, cell: &Cell) -> anyhow::Result<()> {
     let third = args.duration / 3.0;
-    let (base, _) = split_variant(&cell.variant);
-    let migrations = match base {
+    let variant = Variant::parse(&cell.variant);
+    let recovery = variant.recovery();
+    let migrations = match variant.base {
         "native" | "none" => Vec::new(),
+        _ if recovery.is_some() => Vec::new(),
         v => vec![
             format!("{v}@{third}:{}", args.away).parse()?,
             format!("{v}@{}:uniform", 2.0 * third).parse()?,
         ],
+    };
+    let at = |secs: f64| WorkerAt {
+        worker: FAILED,
+        at_secs: secs,
     };
     let config = RunConfig {
         workload: cell.workload,
@@ -259,8 +335,19 @@ fn check(args: &BenchArgs, cell: &Cell) -> anyhow::Result<()> {
         keys: args.keys,
         rate: cell.rate,
         duration: Duration::from_secs_f64(args.duration),
-        native: base == "native",
+        native: variant.base == "native",
         migrations,
+        replicas: if variant.replicas || recovery.is_some() {
+            2
+        } else {
+            1
+        },
+        failures: recovery.map(|_| at(third)).into_iter().collect(),
+        rejoins: recovery.map(|_| at(2.0 * third)).into_iter().collect(),
+        recovery: match recovery {
+            Some(r) => r.parse()?,
+            None => DEFAULT_RECOVERY,
+        },
         nexmark: NexmarkParams {
             in_flight_auctions: args.in_flight_auctions.max(1),
             ..NexmarkParams::default()
@@ -272,11 +359,22 @@ fn check(args: &BenchArgs, cell: &Cell) -> anyhow::Result<()> {
 }
 
 fn row(cell: &Cell, summary: Summary, trace_bytes: Option<u64>) -> Row {
+    // A failure disturbs the job from the failure to its recovery's end (the rejoin's, on two
+    // workers, where no spare takes the standbys before).
+    let failure = summary.failures.first();
+    let recovery = failure.and_then(|f| f.recovery.as_ref());
+    let disturbed = failure.map(|f| {
+        let end = recovery
+            .and_then(|r| r.duration_s.map(|d| r.issued_s + d))
+            .unwrap_or(f64::INFINITY);
+        (f.at_s, end)
+    });
     let migrating = |t: f64| {
         summary
             .migrations
             .iter()
             .any(|m| t + 0.25 >= m.issued_s && t <= m.completed_s.unwrap_or(f64::INFINITY))
+            || disturbed.is_some_and(|(from, to)| t + 0.25 >= from && t <= to)
     };
     // Steady: the timeline windows after the first second and outside every migration.
     let steady: Vec<_> = summary
@@ -289,6 +387,20 @@ fn row(cell: &Cell, summary: Summary, trace_bytes: Option<u64>) -> Row {
         v.get(v.len() / 2).copied().unwrap_or(0)
     };
     let ms = &summary.migrations;
+    let (during_p99_ns, during_max_ns, migration_s, bytes_moved) = match recovery {
+        Some(r) => (
+            Some(r.latency_ns_during.p99),
+            Some(r.latency_ns_during.max),
+            r.duration_s,
+            r.bytes,
+        ),
+        None => (
+            ms.iter().map(|m| m.latency_ns_during.p99).max(),
+            ms.iter().map(|m| m.latency_ns_during.max).max(),
+            ms.iter().filter_map(|m| m.duration_s).reduce(f64::max),
+            ms.iter().map(|m| m.bytes_moved).sum(),
+        ),
+    };
     Row {
         workload: cell.workload.to_string(),
         variant: cell.variant.clone(),
@@ -297,16 +409,19 @@ fn row(cell: &Cell, summary: Summary, trace_bytes: Option<u64>) -> Row {
         steady_p50_ns: median(steady.iter().map(|w| w.latency_ns.p50).collect()),
         steady_p99_ns: median(steady.iter().map(|w| w.latency_ns.p99).collect()),
         steady_max_ns: steady.iter().map(|w| w.latency_ns.max).max().unwrap_or(0),
-        during_p99_ns: ms.iter().map(|m| m.latency_ns_during.p99).max(),
-        during_max_ns: ms.iter().map(|m| m.latency_ns_during.max).max(),
-        migration_s: ms.iter().filter_map(|m| m.duration_s).reduce(f64::max),
-        bytes_moved: ms.iter().map(|m| m.bytes_moved).sum(),
+        during_p99_ns,
+        during_max_ns,
+        migration_s,
+        bytes_moved,
+        takeover_ms: failure.and_then(|f| f.takeover_ms),
+        takeover_max_ns: failure.map(|f| f.latency_ns_during_takeover.max),
         rss_peak_bytes: summary.rss_max_bytes,
         achieved_rate: summary.achieved_rate,
         trace_bytes,
         max_vs_all_at_once: None,
         p99_vs_native: None,
         p99_vs_probe_off: None,
+        p99_vs_one_replica: None,
         summary,
     }
 }
@@ -318,15 +433,22 @@ fn add_ratios(rows: &mut [Row]) {
         })
     };
     for i in 0..rows.len() {
-        let aao = find(rows, &rows[i], "all-at-once").and_then(|j| rows[j].during_max_ns);
+        // Recoveries compare with the all-at-once recovery, migrations with all-at-once.
+        let baseline = match Variant::parse(&rows[i].variant).recovery() {
+            Some(_) => "fail:all-at-once",
+            None => "all-at-once",
+        };
+        let aao = find(rows, &rows[i], baseline).and_then(|j| rows[j].during_max_ns);
         let native = find(rows, &rows[i], "native").map(|j| rows[j].steady_p99_ns);
-        let (base, probe) = split_variant(&rows[i].variant);
-        let off = probe
-            .then(|| find(rows, &rows[i], base))
-            .flatten()
-            .map(|j| rows[j].steady_p99_ns);
+        let p99_of = |suffix: &str| {
+            Variant::without(&rows[i].variant, suffix)
+                .and_then(|v| find(rows, &rows[i], &v))
+                .map(|j| rows[j].steady_p99_ns)
+        };
+        let (off, single) = (p99_of("+probe"), p99_of("+replicas"));
         let r = &mut rows[i];
         r.p99_vs_probe_off = off.map(|o| r.steady_p99_ns as f64 / o.max(1) as f64);
+        r.p99_vs_one_replica = single.map(|o| r.steady_p99_ns as f64 / o.max(1) as f64);
         r.max_vs_all_at_once = r.during_max_ns.zip(aao).map(|(a, b)| a as f64 / b.max(1) as f64);
         r.p99_vs_native = native.map(|n| r.steady_p99_ns as f64 / n.max(1) as f64);
     }
@@ -337,7 +459,7 @@ fn print_table(rows: &[Row]) {
     let opt = |v: Option<u64>| v.map_or("-".to_string(), ms);
     let ratio = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.3}"));
     println!(
-        "{:<10} {:<16} {:>6} {:>8} | {:>8} {:>8} {:>8} | {:>9} {:>9} {:>8} {:>10} {:>8} | {:>9} {:>7} | {:>8} {:>8} {:>8}",
+        "{:<10} {:<16} {:>6} {:>8} | {:>8} {:>8} {:>8} | {:>9} {:>9} {:>8} {:>10} {:>8} | {:>9} {:>7} | {:>8} {:>8} {:>8} {:>8} | {:>8} {:>8}",
         "workload",
         "variant",
         "bins",
@@ -354,11 +476,14 @@ fn print_table(rows: &[Row]) {
         "offered",
         "vs aao",
         "vs nat",
-        "vs off"
+        "vs off",
+        "vs 1 rep",
+        "takeover",
+        "tk max"
     );
     for r in rows {
         println!(
-            "{:<10} {:<16} {:>6} {:>8} | {:>8} {:>8} {:>8} | {:>9} {:>9} {:>8} {:>10.1} {:>8} | {:>9.0} {:>7} | {:>8} {:>8} {:>8}",
+            "{:<10} {:<16} {:>6} {:>8} | {:>8} {:>8} {:>8} | {:>9} {:>9} {:>8} {:>10.1} {:>8} | {:>9.0} {:>7} | {:>8} {:>8} {:>8} {:>8} | {:>8} {:>8}",
             r.workload,
             r.variant,
             r.bins,
@@ -377,6 +502,9 @@ fn print_table(rows: &[Row]) {
             ratio(r.max_vs_all_at_once),
             ratio(r.p99_vs_native),
             ratio(r.p99_vs_probe_off),
+            ratio(r.p99_vs_one_replica),
+            r.takeover_ms.map_or("-".to_string(), |t| format!("{t:.1}")),
+            opt(r.takeover_max_ns),
         );
     }
 }

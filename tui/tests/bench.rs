@@ -11,7 +11,7 @@ fn a_small_matrix_runs_and_writes_json() {
             "--workloads",
             "keycount,q4",
             "--variants",
-            "native,all-at-once,fluid",
+            "native,all-at-once,fluid+replicas,fail:matched",
         ])
         .args(["--duration", "1.5", "--keys", "2000", "--rates", "4000", "--out"])
         .arg(&out)
@@ -20,15 +20,30 @@ fn a_small_matrix_runs_and_writes_json() {
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "{stderr}");
     let table = String::from_utf8_lossy(&run.stdout);
-    assert_eq!(table.lines().count(), 7, "a header and six rows:\n{table}");
+    assert_eq!(table.lines().count(), 9, "a header and eight rows:\n{table}");
     let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     let rows = json["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 6);
+    assert_eq!(rows.len(), 8);
     for row in rows {
-        let migrated = row["variant"] != "native";
+        let variant = row["variant"].as_str().unwrap();
+        let migrated = variant == "all-at-once" || variant == "fluid+replicas";
         assert_eq!(
             row["summary"]["migrations"].as_array().unwrap().len(),
-            if migrated { 2 } else { 0 }
+            if migrated { 2 } else { 0 },
+            "{variant}"
+        );
+        let failed = variant == "fail:matched";
+        assert_eq!(
+            row["summary"]["failures"].as_array().unwrap().len(),
+            usize::from(failed)
+        );
+        assert_eq!(
+            row["summary"]["replicas"],
+            if variant == "native" || variant == "all-at-once" {
+                1
+            } else {
+                2
+            }
         );
         assert!(row["achieved_rate"].as_f64().unwrap() > 0.0);
     }
@@ -46,7 +61,11 @@ fn a_small_matrix_runs_and_writes_json() {
 
 #[test]
 fn bad_matrix_settings_exit_2() {
-    for args in [["--variants", "slow"], ["--workloads", "q9"]] {
+    for args in [
+        ["--variants", "slow"],
+        ["--workloads", "q9"],
+        ["--variants", "fail:slowly"],
+    ] {
         let run = Command::new(env!("CARGO_BIN_EXE_megaflux"))
             .arg("bench")
             .args(args)
