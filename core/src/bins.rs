@@ -68,6 +68,30 @@ pub fn hash_key<K: Hash + ?Sized>(key: &K) -> u64 {
     mix64(hasher.finish())
 }
 
+/// Bins as a compact list: `0-3,7,9-10`.
+pub fn list(bins: &[u32]) -> String {
+    let mut out = String::new();
+    let mut i = 0;
+    while i < bins.len() {
+        let start = bins[i];
+        let mut end = start;
+        while i + 1 < bins.len() && bins[i + 1] == end + 1 {
+            i += 1;
+            end = bins[i];
+        }
+        if !out.is_empty() {
+            out.push(',');
+        }
+        if end == start {
+            out.push_str(&start.to_string());
+        } else {
+            out.push_str(&format!("{start}-{end}"));
+        }
+        i += 1;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,6 +116,12 @@ mod tests {
             counts[bins.bin_of(hash_key(&k)) as usize] += 1;
         }
         assert!(counts.iter().all(|&c| (800..1200).contains(&c)), "{counts:?}");
+    }
+
+    #[test]
+    fn bin_lists_are_compact() {
+        assert_eq!(list(&[0, 1, 2, 3, 7, 9, 10]), "0-3,7,9-10");
+        assert_eq!(list(&[]), "");
     }
 
     #[test]

@@ -170,6 +170,30 @@ pub fn transfers(old: Replicas, new: Replicas) -> impl Iterator<Item = Transfer>
         })
 }
 
+/// The placement after `insts`, the instructions of one logical time, applied in their
+/// fixed order (they arrive in any order): every worker and the driver derive placements
+/// and transfers through this one function.
+pub fn next_placement(placement: &Placement, insts: &mut [ControlInst], workers: usize) -> Placement {
+    insts.sort_unstable();
+    let mut next = placement.clone();
+    for inst in insts.iter() {
+        inst.apply(&mut next, workers);
+    }
+    next
+}
+
+/// The state transfers between two placements, by bin.
+pub fn all_transfers<'a>(
+    old: &'a Placement,
+    new: &'a Placement,
+) -> impl Iterator<Item = (u32, Transfer)> + 'a {
+    old.iter()
+        .zip(new)
+        .enumerate()
+        .filter(|(_, (was, now))| was != now)
+        .flat_map(|(bin, (was, now))| transfers(*was, *now).map(move |t| (bin as u32, t)))
+}
+
 /// One change to the configuration, in force from the logical time it is stamped with.
 ///
 /// Several changes at one time are applied in this type's order (failures first, then

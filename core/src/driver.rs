@@ -3,8 +3,9 @@
 //! what became of each.
 //!
 //! Rules it keeps:
-//! * one kind of change per logical time: a failure's or rejoin's instructions go out alone
-//!   at their time (so that every worker and [`Placements`] derive the same transfers);
+//! * one set of instructions per logical time: a failure's or rejoin's go out alone, at a
+//!   time nothing else was sent at, one per time (so that every worker and [`Placements`]
+//!   apply the same instructions in the same order and derive the same transfers);
 //! * a bin is changed only once its previous change completed ([`Placements::busy`]), so
 //!   that one failure can never lose a bin;
 //! * a failure cancels the running plan, and starts a recovery (new standbys for the bins
@@ -16,11 +17,11 @@ use std::collections::VecDeque;
 use serde::Serialize;
 
 use crate::Time;
+use crate::bins::list;
 use crate::config::{ControlInst, NONE, Placement, Replicas, chained, single, uniform};
 use crate::control::Command;
 use crate::error::CommandError;
 use crate::failover::Placements;
-use crate::failure::list;
 use crate::plan::{self, Change, Schedule, Strategy, Target};
 
 /// What became of a migration or a recovery (a plan or a hand-made move).
@@ -63,6 +64,21 @@ pub struct FailureRecord {
     pub rejoined_s: Option<f64>,
 }
 
+/// A failure or rejoin taken and not yet issued, with when it was taken.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Urgent {
+    Fail(u32, f64),
+    Rejoin(u32, f64),
+}
+
+impl FailureRecord {
+    /// Whether its degraded bins still wait for a recovery (none ran, none is needed when it
+    /// degraded nothing, and none can help when it lost bins).
+    fn needs_recovery(&self) -> bool {
+        self.recovery.is_none() && self.lost.is_empty() && !self.degraded.is_empty()
+    }
+}
+
 /// Why a plan runs.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Purpose {
@@ -92,8 +108,10 @@ pub struct PlanDriver {
     per_process: usize,
     replicas: usize,
     recovery: Schedule,
-    /// Instructions of a failure or rejoin, sent alone at the next poll.
-    urgent: Vec<ControlInst>,
+    /// Failures and rejoins taken, to be issued each alone at the next free time.
+    urgent: VecDeque<Urgent>,
+    /// The last time instructions went out at.
+    last_issued: Option<Time>,
     active: Option<ActivePlan>,
     /// Rebalances waiting for the running plan to finish.
     queued: VecDeque<Option<usize>>,
@@ -117,7 +135,8 @@ impl PlanDriver {
             per_process,
             replicas,
             recovery,
-            urgent: Vec::new(),
+            urgent: VecDeque::new(),
+            last_issued: None,
             active: None,
             queued: VecDeque::new(),
             migrations: Vec::new(),
@@ -150,15 +169,9 @@ impl PlanDriver {
         self.active.as_ref().is_some_and(|a| !a.pipelined)
     }
 
-    /// Applies a command at control time `time` with the output frontier at `frontier`, or
-    /// says why not.
-    pub fn command(
-        &mut self,
-        command: Command,
-        now_s: f64,
-        time: Time,
-        frontier: Time,
-    ) -> Result<(), CommandError> {
+    /// Takes a command `now_s` into the run, or says why not. What it changes goes out on
+    /// the control input at later polls.
+    pub fn command(&mut self, command: Command, now_s: f64) -> Result<(), CommandError> {
         match command {
             Command::MoveBins {
                 bins,
@@ -172,11 +185,44 @@ impl PlanDriver {
                     p.record.cancelled = true;
                     Ok(())
                 }
-                _ => Err(CommandError::NoPlan),
+                Some(_) => Err(CommandError::Restoring),
+                None => Err(CommandError::NoPlan),
             },
-            Command::Fail { worker } => self.fail(self.worker(worker)?, now_s, time, frontier),
-            Command::Rejoin { worker } => self.rejoin(self.worker(worker)?, now_s, time),
+            Command::Fail { worker } => self.fail(self.worker(worker)?, now_s),
+            Command::Rejoin { worker } => self.rejoin(self.worker(worker)?, now_s),
         }
+    }
+
+    /// Whether `worker` will have failed once what was taken is issued.
+    fn will_be_failed(&self, worker: u32) -> bool {
+        self.urgent
+            .iter()
+            .fold(self.placements.is_failed(worker), |failed, u| match u {
+                Urgent::Fail(w, _) if *w == worker => true,
+                Urgent::Rejoin(w, _) if *w == worker => false,
+                _ => failed,
+            })
+    }
+
+    /// `worker` failed (by command, or noticed) `now_s` into the run: its instructions go
+    /// out alone at the next free time; then the running plan is cancelled, and a recovery
+    /// starts if a live worker can take the degraded bins' standbys.
+    pub fn fail(&mut self, worker: u32, now_s: f64) -> Result<(), CommandError> {
+        if self.will_be_failed(worker) {
+            return Err(CommandError::WorkerFailed(worker as usize));
+        }
+        self.urgent.push_back(Urgent::Fail(worker, now_s));
+        Ok(())
+    }
+
+    /// `worker` serves again, empty: the rejoin goes out alone at the next free time; bins
+    /// then rebalance onto it once nothing else runs.
+    pub fn rejoin(&mut self, worker: u32, now_s: f64) -> Result<(), CommandError> {
+        if !self.will_be_failed(worker) {
+            return Err(CommandError::NotFailed(worker as usize));
+        }
+        self.urgent.push_back(Urgent::Rejoin(worker, now_s));
+        Ok(())
     }
 
     fn worker(&self, worker: usize) -> Result<u32, CommandError> {
@@ -297,15 +343,10 @@ impl PlanDriver {
         });
     }
 
-    /// `worker` failed (by command, or noticed): its instructions go out at `time`, the
-    /// running plan is cancelled, and a recovery starts if a live worker can take the
-    /// degraded bins' standbys.
-    pub fn fail(&mut self, worker: u32, now_s: f64, time: Time, frontier: Time) -> Result<(), CommandError> {
-        if self.placements.is_failed(worker) {
-            return Err(CommandError::WorkerFailed(worker as usize));
-        }
+    /// Issues the failure of `worker` (taken at `at_s`) at `time`, with the output
+    /// frontier at `frontier`.
+    fn issue_failure(&mut self, worker: u32, at_s: f64, time: Time, frontier: Time) -> Vec<ControlInst> {
         let outcome = self.placements.fail(worker, frontier, time);
-        self.urgent.extend(outcome.insts.iter().cloned());
         tracing::warn!(
             target: "megaflux::replica",
             phase = "failed", worker, time, promoted = outcome.promoted.len(), degraded = outcome.degraded.len(),
@@ -319,7 +360,7 @@ impl PlanDriver {
         let index = self.failures.len();
         self.failures.push(FailureRecord {
             worker,
-            at_s: now_s,
+            at_s,
             time,
             promoted: outcome.promoted,
             degraded: outcome.degraded,
@@ -328,17 +369,14 @@ impl PlanDriver {
             recovery: None,
             rejoined_s: None,
         });
-        self.recover(index, now_s);
-        Ok(())
+        self.recover(index, at_s);
+        outcome.insts
     }
 
     /// Starts the recovery of failure `index` if nothing else runs and a live worker can
     /// take a standby; otherwise it waits (for the running plan's end, or a rejoin).
     fn recover(&mut self, index: usize, now_s: f64) {
-        if self.active.is_some()
-            || self.failures[index].recovery.is_some()
-            || !self.failures[index].lost.is_empty()
-        {
+        if self.active.is_some() || !self.failures[index].needs_recovery() {
             return;
         }
         let mut goal = self.placement().clone();
@@ -366,13 +404,9 @@ impl PlanDriver {
         );
     }
 
-    /// `worker` serves again, empty, from `time`; bins rebalance onto it once nothing else
-    /// runs.
-    pub fn rejoin(&mut self, worker: u32, now_s: f64, time: Time) -> Result<(), CommandError> {
-        if !self.placements.is_failed(worker) {
-            return Err(CommandError::NotFailed(worker as usize));
-        }
-        self.urgent.push(self.placements.rejoin(worker, time));
+    /// Issues the rejoin of `worker` (taken at `now_s`) at `time`.
+    fn issue_rejoin(&mut self, worker: u32, now_s: f64, time: Time) -> ControlInst {
+        let inst = self.placements.rejoin(worker, time);
         tracing::info!(target: "megaflux::replica", phase = "rejoin", worker, time);
         let failure = self
             .failures
@@ -385,13 +419,13 @@ impl PlanDriver {
         let unrecovered = self
             .failures
             .iter()
-            .rposition(|f| f.recovery.is_none() && f.lost.is_empty())
+            .rposition(FailureRecord::needs_recovery)
             .filter(
                 |i| !matches!(self.active.as_ref().map(|a| a.purpose), Some(Purpose::Recovery(r)) if r == *i),
             );
         self.queued.push_back(unrecovered);
         self.start_queued(now_s);
-        Ok(())
+        inst
     }
 
     fn start_queued(&mut self, now_s: f64) {
@@ -415,11 +449,14 @@ impl PlanDriver {
     /// are live), each with a chained standby when the job has two replicas.
     fn balanced(&self) -> Placement {
         let live: Vec<u32> = self.placements.live().collect();
+        if live.is_empty() {
+            return self.placement().clone();
+        }
         let primaries = if live.len() == self.workers {
             uniform(self.placement().len(), self.workers)
         } else {
             (0..self.placement().len())
-                .map(|b| live[b % live.len().max(1)])
+                .map(|b| live[b % live.len()])
                 .collect()
         };
         primaries
@@ -457,8 +494,18 @@ impl PlanDriver {
     /// at most one plan step per time.
     pub fn poll(&mut self, time: Time, frontier: Time, now_s: f64) -> (Vec<ControlInst>, bool) {
         self.placements.completed(frontier);
-        if !self.urgent.is_empty() {
-            return (std::mem::take(&mut self.urgent), true);
+        if let Some(urgent) = self.urgent.front().copied() {
+            // Something already went out at `time`: take the next time.
+            if self.last_issued == Some(time) {
+                return (Vec::new(), true);
+            }
+            self.urgent.pop_front();
+            self.last_issued = Some(time);
+            let insts = match urgent {
+                Urgent::Fail(worker, at_s) => self.issue_failure(worker, at_s, time, frontier),
+                Urgent::Rejoin(worker, at_s) => vec![self.issue_rejoin(worker, at_s, time)],
+            };
+            return (insts, true);
         }
         let mut out = Vec::new();
         if let Some(active) = self.active.as_mut() {
@@ -491,6 +538,7 @@ impl PlanDriver {
                     issued.push(c);
                 }
                 self.placements.issue(time, &out);
+                self.last_issued = Some(time);
                 active.bins.extend(issued.iter().map(|c| c.bin));
                 active.record.step_times.push(time);
                 active.record.bins_moved += issued.len();
@@ -538,24 +586,31 @@ impl PlanDriver {
         if finished.purpose != Purpose::Migration {
             self.report_placement(finished.record.step_times.last().copied().unwrap_or(0));
         }
+        let cancelled = finished.record.cancelled;
         match finished.purpose {
-            Purpose::Migration | Purpose::Rebalance(None) => self.migrations.push(finished.record),
+            Purpose::Migration => self.migrations.push(finished.record),
+            Purpose::Rebalance(None) => {
+                self.migrations.push(finished.record);
+                // Cut short by a failure: the workers still deserve their share later.
+                if cancelled {
+                    self.queued.push_back(None);
+                }
+            }
             Purpose::Recovery(i) | Purpose::Rebalance(Some(i)) => {
-                let mut bins = finished.bins;
-                bins.sort_unstable();
-                tracing::info!(
-                    target: "megaflux::replica",
-                    phase = "recovered", worker = self.failures[i].worker, bins = %list(&bins)
-                );
+                if !cancelled {
+                    let mut bins = finished.bins;
+                    bins.sort_unstable();
+                    tracing::info!(
+                        target: "megaflux::replica",
+                        phase = "recovered", worker = self.failures[i].worker, bins = %list(&bins)
+                    );
+                }
                 self.failures[i].recovery = Some(finished.record);
             }
         }
-        // A recovery cut short by a second failure starts again for the bins still degraded;
-        // then any waiting rebalance.
-        if let Some(i) = self
-            .failures
-            .iter()
-            .rposition(|f| f.recovery.is_none() && f.lost.is_empty())
+        // A recovery cut short by a later failure starts again, for every bin still degraded,
+        // as that later failure's recovery; then any waiting rebalance.
+        if let Some(i) = self.failures.iter().rposition(FailureRecord::needs_recovery)
             && !self.queued.iter().any(|q| *q == Some(i))
         {
             self.recover(i, now_s);
@@ -657,11 +712,11 @@ mod tests {
             standby: false,
         };
         assert_eq!(
-            d.command(mv(vec![16], 0), 0.0, 0, 0),
+            d.command(mv(vec![16], 0), 0.0),
             Err(CommandError::UnknownBin { bin: 16, bins: 16 })
         );
         assert_eq!(
-            d.command(mv(vec![0], 2), 0.0, 0, 0),
+            d.command(mv(vec![0], 2), 0.0),
             Err(CommandError::UnknownWorker {
                 worker: 2,
                 workers: 2
@@ -671,13 +726,10 @@ mod tests {
             schedule: schedule(Strategy::Fluid, false),
             target: Target::Drain(5),
         };
-        assert!(d.command(drain5, 0.0, 0, 0).is_err());
+        assert!(d.command(drain5, 0.0).is_err());
+        assert_eq!(d.command(Command::CancelPlan, 0.0), Err(CommandError::NoPlan));
         assert_eq!(
-            d.command(Command::CancelPlan, 0.0, 0, 0),
-            Err(CommandError::NoPlan)
-        );
-        assert_eq!(
-            d.command(Command::Rejoin { worker: 1 }, 0.0, 0, 0),
+            d.command(Command::Rejoin { worker: 1 }, 0.0),
             Err(CommandError::NotFailed(1))
         );
         let standby = Command::MoveBins {
@@ -686,15 +738,12 @@ mod tests {
             standby: true,
         };
         assert!(matches!(
-            d.command(standby, 0.0, 0, 0),
+            d.command(standby, 0.0),
             Err(CommandError::BadStandby { .. })
         ));
         assert_eq!(d.placement(), &before);
-        d.command(mv(vec![1], 0), 0.0, 0, 0).unwrap();
-        assert_eq!(
-            d.command(mv(vec![3], 0), 0.0, 0, 0),
-            Err(CommandError::PlanRunning)
-        );
+        d.command(mv(vec![1], 0), 0.0).unwrap();
+        assert_eq!(d.command(mv(vec![3], 0), 0.0), Err(CommandError::PlanRunning));
         assert_eq!(
             d.poll(3, 0, 0.0).0,
             vec![ControlInst::Place {
@@ -711,9 +760,9 @@ mod tests {
         d.start(schedule(Strategy::Fluid, false), &Target::Pack(2), 0.0)
             .unwrap();
         assert_eq!(d.poll(1, 0, 0.0).0.len(), 1);
-        d.command(Command::Fail { worker: 1 }, 0.5, 2, 1).unwrap();
+        d.command(Command::Fail { worker: 1 }, 0.5).unwrap();
         assert_eq!(
-            d.command(Command::Fail { worker: 1 }, 0.5, 2, 1),
+            d.command(Command::Fail { worker: 1 }, 0.5),
             Err(CommandError::WorkerFailed(1))
         );
         // The failure's instructions, alone and sealed.
@@ -732,7 +781,7 @@ mod tests {
         assert_eq!(copied, f.degraded.len());
         assert!(d.placement().iter().all(|r| !r.is_degraded() && !r.holds(1)));
         // Worker 1 comes back: the bins rebalance to the initial layout.
-        d.command(Command::Rejoin { worker: 1 }, 2.0, 50, 50).unwrap();
+        d.command(Command::Rejoin { worker: 1 }, 2.0).unwrap();
         assert_eq!(d.poll(50, 50, 2.0).0, vec![ControlInst::Rejoin { worker: 1 }]);
         for t in 51..200 {
             d.poll(t, t, 3.0);
@@ -750,11 +799,11 @@ mod tests {
             2,
             schedule(Strategy::AllAtOnce, false),
         );
-        d.command(Command::Fail { worker: 0 }, 1.0, 10, 10).unwrap();
+        d.command(Command::Fail { worker: 0 }, 1.0).unwrap();
         d.poll(10, 10, 1.0);
         assert!(!d.busy());
         assert!(d.placement().iter().all(|r| *r == Replicas::single(1)));
-        d.command(Command::Rejoin { worker: 0 }, 2.0, 20, 20).unwrap();
+        d.command(Command::Rejoin { worker: 0 }, 2.0).unwrap();
         for t in 20..30 {
             d.poll(t, t, 2.5);
         }
@@ -766,7 +815,35 @@ mod tests {
     #[test]
     fn losing_the_last_replica_is_recorded() {
         let mut d = PlanDriver::single(&uniform(4, 2), 2);
-        d.command(Command::Fail { worker: 1 }, 1.0, 5, 5).unwrap();
+        d.command(Command::Fail { worker: 1 }, 1.0).unwrap();
+        d.poll(5, 5, 1.0);
         assert_eq!(d.lost(), vec![1, 3]);
+    }
+
+    #[test]
+    fn failures_and_rejoins_each_go_out_alone_at_a_time_of_their_own() {
+        let pipelined = schedule(Strategy::Fluid, true);
+        let mut d = PlanDriver::new(replicated(&uniform(8, 3), 3, 3), 3, 3, 2, pipelined);
+        d.start(pipelined, &Target::Pack(2), 0.0).unwrap();
+        // A pipelined step goes out at 4 without sealing it...
+        let (step, seal) = d.poll(4, 0, 0.1);
+        assert!(!step.is_empty() && !seal);
+        // ...then a failure and a rejoin of the same worker come in at the same time.
+        d.command(Command::Fail { worker: 2 }, 0.2).unwrap();
+        d.command(Command::Rejoin { worker: 2 }, 0.2).unwrap();
+        assert_eq!(
+            d.command(Command::Rejoin { worker: 2 }, 0.2),
+            Err(CommandError::NotFailed(2))
+        );
+        // Time 4 is taken: the failure waits for 5, the rejoin for 6.
+        assert_eq!(d.poll(4, 0, 0.2), (Vec::new(), true));
+        let (fail, seal) = d.poll(5, 0, 0.2);
+        assert!(seal && fail.first() == Some(&ControlInst::Fail { worker: 2 }));
+        assert!(
+            fail.iter()
+                .all(|i| matches!(i, ControlInst::Fail { .. } | ControlInst::Drop { .. }))
+        );
+        assert_eq!(d.poll(5, 0, 0.2), (Vec::new(), true));
+        assert_eq!(d.poll(6, 0, 0.3).0, vec![ControlInst::Rejoin { worker: 2 }]);
     }
 }

@@ -30,6 +30,8 @@ pub enum CommandError {
     PlanRunning,
     #[error("no migration plan is running")]
     NoPlan,
+    #[error("a recovery or rebalance is running: it cannot be cancelled")]
+    Restoring,
     #[error("{0}")]
     BadTarget(String),
     #[error("worker {0} has failed (rejoin it first)")]

@@ -19,8 +19,12 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
+use rustc_hash::FxHashMap;
+
 use crate::Time;
-use crate::config::{ControlInst, NONE, Placement, Replicas, Transfer, chained, transfers};
+use crate::config::{
+    ControlInst, NONE, Placement, Replicas, Transfer, all_transfers, chained, next_placement,
+};
 
 /// The placements issued so far, and the transfers that may not have happened yet.
 #[derive(Clone, Debug)]
@@ -31,6 +35,8 @@ pub struct Placements {
     failed: Vec<bool>,
     /// Transfers issued at times the job has not completed, oldest first.
     in_flight: VecDeque<(Time, u32, Transfer)>,
+    /// How many of them each bin has (for [`Placements::busy`] in O(1)).
+    busy: FxHashMap<u32, usize>,
 }
 
 /// The consequences of one failure.
@@ -58,6 +64,7 @@ impl Placements {
             per_process: per_process.max(1),
             failed: vec![false; workers],
             in_flight: VecDeque::new(),
+            busy: FxHashMap::default(),
         }
     }
 
@@ -84,37 +91,35 @@ impl Placements {
     /// Records instructions sent at `time` (applied in the same order the workers apply
     /// them), and the transfers they imply.
     pub fn issue(&mut self, time: Time, insts: &[ControlInst]) {
-        let mut sorted = insts.to_vec();
-        sorted.sort();
-        let old = self.current.clone();
-        for inst in &sorted {
-            inst.apply(&mut self.current, self.workers);
+        let mut insts = insts.to_vec();
+        let next = next_placement(&self.current, &mut insts, self.workers);
+        for inst in &insts {
             match inst {
                 ControlInst::Fail { worker } => self.set_failed(*worker, true),
                 ControlInst::Rejoin { worker } => self.set_failed(*worker, false),
                 _ => {}
             }
         }
-        for (bin, (was, now)) in old.iter().zip(&self.current).enumerate() {
-            if was != now {
-                for t in transfers(*was, *now) {
-                    self.in_flight.push_back((time, bin as u32, t));
-                }
-            }
+        for (bin, t) in all_transfers(&self.current, &next) {
+            self.in_flight.push_back((time, bin, t));
+            *self.busy.entry(bin).or_default() += 1;
         }
+        self.current = next;
     }
 
     /// Every time before `frontier` is complete: its transfers happened.
     pub fn completed(&mut self, frontier: Time) {
         while self.in_flight.front().is_some_and(|(t, _, _)| *t < frontier) {
-            self.in_flight.pop_front();
+            if let Some((_, bin, _)) = self.in_flight.pop_front() {
+                self.settled(bin);
+            }
         }
     }
 
     /// Whether a change of `bin` is still in flight: the driver must wait for it to complete
     /// before changing the bin again.
     pub fn busy(&self, bin: u32) -> bool {
-        self.in_flight.iter().any(|(_, b, _)| *b == bin)
+        self.busy.contains_key(&bin)
     }
 
     /// `worker` failed, noticed while the job had completed every time before `frontier`;
@@ -140,8 +145,14 @@ impl Placements {
             }
         }
         // Transfers from the failed worker or to a dropped holder will never matter again.
-        self.in_flight
-            .retain(|(_, bin, t)| t.from != worker && t.to != worker && !suspect.contains(&(*bin, t.to)));
+        let void = |(_, bin, t): &(Time, u32, Transfer)| {
+            t.from == worker || t.to == worker || suspect.contains(&(*bin, t.to))
+        };
+        let voided: Vec<u32> = self.in_flight.iter().filter(|e| void(e)).map(|e| e.1).collect();
+        self.in_flight.retain(|e| !void(e));
+        for bin in voided {
+            self.settled(bin);
+        }
         let before = self.current.clone();
         self.issue(time, &out.insts);
         for (bin, (was, now)) in before.iter().zip(&self.current).enumerate() {
@@ -183,6 +194,16 @@ impl Placements {
                 ))
             })
             .collect()
+    }
+
+    /// One transfer of `bin` is no longer in flight.
+    fn settled(&mut self, bin: u32) {
+        if let Some(n) = self.busy.get_mut(&bin) {
+            *n -= 1;
+            if *n == 0 {
+                self.busy.remove(&bin);
+            }
+        }
     }
 
     fn set_failed(&mut self, worker: u32, failed: bool) {

@@ -13,6 +13,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::Time;
+use crate::bins::list;
 
 /// The failure state of the workers of a job, as one process sees it.
 #[derive(Debug)]
@@ -134,30 +135,6 @@ impl Failures {
     }
 }
 
-/// Bins as a compact list: `0-3,7,9-10`.
-pub fn list(bins: &[u32]) -> String {
-    let mut out = String::new();
-    let mut i = 0;
-    while i < bins.len() {
-        let start = bins[i];
-        let mut end = start;
-        while i + 1 < bins.len() && bins[i + 1] == end + 1 {
-            i += 1;
-            end = bins[i];
-        }
-        if !out.is_empty() {
-            out.push(',');
-        }
-        if end == start {
-            out.push_str(&start.to_string());
-        } else {
-            out.push_str(&format!("{start}-{end}"));
-        }
-        i += 1;
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,6 +167,5 @@ mod tests {
         f.lose(&[3, 1], 9);
         f.lose(&[1, 2], 7);
         assert_eq!(f.lost(), Some((vec![1, 2, 3], 7)));
-        assert_eq!(list(&[0, 1, 2, 3, 7, 9, 10]), "0-3,7,9-10");
     }
 }

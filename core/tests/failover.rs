@@ -5,32 +5,25 @@
 //! every bin byte-identical; and a second failure that takes a bin's last replica is
 //! reported, never turned into output.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use megaflux::bins::hash_key;
 use megaflux::config::{ControlInst, Replicas};
+use megaflux::driver::PlanDriver;
 use megaflux::failover::Placements;
 use megaflux::failure::Failures;
+use megaflux::plan::{Schedule, Strategy as Plan, Target};
 use megaflux::{Bins, StatefulConfig, Time, stateful_binary, stateful_unary};
 use proptest::prelude::*;
 use timely::dataflow::InputHandleVec;
 use timely::dataflow::operators::{Inspect, Probe};
 
+mod common;
+
+use common::{Op, Out, Rec, WINDOW, append_logic, join_logic, model, sum_logic, window_logic};
+
 const BINS: usize = 16;
-const WINDOW: Time = 4;
-
-type Rec = (u64, u64);
-type Out = (u64, u64, u64);
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Op {
-    Sum,
-    Join,
-    Window,
-    /// Order-sensitive: appends each value to its key's list and outputs the list's hash.
-    Append,
-}
 
 /// A moves issued by the driver at a time: (bin, worker, to the standby's place).
 type MoveSpec = (Time, u32, u32, bool);
@@ -50,6 +43,8 @@ struct Case {
     recovery_fluid: bool,
     /// Times between noticing a failure and the worker's rejoin (`None`: it stays out).
     rejoin_delay: Option<Time>,
+    /// Plans the real driver runs: (start, strategy, target, pipelined).
+    plans: Vec<(Time, Plan, Target, bool)>,
     steps: Vec<u8>,
 }
 
@@ -71,7 +66,7 @@ struct Outcome {
     placement: Vec<Replicas>,
 }
 
-fn run(op: Op, case: &Case, workers: usize) -> Outcome {
+fn run(op: Op, case: &Case, workers: usize, real: bool) -> Outcome {
     let failures = Arc::new(Failures::new(workers));
     let mut armed = Vec::new();
     for (w, after) in &case.failures {
@@ -136,7 +131,7 @@ fn run(op: Op, case: &Case, workers: usize) -> Outcome {
         // failures late in the run are still noticed and handled.
         let mut control = (index == 0).then_some(control);
         let mut inputs = Some((left, right));
-        let mut driver = (index == 0).then(|| Driver::new(&config, peers, &case));
+        let mut driver = (index == 0).then(|| Driver::new(&config, peers, &case, real));
         let mut t = 0;
         loop {
             if let Some((left, right)) = inputs.as_mut() {
@@ -176,8 +171,8 @@ fn run(op: Op, case: &Case, workers: usize) -> Outcome {
             worker.step();
         }
         if let Some(driver) = driver {
-            let late = !shared.newly_failed().is_empty() || !driver.detected.is_empty();
-            *end_sink.lock().unwrap() = (driver.placements.current().clone(), late);
+            let late = !shared.newly_failed().is_empty() || driver.pending();
+            *end_sink.lock().unwrap() = (driver.placement().clone(), late);
         }
         let mut digests = Vec::new();
         config.observers.each(|op| {
@@ -213,9 +208,138 @@ fn run(op: Op, case: &Case, workers: usize) -> Outcome {
     }
 }
 
-/// The test's control plane on worker 0: notices failures, issues their consequences,
-/// recovery and rejoins, and the case's moves.
-struct Driver {
+/// A failure detector: a failure is noticed once the output frontier has moved on by a
+/// delay (or after 20 rounds if the job stalls).
+struct Detector {
+    delay: Time,
+    /// Failures that happened, and the frontier or round at which they will be noticed.
+    seen: Vec<(Time, Time, u32)>,
+}
+
+impl Detector {
+    fn noticed(&mut self, t: Time, frontier: Time, failures: &Failures) -> Vec<u32> {
+        for w in failures.newly_failed() {
+            self.seen.push((frontier.saturating_add(self.delay), t + 20, w));
+        }
+        let (now, later): (Vec<_>, Vec<_>) = self
+            .seen
+            .iter()
+            .partition(|(f, round, _)| frontier >= *f || t >= *round);
+        self.seen = later;
+        now.into_iter().map(|(_, _, w)| w).collect()
+    }
+}
+
+/// The test's control plane on worker 0: notices failures and issues what follows.
+enum Driver {
+    /// Scripted: the case's moves of single bins (primaries and standbys), recovery bin by
+    /// bin or all at once, on `Placements` directly.
+    Scripted(Box<Scripted>),
+    /// The job's own plan driver: plans, recovery and rebalances as `megaflux run` has them.
+    Real(Box<Real>),
+}
+
+impl Driver {
+    fn new(config: &StatefulConfig, peers: usize, case: &Case, real: bool) -> Self {
+        let detector = Detector {
+            delay: case.detect_delay,
+            seen: Vec::new(),
+        };
+        if real {
+            let recovery = Schedule {
+                strategy: if case.recovery_fluid {
+                    Plan::Fluid
+                } else {
+                    Plan::Matched
+                },
+                pipelined: case.recovery_delay % 2 == 1,
+            };
+            Driver::Real(Box::new(Real {
+                driver: PlanDriver::new(config.initial.clone(), peers, peers, 2, recovery),
+                plans: case.plans.clone(),
+                rejoin_delay: case.rejoin_delay,
+                rejoins: Vec::new(),
+                detector,
+            }))
+        } else {
+            Driver::Scripted(Box::new(Scripted {
+                placements: Placements::new(config.initial.clone(), peers, peers),
+                moves: case.moves.clone(),
+                recovery_delay: case.recovery_delay,
+                recovery_fluid: case.recovery_fluid,
+                rejoin_delay: case.rejoin_delay,
+                recovering: Vec::new(),
+                recover_at: None,
+                rejoins: Vec::new(),
+                detector,
+            }))
+        }
+    }
+
+    fn step(&mut self, t: Time, frontier: Time, failures: &Failures) -> Vec<ControlInst> {
+        match self {
+            Driver::Scripted(d) => d.step(t, frontier, failures),
+            Driver::Real(d) => d.step(t, frontier, failures),
+        }
+    }
+
+    fn placement(&self) -> &Vec<Replicas> {
+        match self {
+            Driver::Scripted(d) => d.placements.current(),
+            Driver::Real(d) => d.driver.placement(),
+        }
+    }
+
+    /// Failures that happened and were not acted on yet.
+    fn pending(&self) -> bool {
+        match self {
+            Driver::Scripted(d) => !d.detector.seen.is_empty(),
+            Driver::Real(d) => !d.detector.seen.is_empty(),
+        }
+    }
+}
+
+struct Real {
+    driver: PlanDriver,
+    plans: Vec<(Time, Plan, Target, bool)>,
+    rejoin_delay: Option<Time>,
+    rejoins: Vec<(Time, u32)>,
+    detector: Detector,
+}
+
+impl Real {
+    fn step(&mut self, t: Time, frontier: Time, failures: &Failures) -> Vec<ControlInst> {
+        let now = t as f64 / 1000.0;
+        for w in self.detector.noticed(t, frontier, failures) {
+            // As `megaflux run` does with a failure it is told of.
+            let _ = self.driver.fail(w, now);
+            if let Some(d) = self.rejoin_delay {
+                self.rejoins.push((t + 1 + d, w));
+            }
+        }
+        for (at, w) in std::mem::take(&mut self.rejoins) {
+            if at <= t {
+                let _ = self.driver.rejoin(w, now);
+            } else {
+                self.rejoins.push((at, w));
+            }
+        }
+        for (at, strategy, target, pipelined) in &self.plans {
+            if *at == t {
+                let schedule = Schedule {
+                    strategy: *strategy,
+                    pipelined: *pipelined,
+                };
+                // Refused while another plan (or a recovery) runs, or for a target that no
+                // longer fits: as it would be from the command line.
+                let _ = self.driver.start(schedule, target, now);
+            }
+        }
+        self.driver.poll(t, frontier, now).0
+    }
+}
+
+struct Scripted {
     placements: Placements,
     moves: Vec<MoveSpec>,
     recovery_delay: Time,
@@ -225,43 +349,17 @@ struct Driver {
     recovering: Vec<(u32, Replicas)>,
     recover_at: Option<Time>,
     rejoins: Vec<(Time, u32)>,
-    detect_delay: Time,
-    /// Failures that happened, and the frontier or round at which they will be noticed.
-    detected: Vec<(Time, Time, u32)>,
+    detector: Detector,
 }
 
-impl Driver {
-    fn new(config: &StatefulConfig, peers: usize, case: &Case) -> Self {
-        Driver {
-            placements: Placements::new(config.initial.clone(), peers, peers),
-            moves: case.moves.clone(),
-            recovery_delay: case.recovery_delay,
-            recovery_fluid: case.recovery_fluid,
-            rejoin_delay: case.rejoin_delay,
-            recovering: Vec::new(),
-            recover_at: None,
-            rejoins: Vec::new(),
-            detect_delay: case.detect_delay,
-            detected: Vec::new(),
-        }
-    }
-
+impl Scripted {
     /// The instructions to send at `t`, with the output frontier at `frontier`. A time with
     /// a failure carries nothing else (the workers and the driver must derive the same
     /// transfers, and they do when each time's instructions are issued together).
     fn step(&mut self, t: Time, frontier: Time, failures: &Failures) -> Vec<ControlInst> {
         let peers = self.placements.workers() as u32;
         self.placements.completed(frontier);
-        for w in failures.newly_failed() {
-            self.detected
-                .push((frontier.saturating_add(self.detect_delay), t + 20, w));
-        }
-        let (failed, later): (Vec<_>, Vec<_>) = self
-            .detected
-            .iter()
-            .partition(|(f, round, _)| frontier >= *f || t >= *round);
-        self.detected = later;
-        let failed: Vec<u32> = failed.into_iter().map(|(_, _, w)| w).collect();
+        let failed = self.detector.noticed(t, frontier, failures);
         if !failed.is_empty() {
             let mut insts = Vec::new();
             for w in failed {
@@ -332,167 +430,37 @@ impl Driver {
     }
 }
 
-fn sum_logic(_t: Time, bin: &mut megaflux::Bin<HashMap<u64, u64>>, recs: &mut Vec<Rec>, out: &mut Vec<Out>) {
-    recs.sort_unstable();
-    let mut touched = Vec::new();
-    for (k, v) in recs.drain(..) {
-        *bin.state.entry(k).or_default() += v;
-        if touched.last() != Some(&k) {
-            touched.push(k);
-        }
-    }
-    for k in touched {
-        out.push((k, bin.state[&k], 0));
-    }
-}
-
-fn window_logic(
-    t: Time,
-    bin: &mut megaflux::Bin<BTreeMap<(Time, u64), u64>>,
-    recs: &mut Vec<Rec>,
-    out: &mut Vec<Out>,
-) {
-    for (k, v) in recs.drain(..) {
-        let end = (t / WINDOW + 1) * WINDOW;
-        *bin.state.entry((end, k)).or_default() += v;
-        bin.schedule(end);
-    }
-    let later = bin.state.split_off(&(t + 1, 0));
-    for ((end, k), sum) in std::mem::replace(&mut bin.state, later) {
-        out.push((k, end, sum));
-    }
-}
-
-fn append_logic(
-    _t: Time,
-    bin: &mut megaflux::Bin<BTreeMap<u64, Vec<u64>>>,
-    recs: &mut Vec<Rec>,
-    out: &mut Vec<Out>,
-) {
-    for (k, v) in recs.drain(..) {
-        let list = bin.state.entry(k).or_default();
-        list.push(v);
-        out.push((k, list.len() as u64, hash_key(list)));
-    }
-}
-
-type JoinState = HashMap<u64, (Vec<u64>, Vec<u64>)>;
-
-fn join_logic(
-    _t: Time,
-    bin: &mut megaflux::Bin<JoinState>,
-    lefts: &mut Vec<Rec>,
-    rights: &mut Vec<Rec>,
-    out: &mut Vec<Out>,
-) {
-    for (k, a) in lefts.drain(..) {
-        let entry = bin.state.entry(k).or_default();
-        for b in &entry.1 {
-            out.push((k, a, *b));
-        }
-        entry.0.push(a);
-    }
-    for (k, b) in rights.drain(..) {
-        let entry = bin.state.entry(k).or_default();
-        for a in &entry.0 {
-            out.push((k, *a, b));
-        }
-        entry.1.push(b);
-    }
-}
-
-/// The sequential meaning of each operator. Append's depends on the order the job promises:
-/// per time and bin, by sending worker (record `i` is sent by worker `i mod workers`), then
-/// in the order each worker sent them.
-fn model(op: Op, case: &Case, workers: usize) -> BTreeMap<Time, Vec<Out>> {
-    let mut out: BTreeMap<Time, Vec<Out>> = BTreeMap::new();
-    let end = case
-        .left
-        .iter()
-        .chain(&case.right)
-        .map(|(t, _)| *t)
-        .max()
-        .unwrap_or(0)
-        + 1;
-    match op {
-        Op::Sum => {
-            let mut totals: HashMap<u64, u64> = HashMap::new();
-            for t in 0..end {
-                let mut at: BTreeMap<u64, u64> = BTreeMap::new();
-                for (_, (k, v)) in case.left.iter().filter(|(rt, _)| *rt == t) {
-                    *at.entry(*k).or_default() += v;
-                }
-                for (k, v) in at {
-                    let total = totals.entry(k).or_default();
-                    *total += v;
-                    out.entry(t).or_default().push((k, *total, 0));
-                }
-            }
-        }
-        Op::Window => {
-            let mut sums: BTreeMap<(Time, u64), u64> = BTreeMap::new();
-            for (t, (k, v)) in &case.left {
-                *sums.entry(((t / WINDOW + 1) * WINDOW, *k)).or_default() += v;
-            }
-            for ((end, k), sum) in sums {
-                out.entry(end).or_default().push((k, end, sum));
-            }
-        }
-        Op::Append => {
-            let mut lists: HashMap<u64, Vec<u64>> = HashMap::new();
-            for t in 0..end {
-                let mut at: Vec<(usize, usize, Rec)> = case
-                    .left
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, (rt, _))| *rt == t)
-                    .map(|(i, (_, r))| (i % workers, i, *r))
-                    .collect();
-                at.sort_unstable();
-                for (_, _, (k, v)) in at {
-                    let list = lists.entry(k).or_default();
-                    list.push(v);
-                    out.entry(t)
-                        .or_default()
-                        .push((k, list.len() as u64, hash_key(list)));
-                }
-            }
-        }
-        Op::Join => {
-            for (tl, (kl, a)) in &case.left {
-                for (tr, (kr, b)) in &case.right {
-                    if kl == kr {
-                        out.entry(*tl.max(tr)).or_default().push((*kl, *a, *b));
-                    }
-                }
-            }
-        }
-    }
-    for v in out.values_mut() {
-        v.sort_unstable();
-    }
-    out
-}
-
 fn arb_case() -> impl Strategy<Value = Case> {
     let recs = || proptest::collection::vec((0u64..24, (0u64..12, 1u64..100)), 0..60);
     let moves = proptest::collection::vec((0u64..26, 0u32..BINS as u32, 0u32..4, any::<bool>()), 0..16);
     let failures = proptest::collection::vec((0u32..4, 1u64..60), 1..3);
+    let strategy = prop_oneof![
+        Just(Plan::AllAtOnce),
+        Just(Plan::Fluid),
+        (1usize..4).prop_map(Plan::Batched),
+        Just(Plan::Matched),
+    ];
+    let target = prop_oneof![
+        Just(Target::Uniform),
+        (1usize..4).prop_map(Target::Pack),
+        (0usize..4).prop_map(Target::Drain),
+    ];
+    let plans = proptest::collection::vec((0u64..24, strategy, target, any::<bool>()), 0..3);
     (
-        recs(),
-        recs(),
+        (recs(), recs()),
         moves,
         failures,
         (0u64..4, any::<bool>(), proptest::option::of(0u64..6), 0u64..4),
+        plans,
         proptest::collection::vec(0u8..3, 40),
     )
         .prop_map(
             |(
-                left,
-                right,
+                (left, right),
                 moves,
                 failures,
                 (recovery_delay, recovery_fluid, rejoin_delay, detect_delay),
+                plans,
                 steps,
             )| Case {
                 left,
@@ -503,15 +471,18 @@ fn arb_case() -> impl Strategy<Value = Case> {
                 recovery_fluid,
                 rejoin_delay,
                 detect_delay,
+                plans,
                 steps,
             },
         )
 }
 
-fn check(op: Op, case: &Case) -> Result<(), TestCaseError> {
+/// Runs `case` on 2, 3 and 4 workers with the scripted driver, or with the job's own plan
+/// driver (`real`).
+fn check(op: Op, case: &Case, real: bool) -> Result<(), TestCaseError> {
     for workers in [2usize, 3, 4] {
-        let expected = model(op, case, workers);
-        let got = run(op, case, workers);
+        let expected = model(op, &case.left, &case.right, workers);
+        let got = run(op, case, workers, real);
         if let Some(lost) = &got.lost {
             // Only a second failure can take a bin's last replica.
             prop_assert!(
@@ -565,21 +536,27 @@ proptest! {
 
     #[test]
     fn unary_sum_survives_a_failure_anywhere(case in arb_case()) {
-        check(Op::Sum, &case)?;
+        check(Op::Sum, &case, false)?;
     }
 
     #[test]
     fn binary_join_survives_a_failure_anywhere(case in arb_case()) {
-        check(Op::Join, &case)?;
+        check(Op::Join, &case, false)?;
     }
 
     #[test]
     fn window_with_scheduled_work_survives_a_failure_anywhere(case in arb_case()) {
-        check(Op::Window, &case)?;
+        check(Op::Window, &case, false)?;
     }
 
     #[test]
     fn order_sensitive_replicas_stay_identical(case in arb_case()) {
-        check(Op::Append, &case)?;
+        check(Op::Append, &case, false)?;
+    }
+
+    #[test]
+    fn the_plan_driver_survives_failures_during_plans_and_recoveries(case in arb_case()) {
+        check(Op::Window, &case, true)?;
+        check(Op::Append, &case, true)?;
     }
 }

@@ -1,7 +1,7 @@
 //! Property tests: any migration schedule gives, at every time, the same multiset of outputs
 //! as no migration and as a plain sequential model, on 1, 2 and 4 workers.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use megaflux::bins::hash_key;
@@ -12,10 +12,11 @@ use proptest::prelude::*;
 use timely::dataflow::InputHandleVec;
 use timely::dataflow::operators::Inspect;
 
-const BINS: usize = 16;
-const WINDOW: Time = 4;
+mod common;
 
-type Rec = (u64, u64);
+use common::{Op, Out, Rec, append_logic, join_logic, model, sum_logic, window_logic};
+
+const BINS: usize = 16;
 
 /// What a test run feeds in: records per side, control per time, and how many scheduler
 /// steps each worker takes after each time (varying it varies the interleavings).
@@ -26,15 +27,6 @@ struct Case {
     control: Vec<(Time, ControlInst)>,
     steps: Vec<u8>,
 }
-
-#[derive(Clone, Copy, Debug)]
-enum Op {
-    Sum,
-    Join,
-    Window,
-}
-
-type Out = (u64, u64, u64);
 
 fn run(op: Op, case: &Case, workers: usize, with_control: bool) -> BTreeMap<Time, Vec<Out>> {
     let results: Arc<Mutex<Vec<(Time, Out)>>> = Arc::default();
@@ -55,6 +47,7 @@ fn run(op: Op, case: &Case, workers: usize, with_control: bool) -> BTreeMap<Time
             let out = match op {
                 Op::Sum => stateful_unary(l, c, &config, "sum", |r: &Rec| hash_key(&r.0), sum_logic),
                 Op::Window => stateful_unary(l, c, &config, "window", |r: &Rec| hash_key(&r.0), window_logic),
+                Op::Append => stateful_unary(l, c, &config, "append", |r: &Rec| hash_key(&r.0), append_logic),
                 Op::Join => stateful_binary(
                     l,
                     r,
@@ -129,116 +122,6 @@ fn run(op: Op, case: &Case, workers: usize, with_control: bool) -> BTreeMap<Time
     by_time
 }
 
-/// Per time and key, adds the time's values and outputs the key's new total once.
-fn sum_logic(_t: Time, bin: &mut megaflux::Bin<HashMap<u64, u64>>, recs: &mut Vec<Rec>, out: &mut Vec<Out>) {
-    recs.sort_unstable();
-    let mut touched = Vec::new();
-    for (k, v) in recs.drain(..) {
-        *bin.state.entry(k).or_default() += v;
-        if touched.last() != Some(&k) {
-            touched.push(k);
-        }
-    }
-    for k in touched {
-        out.push((k, bin.state[&k], 0));
-    }
-}
-
-/// Tumbling windows of `WINDOW`: at each window's end, outputs (key, end, sum).
-fn window_logic(
-    t: Time,
-    bin: &mut megaflux::Bin<BTreeMap<(Time, u64), u64>>,
-    recs: &mut Vec<Rec>,
-    out: &mut Vec<Out>,
-) {
-    for (k, v) in recs.drain(..) {
-        let end = (t / WINDOW + 1) * WINDOW;
-        *bin.state.entry((end, k)).or_default() += v;
-        bin.schedule(end);
-    }
-    let later = bin.state.split_off(&(t + 1, 0));
-    for ((end, k), sum) in std::mem::replace(&mut bin.state, later) {
-        out.push((k, end, sum));
-    }
-}
-
-type JoinState = HashMap<u64, (Vec<u64>, Vec<u64>)>;
-
-/// Equi-join on the key: every left value meets every right value once.
-fn join_logic(
-    _t: Time,
-    bin: &mut megaflux::Bin<JoinState>,
-    lefts: &mut Vec<Rec>,
-    rights: &mut Vec<Rec>,
-    out: &mut Vec<Out>,
-) {
-    for (k, a) in lefts.drain(..) {
-        let entry = bin.state.entry(k).or_default();
-        for b in &entry.1 {
-            out.push((k, a, *b));
-        }
-        entry.0.push(a);
-    }
-    for (k, b) in rights.drain(..) {
-        let entry = bin.state.entry(k).or_default();
-        for a in &entry.0 {
-            out.push((k, *a, b));
-        }
-        entry.1.push(b);
-    }
-}
-
-/// The plain sequential meaning of each operator.
-fn model(op: Op, case: &Case) -> BTreeMap<Time, Vec<Out>> {
-    let mut out: BTreeMap<Time, Vec<Out>> = BTreeMap::new();
-    let end = case
-        .left
-        .iter()
-        .chain(&case.right)
-        .map(|(t, _)| *t)
-        .max()
-        .unwrap_or(0)
-        + 1;
-    match op {
-        Op::Sum => {
-            let mut totals: HashMap<u64, u64> = HashMap::new();
-            for t in 0..end {
-                let mut at: BTreeMap<u64, u64> = BTreeMap::new();
-                for (_, (k, v)) in case.left.iter().filter(|(rt, _)| *rt == t) {
-                    *at.entry(*k).or_default() += v;
-                }
-                for (k, v) in at {
-                    let total = totals.entry(k).or_default();
-                    *total += v;
-                    out.entry(t).or_default().push((k, *total, 0));
-                }
-            }
-        }
-        Op::Window => {
-            let mut sums: BTreeMap<(Time, u64), u64> = BTreeMap::new();
-            for (t, (k, v)) in &case.left {
-                *sums.entry(((t / WINDOW + 1) * WINDOW, *k)).or_default() += v;
-            }
-            for ((end, k), sum) in sums {
-                out.entry(end).or_default().push((k, end, sum));
-            }
-        }
-        Op::Join => {
-            for (tl, (kl, a)) in &case.left {
-                for (tr, (kr, b)) in &case.right {
-                    if kl == kr {
-                        out.entry(*tl.max(tr)).or_default().push((*kl, *a, *b));
-                    }
-                }
-            }
-        }
-    }
-    for v in out.values_mut() {
-        v.sort_unstable();
-    }
-    out
-}
-
 fn arb_case(max_workers: u32) -> impl Strategy<Value = Case> {
     let recs = || proptest::collection::vec((0u64..24, (0u64..12, 1u64..100)), 0..60);
     let inst = prop_oneof![
@@ -299,8 +182,8 @@ fn plan_control(plans: &Plans, workers: usize) -> Vec<(Time, ControlInst)> {
 }
 
 fn check_plans(op: Op, case: &Case, plans: &Plans) -> Result<(), TestCaseError> {
-    let expected = model(op, case);
     for workers in [2usize, 4] {
+        let expected = model(op, &case.left, &case.right, workers);
         let case = Case {
             control: plan_control(plans, workers),
             ..case.clone()
@@ -312,8 +195,8 @@ fn check_plans(op: Op, case: &Case, plans: &Plans) -> Result<(), TestCaseError> 
 }
 
 fn check(op: Op, case: &Case) -> Result<(), TestCaseError> {
-    let expected = model(op, case);
     for workers in [1usize, 2, 4] {
+        let expected = model(op, &case.left, &case.right, workers);
         // Moves to workers that do not exist are rejected before they reach the dataflow;
         // here they are folded onto existing workers instead.
         let mut case = case.clone();
@@ -351,6 +234,11 @@ proptest! {
     }
 
     #[test]
+    fn order_sensitive_logic_is_schedule_independent(case in arb_case(4)) {
+        check(Op::Append, &case)?;
+    }
+
+    #[test]
     fn pipelined_plans_are_schedule_independent(case in arb_case(4), plans in arb_plans()) {
         check_plans(Op::Sum, &case, &plans)?;
         check_plans(Op::Window, &case, &plans)?;
@@ -373,8 +261,8 @@ fn bins_ping_pong_every_time() {
         control,
         steps: vec![0; 40],
     };
-    for op in [Op::Sum, Op::Window] {
-        let expected = model(op, &case);
+    for op in [Op::Sum, Op::Window, Op::Append] {
+        let expected = model(op, &case.left, &case.right, 2);
         assert_eq!(run(op, &case, 2, true), expected);
     }
 }

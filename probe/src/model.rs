@@ -160,6 +160,9 @@ pub struct JobModel {
     /// Bins that lost their last replica (the job stopped), and when.
     #[serde(default)]
     pub lost: Option<(u64, String)>,
+    /// Whether the job keeps two replicas per bin (its placement named a standby).
+    #[serde(default)]
+    pub replicated: bool,
     /// Events applied.
     pub events: u64,
     /// The latest event's time.
@@ -207,11 +210,6 @@ impl JobModel {
         self.placement.get_mut(bin as usize)
     }
 
-    /// Whether the job keeps two replicas per bin (its placement names standbys).
-    pub fn replicated(&self) -> bool {
-        self.placement.iter().any(|h| h.standby.is_some()) || !self.failures.is_empty()
-    }
-
     /// Total dropped events over every place.
     pub fn dropped_total(&self) -> u64 {
         self.dropped.values().sum()
@@ -222,8 +220,9 @@ impl JobModel {
         self.events += 1;
         self.now_s = self.now_s.max(stamped.at_s);
         match &stamped.event {
-            Event::Hello { peers, .. } => {
+            Event::Hello { peers, config, .. } => {
                 self.peers = *peers;
+                self.replicated |= config["replicas"].as_u64().is_some_and(|r| r > 1);
                 self.processes.insert(stamped.process, stamped.clone());
             }
             Event::JobStarted { worker, peers, .. } => {
@@ -319,6 +318,7 @@ impl JobModel {
                         primary: Some(*primary),
                         standby: u32::try_from(*standby).ok(),
                     };
+                    self.replicated |= *standby >= 0;
                 }
                 self.apply_move(
                     *phase,
@@ -385,6 +385,7 @@ impl JobModel {
                         }
                     })
                     .collect();
+                self.replicated |= self.placement.iter().any(|h| h.standby.is_some());
             }
             Event::Failure {
                 worker,

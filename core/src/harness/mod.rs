@@ -13,9 +13,10 @@ pub use config::{DEFAULT_RECOVERY, MAX_REPLICAS, RunConfig, WorkerAt, validate};
 
 use crate::Time;
 use crate::abort::{Abort, park_forever};
+use crate::bins::list;
 use crate::control::ControlHandle;
 use crate::error::ConfigError;
-use crate::failure::{Failures, list};
+use crate::failure::Failures;
 use crate::nexmark::NexmarkJob;
 use crate::summary::Summary;
 use crate::workload::{CountJob, Counting, Workload};

@@ -29,6 +29,8 @@ pub(crate) struct ControlPlane {
     migrations: VecDeque<MigrationSpec>,
     timed: VecDeque<(f64, Timed)>,
     failures: Arc<Failures>,
+    /// Workers of this process (the first ones of the job).
+    local: usize,
 }
 
 impl ControlPlane {
@@ -61,6 +63,7 @@ impl ControlPlane {
             migrations: migrations.into(),
             timed: timed.into(),
             failures,
+            local: config.workers,
         }
     }
 
@@ -81,7 +84,7 @@ impl ControlPlane {
         let time = self.time();
         for (id, command) in handle.drain() {
             let describe = format!("{command:?}");
-            match self.apply(command, now_s, time, frontier) {
+            match self.apply(command, now_s) {
                 Ok(()) => {
                     tracing::info!(target: "megaflux::command", outcome = "applied", id, time, command = %describe)
                 }
@@ -99,13 +102,13 @@ impl ControlPlane {
                 Timed::Rejoin(worker) => Command::Rejoin { worker },
             };
             let describe = format!("{command:?}");
-            if let Err(e) = self.apply(command, now_s, time, frontier) {
+            if let Err(e) = self.apply(command, now_s) {
                 tracing::warn!(target: "megaflux::command", outcome = "rejected", command = %describe, reason = %e);
             }
         }
         // Failures this process saw that nobody commanded (a failure detector's news).
         for worker in self.failures.newly_failed() {
-            let _ = self.driver.fail(worker, now_s, time, frontier);
+            let _ = self.driver.fail(worker, now_s);
         }
         while !self.driver.busy() && self.migrations.front().is_some_and(|m| m.at_secs <= now_s) {
             if let Some(m) = self.migrations.pop_front()
@@ -125,23 +128,17 @@ impl ControlPlane {
         }
     }
 
-    fn apply(
-        &mut self,
-        command: Command,
-        now_s: f64,
-        time: Time,
-        frontier: Time,
-    ) -> Result<(), CommandError> {
+    fn apply(&mut self, command: Command, now_s: f64) -> Result<(), CommandError> {
         let failing = match command {
-            Command::Fail { worker } => Some(worker as u32),
+            Command::Fail { worker } => Some(worker),
             _ => None,
         };
-        self.driver.command(command, now_s, time, frontier)?;
-        // A worker of this process stops at once, wherever it is; one elsewhere when the
-        // failure reaches it on the control input.
-        if let Some(worker) = failing {
-            self.failures.mark_reported(worker);
-            self.failures.fail(worker);
+        self.driver.command(command, now_s)?;
+        // A worker of this process (process 0: workers `0..local`) stops at once, wherever it
+        // is; one elsewhere when the failure reaches it on the control input.
+        if let Some(worker) = failing.filter(|w| *w < self.local) {
+            self.failures.mark_reported(worker as u32);
+            self.failures.fail(worker as u32);
         }
         Ok(())
     }

@@ -205,19 +205,22 @@ impl<S> Local<S> {
         !self.dead.get() || self.revive_at.get().is_some_and(|r| time >= r)
     }
 
-    /// Worker `failed` failed: the bins whose standby is here await their takeover.
-    pub(crate) fn await_takeover(&self, failed: u32) {
-        let history = self.history.borrow();
-        let mut awaiting = self.awaiting.borrow_mut();
-        awaiting.extend(
-            history
-                .latest()
+    /// A failure of another worker was heard of: a new round of takeovers starts.
+    pub(crate) fn begin_takeovers(&self) {
+        self.awaiting.borrow_mut().clear();
+        self.takeover_round.set(self.takeover_round.get() + 1);
+    }
+
+    /// Worker `failed`'s failure is final: the bins whose standby was here in `placement`
+    /// (the one before it) await their takeover.
+    pub(crate) fn await_takeovers(&self, placement: &Placement, failed: u32) {
+        self.awaiting.borrow_mut().extend(
+            placement
                 .iter()
                 .enumerate()
                 .filter(|(_, r)| r.primary == failed && r.standby == self.me)
                 .map(|(b, _)| b as u32),
         );
-        self.takeover_round.set(self.takeover_round.get() + 1);
     }
 
     pub(crate) fn wake_state(&self) {

@@ -22,16 +22,17 @@ use serde::de::DeserializeOwned;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::StreamVec;
 use timely::dataflow::channels::pact::Pipeline;
-use timely::dataflow::operators::Capability;
 use timely::dataflow::operators::generic::OutputBuilder;
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
-use timely::progress::Antichain;
+use timely::dataflow::operators::{Capability, InputCapability};
+use timely::progress::{Antichain, frontier::MutableAntichain};
 
 use super::transfer::{StateChunk, encode};
-use super::{Local, StatefulConfig};
+use super::{Local, StatefulConfig, TransferLog};
 use crate::Time;
 use crate::bins::Bins;
-use crate::config::{ControlInst, NONE, Placement, transfers};
+use crate::config::{ControlInst, NONE, Placement, all_transfers, next_placement};
+use crate::failure::Failures;
 
 /// Work held back until a frontier passes its time, with a capability for that time.
 type Held<T> = BTreeMap<Time, (Capability<Time>, Vec<T>)>;
@@ -95,14 +96,8 @@ where
     K: Fn(&R) -> u64 + 'static,
 {
     let scope = data.scope();
-    let me = local.me;
     let peers = scope.peers();
     assert!(peers < 1 << BIN_SHIFT, "{name}: at most 2^24 workers");
-    let bins = config.bins;
-    let chunk_bytes = config.chunk_bytes;
-    let transfers_log = Rc::clone(&config.transfers);
-    let failures = Arc::clone(&config.failures);
-    let name = name.to_string();
     let mut builder = OperatorBuilder::new(format!("{name}.route"), scope);
     local
         .route
@@ -114,229 +109,300 @@ where
     let (chunks_out, chunks) = builder.new_output_connection([(1, Antichain::from_elem(0))]);
     let mut records_out = OutputBuilder::<_, CapacityContainerBuilder<Vec<Routed<R>>>>::from(records_out);
     let mut chunks_out = OutputBuilder::<_, CapacityContainerBuilder<Vec<StateChunk>>>::from(chunks_out);
-
-    // Control changes not yet final, by time, with a capability to ship state at that time.
-    let mut pending_control: Held<ControlInst> = BTreeMap::new();
-    // Records whose time the control frontier has not passed yet.
-    let mut held: Held<R> = BTreeMap::new();
-    // What to ship or drop, by the time from which the new holders hold the bins.
-    let mut outgoing: Held<Action> = BTreeMap::new();
-    // The latest time at which a failure of this worker is final.
-    let mut fail_final: Option<Time> = None;
-    // The latest time of a failure of this worker seen on the control input.
-    let mut fail_seen: Option<Time> = None;
-
+    let mut router = Router {
+        name: name.to_string(),
+        me: local.me,
+        peers,
+        bins: config.bins,
+        chunk_bytes: config.chunk_bytes,
+        transfers: Rc::clone(&config.transfers),
+        failures: Arc::clone(&config.failures),
+        local,
+        bin_key,
+        pending_control: BTreeMap::new(),
+        held: BTreeMap::new(),
+        outgoing: BTreeMap::new(),
+        fail_final: None,
+        fail_seen: None,
+    };
     let busy = config.observers.busy();
     builder.build(move |_initial_capabilities| {
         move |frontiers| {
             let _timed = busy.activation();
             let (data_frontier, control_frontier) = (&frontiers[0], &frontiers[1]);
+            control_in.for_each(|cap, batch| router.hear(&cap, batch));
+            router.finalize(control_frontier);
 
-            control_in.for_each_stamp(|cap, batches| {
-                let Some(&time) = cap.least() else { return };
-                let entry = pending_control
-                    .entry(time)
-                    .or_insert_with(|| (cap.delayed(&time, 1), Vec::new()));
-                for batch in batches {
-                    // A failure takes effect where this worker is, as soon as it is heard of.
-                    for inst in batch.iter() {
-                        if let ControlInst::Fail { worker } = inst {
-                            if *worker == me {
-                                failures.fail(me);
-                                fail_seen = fail_seen.max(Some(time));
-                            } else {
-                                local.await_takeover(*worker);
-                            }
-                        }
-                    }
-                    entry.1.append(batch);
-                }
-            });
-
-            // Control changes become final once the control frontier has passed them.
-            while let Some(entry) = pending_control.first_entry() {
-                let time = *entry.key();
-                if control_frontier.less_equal(&time) {
-                    break;
-                }
-                let (cap, mut insts) = entry.remove();
-                // Arrival order differs between workers; the applied order must not.
-                insts.sort_unstable();
-                let old = Rc::clone(local.history.borrow().latest());
-                let mut new: Placement = (*old).clone();
-                for inst in &insts {
-                    inst.apply(&mut new, peers);
-                    match inst {
-                        ControlInst::Fail { worker } if *worker == me => fail_final = Some(time),
-                        // Back empty from `time` on, unless a later failure is already known.
-                        ControlInst::Rejoin { worker } if *worker == me && fail_seen.is_none_or(|f| f < time) => {
-                            local.revive_at.set(Some(time));
-                            failures.revive(me);
-                        }
-                        _ => {}
-                    }
-                }
-                let mut actions = Vec::new();
-                let mut lost = Vec::new();
-                for (bin, (was, now)) in old.iter().zip(&new).enumerate() {
-                    if was == now {
-                        continue;
-                    }
-                    if now.is_lost() && !was.is_lost() {
-                        lost.push(bin as u32);
-                    }
-                    let to: Vec<u32> = transfers(*was, *now).filter(|t| t.from == me).map(|t| t.to).collect();
-                    let drop = was.holds(me) && !now.holds(me);
-                    if drop || !to.is_empty() {
-                        actions.push(Action {
-                            bin: bin as u32,
-                            to,
-                            drop,
-                        });
-                    }
-                }
-                if !lost.is_empty() {
-                    failures.lose(&lost, time);
-                }
-                if !actions.is_empty() {
-                    // Taken from the back: bin order.
-                    actions.reverse();
-                    outgoing.insert(time, (cap, actions));
-                }
-                local.history.borrow_mut().push(time, new);
+            let mut records = records_out.activate();
+            // Held records first, and every input message in arrival order: each worker's
+            // records leave in the order it sent them.
+            for (cap, batch) in router.released(control_frontier) {
+                let mut session = records.session(&cap);
+                router.route(*cap.time(), batch.into_iter(), |r| session.give(r));
             }
-            let control = control_frontier.frontier().first().copied().unwrap_or(Time::MAX);
-            if control > local.control.get() {
-                local.control.set(control);
-                local.wake_state();
-            }
-
-            let mut records_handle = records_out.activate();
-            let history = local.history.borrow();
-            // Held records first: each sender's records then leave in the order they came.
-            while let Some(entry) = held.first_entry() {
-                let time = *entry.key();
-                if control_frontier.less_equal(&time) {
-                    break;
-                }
-                let (cap, records) = entry.remove();
-                let mut session = records_handle.session(&cap);
-                route(history.at(time), bins, &bin_key, me, records.into_iter(), |r| session.give(r));
-            }
-            data_in.for_each_stamp(|cap, batches| {
+            data_in.for_each(|cap, batch| {
                 let Some(&time) = cap.least() else { return };
                 if control_frontier.less_equal(&time) {
-                    let entry = held
-                        .entry(time)
-                        .or_insert_with(|| (cap.delayed(&time, 0), Vec::new()));
-                    for batch in batches {
-                        entry.1.append(batch);
-                    }
+                    router.hold(time, &cap, batch);
                 } else {
-                    let mut session = records_handle.session(&cap);
-                    for batch in batches {
-                        route(history.at(time), bins, &bin_key, me, batch.drain(..), |r| session.give(r));
-                    }
+                    let mut session = records.session(&cap);
+                    router.route(time, batch.drain(..), |r| session.give(r));
                 }
             });
-            drop(records_handle);
-            drop(history);
+            drop(records);
 
-            // Ship bins whose updates before their move time have all been applied.
-            let mut chunks_handle = chunks_out.activate();
-            while let Some(mut entry) = outgoing.first_entry() {
-                let time = *entry.key();
-                if time > local.done.get() {
-                    break;
-                }
-                if !local.alive_at(time, &failures) {
-                    // Nothing to ship from here any more; the capability waits until the
-                    // failure is final (or no more control can come).
-                    if fail_final.is_some_and(|f| f >= time) || control == Time::MAX {
-                        entry.remove();
-                        continue;
-                    }
-                    break;
-                }
-                let (cap, actions) = entry.get_mut();
-                let mut session = chunks_handle.session(cap);
-                let mut table = local.table.borrow_mut();
-                while let Some(action) = actions.pop() {
-                    // A fail point between two bins of a step.
-                    if failures.check(me) {
-                        actions.push(action);
-                        break;
-                    }
-                    let Some(state) = table[action.bin as usize].as_ref() else {
-                        // Never arrived here (its sender failed): nothing to send.
-                        continue;
-                    };
-                    if !action.to.is_empty() {
-                        let parts = encode(state, chunk_bytes);
-                        let total = parts.len() as u32;
-                        let bytes: usize = parts.iter().map(Vec::len).sum();
-                        let mut log = transfers_log.borrow_mut();
-                        let totals = log.entry(time).or_default();
-                        for to in &action.to {
-                            tracing::debug!(
-                                target: "megaflux::migration",
-                                phase = "extracted", operator = %name, bin = action.bin, time, from = me, to = *to, bytes, chunks = total, copy = !action.drop
-                            );
-                            totals.bins += 1;
-                            totals.bytes += bytes as u64;
-                            totals.chunks += u64::from(total);
-                        }
-                        drop(log);
-                        for (seq, bytes) in parts.into_iter().enumerate() {
-                            let (last, others) = action.to.split_last().unwrap_or((&NONE, &[]));
-                            for to in others {
-                                session.give(StateChunk {
-                                    dest: *to,
-                                    bin: action.bin,
-                                    seq: seq as u32,
-                                    total,
-                                    bytes: bytes.clone(),
-                                });
-                            }
-                            session.give(StateChunk {
-                                dest: *last,
-                                bin: action.bin,
-                                seq: seq as u32,
-                                total,
-                                bytes,
-                            });
-                        }
-                    }
-                    if action.drop {
-                        table[action.bin as usize] = None;
-                    }
-                }
-                drop(table);
-                drop(session);
-                if actions.is_empty() {
-                    entry.remove();
-                } else {
-                    break;
-                }
-            }
-
-            // Placements older than anything F may still route or S still apply are no
-            // longer needed.
-            let oldest = held
-                .keys()
-                .next()
-                .copied()
-                .into_iter()
-                .chain(data_frontier.frontier().iter().copied())
-                .chain([local.done.get()])
-                .min();
-            if let Some(oldest) = oldest {
-                local.history.borrow_mut().forget_before(oldest);
-            }
+            let mut chunks = chunks_out.activate();
+            router.ship(|cap, chunk| chunks.session(cap).give(chunk));
+            router.forget(data_frontier);
         }
     });
 
     (records, chunks)
+}
+
+/// F's state on one worker.
+struct Router<R, S, K> {
+    name: String,
+    me: u32,
+    peers: usize,
+    bins: Bins,
+    chunk_bytes: usize,
+    transfers: TransferLog,
+    failures: Arc<Failures>,
+    local: Rc<Local<S>>,
+    bin_key: K,
+    /// Control changes not yet final, by time, with a capability to ship state at that time.
+    pending_control: Held<ControlInst>,
+    /// Records whose time the control frontier has not passed yet.
+    held: Held<R>,
+    /// What to ship or drop, by the time from which the new holders hold the bins.
+    outgoing: Held<Action>,
+    /// The latest time at which a failure of this worker is final.
+    fail_final: Option<Time>,
+    /// The latest time of a failure of this worker heard of on the control input.
+    fail_seen: Option<Time>,
+}
+
+impl<R, S, K> Router<R, S, K>
+where
+    R: Clone,
+    S: Serialize + DeserializeOwned,
+    K: Fn(&R) -> u64,
+{
+    /// Takes control changes as they arrive. A failure of this worker takes effect here, at
+    /// once, wherever it is; one of another worker starts a round of takeovers.
+    fn hear(&mut self, cap: &InputCapability<Time>, batch: &mut Vec<ControlInst>) {
+        let Some(&time) = cap.least() else { return };
+        for inst in batch.iter() {
+            if let ControlInst::Fail { worker } = inst {
+                if *worker == self.me {
+                    self.failures.fail(self.me);
+                    self.fail_seen = self.fail_seen.max(Some(time));
+                } else {
+                    self.local.begin_takeovers();
+                }
+            }
+        }
+        let entry = self
+            .pending_control
+            .entry(time)
+            .or_insert_with(|| (cap.delayed(&time, 1), Vec::new()));
+        entry.1.append(batch);
+    }
+
+    /// Control changes become final once the control frontier has passed them: each final
+    /// time's placement goes into the history, and what this worker must ship or drop at it
+    /// into `outgoing`.
+    fn finalize(&mut self, control_frontier: &MutableAntichain<Time>) {
+        while let Some(entry) = self.pending_control.first_entry() {
+            let time = *entry.key();
+            if control_frontier.less_equal(&time) {
+                break;
+            }
+            let (cap, mut insts) = entry.remove();
+            let old = Rc::clone(self.local.history.borrow().latest());
+            let new = next_placement(&old, &mut insts, self.peers);
+            for inst in &insts {
+                match inst {
+                    ControlInst::Fail { worker } if *worker == self.me => self.fail_final = Some(time),
+                    ControlInst::Fail { worker } => self.local.await_takeovers(&old, *worker),
+                    // Back empty from `time` on, unless a later failure is already known.
+                    ControlInst::Rejoin { worker }
+                        if *worker == self.me && self.fail_seen.is_none_or(|f| f < time) =>
+                    {
+                        self.local.revive_at.set(Some(time));
+                        self.failures.revive(self.me);
+                    }
+                    _ => {}
+                }
+            }
+            let lost: Vec<u32> = old
+                .iter()
+                .zip(new.iter())
+                .enumerate()
+                .filter(|(_, (was, now))| now.is_lost() && !was.is_lost())
+                .map(|(bin, _)| bin as u32)
+                .collect();
+            if !lost.is_empty() {
+                self.failures.lose(&lost, time);
+            }
+            let mut actions: Vec<Action> = Vec::new();
+            for (bin, t) in all_transfers(&old, &new).filter(|(_, t)| t.from == self.me) {
+                match actions.last_mut() {
+                    Some(a) if a.bin == bin => a.to.push(t.to),
+                    _ => actions.push(Action {
+                        bin,
+                        to: vec![t.to],
+                        drop: false,
+                    }),
+                }
+            }
+            for (bin, (was, now)) in old.iter().zip(new.iter()).enumerate() {
+                if was.holds(self.me) && !now.holds(self.me) {
+                    match actions.iter_mut().find(|a| a.bin == bin as u32) {
+                        Some(a) => a.drop = true,
+                        None => actions.push(Action {
+                            bin: bin as u32,
+                            to: Vec::new(),
+                            drop: true,
+                        }),
+                    }
+                }
+            }
+            if !actions.is_empty() {
+                // Taken from the back: bin order.
+                actions.sort_unstable_by_key(|a| std::cmp::Reverse(a.bin));
+                self.outgoing.insert(time, (cap, actions));
+            }
+            self.local.history.borrow_mut().push(time, new);
+        }
+        let control = control_frontier.frontier().first().copied().unwrap_or(Time::MAX);
+        if control > self.local.control.get() {
+            self.local.control.set(control);
+            self.local.wake_state();
+        }
+    }
+
+    /// Held records whose time the control frontier has now passed, oldest first.
+    fn released(&mut self, control_frontier: &MutableAntichain<Time>) -> Vec<(Capability<Time>, Vec<R>)> {
+        let mut out = Vec::new();
+        while let Some(entry) = self.held.first_entry() {
+            if control_frontier.less_equal(entry.key()) {
+                break;
+            }
+            out.push(entry.remove());
+        }
+        out
+    }
+
+    /// Keeps records at `time` until the control frontier has passed it.
+    fn hold(&mut self, time: Time, cap: &InputCapability<Time>, batch: &mut Vec<R>) {
+        let entry = self
+            .held
+            .entry(time)
+            .or_insert_with(|| (cap.delayed(&time, 0), Vec::new()));
+        entry.1.append(batch);
+    }
+
+    /// Sends each record at `time` to every holder of its bin at `time`.
+    fn route(&self, time: Time, records: impl Iterator<Item = R>, give: impl FnMut(Routed<R>)) {
+        let history = self.local.history.borrow();
+        route(history.at(time), self.bins, &self.bin_key, self.me, records, give);
+    }
+
+    /// Ships (and drops) bins whose updates before their move time have all been applied
+    /// here, through `give` with the capability of their time.
+    fn ship(&mut self, mut give: impl FnMut(&Capability<Time>, StateChunk)) {
+        while let Some(mut entry) = self.outgoing.first_entry() {
+            let time = *entry.key();
+            if time > self.local.done.get() {
+                break;
+            }
+            if !self.local.alive_at(time, &self.failures) {
+                // Nothing to ship from here any more; the capability waits until the failure
+                // is final (or no more control can come).
+                let closed = self.local.control.get() == Time::MAX;
+                if self.fail_final.is_some_and(|f| f >= time) || closed {
+                    entry.remove();
+                    continue;
+                }
+                break;
+            }
+            let (cap, actions) = entry.get_mut();
+            let mut table = self.local.table.borrow_mut();
+            while let Some(action) = actions.pop() {
+                // A fail point between two bins of a step.
+                if self.failures.check(self.me) {
+                    actions.push(action);
+                    break;
+                }
+                let Some(state) = table[action.bin as usize].as_ref() else {
+                    // Never arrived here (its sender failed): nothing to send.
+                    continue;
+                };
+                if let Some((last, others)) = action.to.split_last() {
+                    let parts = encode(state, self.chunk_bytes);
+                    log_extracted(&self.transfers, &self.name, self.me, time, &action, &parts);
+                    let total = parts.len() as u32;
+                    for (seq, bytes) in parts.into_iter().enumerate() {
+                        let chunk = |dest: u32, bytes: Vec<u8>| StateChunk {
+                            dest,
+                            bin: action.bin,
+                            seq: seq as u32,
+                            total,
+                            bytes,
+                        };
+                        for to in others {
+                            give(cap, chunk(*to, bytes.clone()));
+                        }
+                        give(cap, chunk(*last, bytes));
+                    }
+                }
+                if action.drop {
+                    table[action.bin as usize] = None;
+                }
+            }
+            drop(table);
+            if actions.is_empty() {
+                entry.remove();
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// Forgets placements older than anything F may still route or S still apply.
+    fn forget(&self, data_frontier: &MutableAntichain<Time>) {
+        let oldest = self
+            .held
+            .keys()
+            .next()
+            .copied()
+            .into_iter()
+            .chain(data_frontier.frontier().iter().copied())
+            .chain([self.local.done.get()])
+            .min();
+        if let Some(oldest) = oldest {
+            self.local.history.borrow_mut().forget_before(oldest);
+        }
+    }
+}
+
+/// Counts one bin's copies in the worker's transfer log, and reports them.
+fn log_extracted(log: &TransferLog, name: &str, me: u32, time: Time, action: &Action, parts: &[Vec<u8>]) {
+    let chunks = parts.len() as u64;
+    let bytes: usize = parts.iter().map(Vec::len).sum();
+    let mut log = log.borrow_mut();
+    let totals = log.entry(time).or_default();
+    for to in &action.to {
+        tracing::debug!(
+            target: "megaflux::migration",
+            phase = "extracted", operator = %name, bin = action.bin, time, from = me, to = *to, bytes, chunks, copy = !action.drop
+        );
+        totals.bins += 1;
+        totals.bytes += bytes as u64;
+        totals.chunks += chunks;
+    }
 }
 
 /// Sends each of `records` at a time with `placement` to every holder of its bin.

@@ -30,7 +30,8 @@ use timely::dataflow::StreamVec;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::OutputBuilder;
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
-use timely::progress::Antichain;
+use timely::dataflow::operators::{Capability, InputCapability};
+use timely::progress::{Antichain, frontier::MutableAntichain};
 
 use super::apply::{Applied, Hooks, apply_time};
 use super::pending::Pending;
@@ -69,7 +70,7 @@ pub(crate) fn build<'s, R, S, O, L>(
     chunks: StreamVec<'s, Time, StateChunk>,
     local: Rc<Local<S>>,
     config: &StatefulConfig,
-    mut logic: L,
+    logic: L,
 ) -> StreamVec<'s, Time, O>
 where
     R: ExchangeData + Clone,
@@ -78,7 +79,6 @@ where
     L: FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>) + 'static,
 {
     let scope = records.scope();
-    let me = local.me;
     let name = name.to_string();
     let replicated = config.replicas > 1;
     let mut builder = OperatorBuilder::new(format!("{name}.state"), scope);
@@ -105,171 +105,271 @@ where
     } else {
         (None, None)
     };
-    let ports = if replicated { 2 } else { 1 };
-
-    let mut work: Pending<Work<R>> = Pending::new();
-    let mut holding: Holding<O> = Holding::new();
-    let mut assembly = Assembly::default();
-    let mut batch: Vec<R> = Vec::new();
-    let mut produced: Vec<O> = Vec::new();
-    let mut acks: Vec<u64> = Vec::new();
-    let mut seen = Seen::default();
-    let failures = Arc::clone(&config.failures);
-    let takeovers = Rc::clone(&config.takeovers);
+    let mut state = State {
+        name,
+        ports: if replicated { 2 } else { 1 },
+        failures: Arc::clone(&config.failures),
+        takeovers: Rc::clone(&config.takeovers),
+        local,
+        logic,
+        work: Pending::new(),
+        holding: Holding::new(),
+        assembly: Assembly::default(),
+        batch: Vec::new(),
+        produced: Vec::new(),
+        acks: Vec::new(),
+        seen: Seen::default(),
+    };
     let busy = config.observers.busy();
-
     builder.build(move |_initial_capabilities| {
         move |frontiers| {
             let _timed = busy.activation();
-            records_in.for_each_stamp(|cap, batches| {
-                let Some(&time) = cap.least() else { return };
-                let entry = work.arrived(time, || (0..ports).map(|p| cap.delayed(&time, p)).collect());
-                for b in batches {
-                    entry
-                        .records
-                        .extend(b.drain(..).map(|(tag, r)| (order_key(tag), r)));
-                }
-            });
-            chunks_in.for_each_stamp(|cap, batches| {
-                let Some(&time) = cap.least() else { return };
-                for b in batches {
-                    for chunk in b.drain(..) {
-                        if let Some(bin) = assembly.add(time, chunk) {
-                            tracing::debug!(
-                                target: "megaflux::migration",
-                                phase = "received", operator = %name, bin = bin.0, time, worker = me,
-                                bytes = bin.1.iter().map(Vec::len).sum::<usize>()
-                            );
-                            work.arrived(time, || (0..ports).map(|p| cap.delayed(&time, p)).collect())
-                                .installs
-                                .push(bin);
-                        }
-                    }
-                }
-            });
+            // In arrival order: each sender's channel delivers in order, and the records of a
+            // time must keep it (for_each_stamp may reorder messages of one time).
+            records_in.for_each(|cap, batch| state.receive_records(&cap, batch));
+            chunks_in.for_each(|cap, batch| state.receive_chunks(&cap, batch));
             if let Some(board) = &board {
-                holding.take_acks(board);
+                state.holding.take_acks(board);
             }
-            if !local.dead.get() && failures.is_failed(me) {
-                stop(&name, &local, &mut work, &mut holding, &mut assembly, &mut seen);
-            }
-            seen.round(&local);
+            state.note_failures();
 
             let mut output = output.activate();
-            let mut acks_handle = acks_out.as_mut().map(|o| o.activate());
+            let mut acks = acks_out.as_mut().map(|o| o.activate());
+            let control = Rc::clone(&state.local);
             let ready = |time: Time| {
-                !frontiers[0].less_equal(&time) && !frontiers[1].less_equal(&time) && time < local.control.get()
+                !frontiers[0].less_equal(&time)
+                    && !frontiers[1].less_equal(&time)
+                    && time < control.control.get()
             };
-            while let Some((time, Work { records, mut scheduled, installs })) = work.next(ready) {
-                if local.dead.get() {
-                    match local.revive_at.get() {
-                        Some(from) if time >= from => {
-                            local.dead.set(false);
-                            local.revive_at.set(None);
-                            tracing::info!(target: "megaflux::replica", phase = "rejoined", operator = %name, worker = me, time);
-                        }
-                        // Dead: what arrives is dropped.
-                        _ => continue,
-                    }
-                }
-                let placement = Rc::clone(local.history.borrow().at(time));
-                let mut table = local.table.borrow_mut();
-                for (bin_index, parts) in installs {
-                    let bytes: usize = parts.iter().map(Vec::len).sum();
-                    let bin: Bin<S> = match decode(parts) {
-                        Ok(bin) => bin,
-                        Err(e) => panic!("{name}: bin {bin_index} arrived corrupt at worker {me}: {e}"),
-                    };
-                    // Scheduled work moves with the bin.
-                    for at in bin.scheduled.iter().copied() {
-                        if at <= time {
-                            scheduled.push(bin_index);
-                        } else {
-                            work.later(at).scheduled.push(bin_index);
-                        }
-                    }
-                    tracing::debug!(
-                        target: "megaflux::migration",
-                        phase = "installed", operator = %name, bin = bin_index, time, worker = me, bytes
-                    );
-                    seen.missing.remove(&bin_index);
-                    table[bin_index as usize] = Some(bin);
-                }
-                let mut hooks = StateHooks {
-                    name: &name,
-                    me,
-                    time,
-                    placement: &placement,
-                    failures: &failures,
-                    work: &mut work,
-                    holding: &mut holding,
-                    acks: &mut acks,
-                    seen: &mut seen,
-                    local: &local,
-                    takeovers: &takeovers,
-                };
-                let applied = apply_time(
-                    time,
-                    records,
-                    scheduled,
-                    &mut table,
-                    &mut batch,
-                    &mut produced,
-                    &mut logic,
-                    &mut hooks,
-                );
-                drop(table);
+            while let Some((time, work)) = state.work.next(ready) {
+                state.apply(time, work);
                 // What was applied leaves, with its acks, even if the worker stopped after it.
-                if !produced.is_empty()
-                    && let Some(cap) = work.capability(0)
+                if let Some(cap) = state.work.capability(0)
+                    && !state.produced.is_empty()
                 {
-                    output.session(cap).give_container(&mut produced);
+                    output.session(cap).give_container(&mut state.produced);
                 }
-                produced.clear();
-                if let (Some(handle), Some(cap)) = (acks_handle.as_mut(), work.capability(1))
-                    && !acks.is_empty()
+                if let (Some(handle), Some(cap)) = (acks.as_mut(), state.work.capability(1))
+                    && !state.acks.is_empty()
                 {
-                    handle.session(cap).give_container(&mut acks);
+                    handle.session(cap).give_container(&mut state.acks);
                 }
-                acks.clear();
-                match applied {
-                    Ok(Applied::All) => {}
-                    Ok(Applied::Stopped) => stop(&name, &local, &mut work, &mut holding, &mut assembly, &mut seen),
-                    Err(bin) => panic!(
-                        "{name}: worker {me} got records for bin {bin} at time {time} but does not hold it"
-                    ),
-                }
+                state.produced.clear();
+                state.acks.clear();
             }
-            work.settle();
-
+            state.work.settle();
             if let Some(board) = &board {
-                let applied = local.done.get();
-                holding.settle(board, applied, |cap, mut released, bins| {
-                    for bin in bins {
-                        seen.took_over(&name, *bin, cap.time(), me, true, &local, &takeovers);
-                    }
-                    if !released.is_empty() {
-                        output.session(cap).give_container(&mut released);
-                    }
+                state.settle(board, |cap, released| {
+                    output.session(cap).give_container(released)
                 });
             }
-
-            // Everything before `done` is applied here: no record or bin can still arrive
-            // before it, and the loop above applied every time before it that had work.
-            let done = frontiers
-                .iter()
-                .flat_map(|f| f.frontier().iter().copied().min())
-                .chain(work.first_time())
-                .min()
-                .unwrap_or(Time::MAX);
-            if done > local.done.get() {
-                local.done.set(done);
-                local.wake_route();
-            }
+            state.report_done(frontiers);
         }
     });
 
     stream
+}
+
+/// S's state on one worker.
+struct State<R, O, S, L> {
+    name: String,
+    /// Output ports S holds capabilities for: outputs, and acks when replicated.
+    ports: usize,
+    failures: Arc<Failures>,
+    takeovers: TakeoverLog,
+    local: Rc<Local<S>>,
+    logic: L,
+    work: Pending<Work<R>>,
+    holding: Holding<O>,
+    assembly: Assembly,
+    batch: Vec<R>,
+    /// The outputs and acks of the time being applied.
+    produced: Vec<O>,
+    acks: Vec<u64>,
+    seen: Seen,
+}
+
+impl<R, O, S, L> State<R, O, S, L>
+where
+    S: Serialize + DeserializeOwned,
+    L: FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>),
+{
+    fn receive_records(&mut self, cap: &InputCapability<Time>, batch: &mut Vec<Routed<R>>) {
+        let Some(&time) = cap.least() else { return };
+        let ports = self.ports;
+        let entry = self.work.arrived(time, || capabilities(cap, time, ports));
+        entry
+            .records
+            .extend(batch.drain(..).map(|(tag, r)| (order_key(tag), r)));
+    }
+
+    fn receive_chunks(&mut self, cap: &InputCapability<Time>, batch: &mut Vec<StateChunk>) {
+        let Some(&time) = cap.least() else { return };
+        for chunk in batch.drain(..) {
+            if let Some(bin) = self.assembly.add(time, chunk) {
+                tracing::debug!(
+                    target: "megaflux::migration",
+                    phase = "received", operator = %self.name, bin = bin.0, time, worker = self.local.me,
+                    bytes = bin.1.iter().map(Vec::len).sum::<usize>()
+                );
+                let ports = self.ports;
+                self.work
+                    .arrived(time, || capabilities(cap, time, ports))
+                    .installs
+                    .push(bin);
+            }
+        }
+    }
+
+    /// Stops here if this worker failed since the last activation, and starts a new round
+    /// of takeovers if another worker's failure was heard of.
+    fn note_failures(&mut self) {
+        if !self.local.dead.get() && self.failures.is_failed(self.local.me) {
+            self.stop();
+        }
+        self.seen.round(&self.local);
+    }
+
+    /// Applies one ready time: installs, then the bins with work, into `produced` and
+    /// `acks`; stops the worker at the fail point where it failed.
+    fn apply(&mut self, time: Time, work: Work<R>) {
+        let me = self.local.me;
+        if self.local.dead.get() {
+            match self.local.revive_at.get() {
+                Some(from) if time >= from => {
+                    self.local.dead.set(false);
+                    self.local.revive_at.set(None);
+                    tracing::info!(target: "megaflux::replica", phase = "rejoined", operator = %self.name, worker = me, time);
+                }
+                // Dead: what arrives is dropped.
+                _ => return,
+            }
+        }
+        let Work {
+            records,
+            mut scheduled,
+            installs,
+        } = work;
+        let placement = Rc::clone(self.local.history.borrow().at(time));
+        let mut table = self.local.table.borrow_mut();
+        for (bin_index, parts) in installs {
+            let bytes: usize = parts.iter().map(Vec::len).sum();
+            let bin: Bin<S> = match decode(parts) {
+                Ok(bin) => bin,
+                Err(e) => panic!(
+                    "{}: bin {bin_index} arrived corrupt at worker {me}: {e}",
+                    self.name
+                ),
+            };
+            // Scheduled work moves with the bin.
+            for at in bin.scheduled.iter().copied() {
+                if at <= time {
+                    scheduled.push(bin_index);
+                } else {
+                    self.work.later(at).scheduled.push(bin_index);
+                }
+            }
+            tracing::debug!(
+                target: "megaflux::migration",
+                phase = "installed", operator = %self.name, bin = bin_index, time, worker = me, bytes
+            );
+            self.seen.missing.remove(&bin_index);
+            table[bin_index as usize] = Some(bin);
+        }
+        let mut hooks = StateHooks {
+            name: &self.name,
+            me,
+            time,
+            placement: &placement,
+            failures: &self.failures,
+            work: &mut self.work,
+            holding: &mut self.holding,
+            acks: &mut self.acks,
+            seen: &mut self.seen,
+            local: &self.local,
+            takeovers: &self.takeovers,
+        };
+        let applied = apply_time(
+            time,
+            records,
+            scheduled,
+            &mut table,
+            &mut self.batch,
+            &mut self.produced,
+            &mut self.logic,
+            &mut hooks,
+        );
+        drop(table);
+        match applied {
+            Ok(Applied::All) => {}
+            // The caller emits what was applied before the stop, with its capability.
+            Ok(Applied::Stopped) => self.stop_after_time(),
+            Err(bin) => panic!(
+                "{}: worker {me} got records for bin {bin} at time {time} but does not hold it",
+                self.name
+            ),
+        }
+    }
+
+    /// Decides the standby outputs the acks or the ack frontier can decide; releases go
+    /// through `release` with their capability.
+    fn settle(&mut self, board: &AckBoard, mut release: impl FnMut(&Capability<Time>, &mut Vec<O>)) {
+        let (name, me, local, takeovers) = (&self.name, self.local.me, &self.local, &self.takeovers);
+        let seen = &mut self.seen;
+        self.holding
+            .settle(board, local.done.get(), |cap, mut released, bins| {
+                for bin in bins {
+                    seen.took_over(name, *bin, cap.time(), me, true, local, takeovers);
+                }
+                if !released.is_empty() {
+                    release(cap, &mut released);
+                }
+            });
+    }
+
+    /// Tells F what is applied here: every update before the earliest input frontier or
+    /// pending time. No record or bin can still arrive before it, and every time before it
+    /// that had work was applied.
+    fn report_done(&self, frontiers: &[MutableAntichain<Time>]) {
+        let done = frontiers
+            .iter()
+            .flat_map(|f| f.frontier().iter().copied().min())
+            .chain(self.work.first_time())
+            .min()
+            .unwrap_or(Time::MAX);
+        if done > self.local.done.get() {
+            self.local.done.set(done);
+            self.local.wake_route();
+        }
+    }
+
+    /// Stops this worker's S at a failure: its state, pending work, undecided standby
+    /// outputs and partial arrivals are dropped, with their capabilities.
+    fn stop(&mut self) {
+        self.stop_after_time();
+        self.work.clear();
+    }
+
+    /// Like [`State::stop`], but keeps the pending work's capabilities until the time being
+    /// applied has emitted what it applied (the work is dropped as dead at once after).
+    fn stop_after_time(&mut self) {
+        let local = &self.local;
+        let held = local.table.borrow().iter().filter(|b| b.is_some()).count();
+        local.table.borrow_mut().iter_mut().for_each(|b| *b = None);
+        self.holding.clear();
+        self.assembly = Assembly::default();
+        self.seen.missing.clear();
+        local.awaiting.borrow_mut().clear();
+        local.dead.set(true);
+        local.revive_at.set(None);
+        tracing::warn!(target: "megaflux::replica", phase = "stopped", operator = %self.name, worker = local.me, bins = held);
+        local.wake_route();
+    }
+}
+
+/// Capabilities at `time` for each of the first `ports` outputs.
+fn capabilities(cap: &InputCapability<Time>, time: Time, ports: usize) -> Vec<Capability<Time>> {
+    (0..ports).map(|p| cap.delayed(&time, p)).collect()
 }
 
 /// What this worker's S has noticed about its bins since its last failure.
@@ -311,29 +411,6 @@ impl Seen {
             tracing::info!(target: "megaflux::replica", phase = "takeover", operator = %name, bin, time = *time, worker = me);
         }
     }
-}
-
-/// Stops this worker's S at a failure: its state, pending work, undecided standby outputs
-/// and partial arrivals are dropped, with their capabilities.
-fn stop<S, R, O>(
-    name: &str,
-    local: &Local<S>,
-    work: &mut Pending<Work<R>>,
-    holding: &mut Holding<O>,
-    assembly: &mut Assembly,
-    seen: &mut Seen,
-) {
-    let held = local.table.borrow().iter().filter(|b| b.is_some()).count();
-    local.table.borrow_mut().iter_mut().for_each(|b| *b = None);
-    work.clear();
-    holding.clear();
-    *assembly = Assembly::default();
-    seen.missing.clear();
-    local.awaiting.borrow_mut().clear();
-    local.dead.set(true);
-    local.revive_at.set(None);
-    tracing::warn!(target: "megaflux::replica", phase = "stopped", operator = %name, worker = local.me, bins = held);
-    local.wake_route();
 }
 
 /// S's decisions per bin while it applies one time.

@@ -292,13 +292,15 @@ impl Dash {
     /// Whether a bin of a replicated job has one replica left.
     pub fn degraded(&self, bin: usize) -> bool {
         let job = self.view();
-        job.replicated() && job.placement.get(bin).is_some_and(|h| h.degraded())
+        job.replicated && job.placement.get(bin).is_some_and(|h| h.degraded())
     }
 
     /// Whether a bin lost every replica.
     pub fn lost(&self, bin: usize) -> bool {
-        let job = self.view();
-        job.replicated() && job.placement.get(bin).is_some_and(|h| h.primary.is_none())
+        self.view()
+            .placement
+            .get(bin)
+            .is_some_and(|h| h.primary.is_none())
     }
 
     /// Targets the plan dialog offers for this job.

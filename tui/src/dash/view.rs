@@ -246,7 +246,7 @@ fn bins(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
             .fold((0, 0), |a, v| (a.0 + v.keys, a.1 + v.bytes));
         let who = owner.map_or("no owner".to_string(), |w| format!("worker {w}"));
         let standbys = match owner {
-            Some(w) if job.replicated() => {
+            Some(w) if job.replicated => {
                 format!(
                     ", {} standbys",
                     (0..dash.bins()).filter(|b| dash.standby(*b) == Some(w)).count()
@@ -315,7 +315,7 @@ fn bins(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
     let b = dash.cursor;
     let view = views.get(b).cloned().unwrap_or_default();
     let worker = |w: Option<u32>| w.map_or("?".to_string(), |w| w.to_string());
-    let holders = if job.replicated() {
+    let holders = if job.replicated {
         format!(
             "  primary {}  standby {}",
             worker(dash.owner(b)),
@@ -379,7 +379,7 @@ fn bins(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
         }));
     }
     legend.push(Span::raw(" moving: i issued x extracted r received n installed"));
-    if job.replicated() {
+    if job.replicated {
         legend.push(Span::styled(format!(" {DEGRADED_CHAR}"), theme.fg(Color::Red)));
         legend.push(Span::raw(" one replica left"));
         legend.push(Span::styled(format!(" {LOST_CHAR}"), theme.fg(Color::Red)));
@@ -455,7 +455,7 @@ fn workers(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
         Constraint::Length(7),
     ];
     let mut title = format!("Workers: skew {skew:.2} (largest worker's primary keys ÷ mean)");
-    if job.replicated() {
+    if job.replicated {
         let degraded = (0..dash.bins()).filter(|b| dash.degraded(*b)).count();
         title.push_str(&format!("; {degraded} bins with one replica"));
     }

@@ -1,0 +1,173 @@
+//! Operators the property tests run, and their plain sequential meaning.
+
+#![allow(dead_code)] // Each test crate uses some of them.
+
+use std::collections::{BTreeMap, HashMap};
+
+use megaflux::Time;
+use megaflux::bins::hash_key;
+
+/// The window of [`window_logic`].
+pub const WINDOW: Time = 4;
+
+pub type Rec = (u64, u64);
+pub type Out = (u64, u64, u64);
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Op {
+    Sum,
+    Join,
+    Window,
+    /// Order-sensitive: appends each value to its key's list and outputs the list's hash.
+    Append,
+}
+
+/// Per time and key, adds the time's values and outputs the key's new total once.
+pub fn sum_logic(
+    _t: Time,
+    bin: &mut megaflux::Bin<HashMap<u64, u64>>,
+    recs: &mut Vec<Rec>,
+    out: &mut Vec<Out>,
+) {
+    recs.sort_unstable();
+    let mut touched = Vec::new();
+    for (k, v) in recs.drain(..) {
+        *bin.state.entry(k).or_default() += v;
+        if touched.last() != Some(&k) {
+            touched.push(k);
+        }
+    }
+    for k in touched {
+        out.push((k, bin.state[&k], 0));
+    }
+}
+
+/// Tumbling windows of `WINDOW`: at each window's end, outputs (key, end, sum).
+pub fn window_logic(
+    t: Time,
+    bin: &mut megaflux::Bin<BTreeMap<(Time, u64), u64>>,
+    recs: &mut Vec<Rec>,
+    out: &mut Vec<Out>,
+) {
+    for (k, v) in recs.drain(..) {
+        let end = (t / WINDOW + 1) * WINDOW;
+        *bin.state.entry((end, k)).or_default() += v;
+        bin.schedule(end);
+    }
+    let later = bin.state.split_off(&(t + 1, 0));
+    for ((end, k), sum) in std::mem::replace(&mut bin.state, later) {
+        out.push((k, end, sum));
+    }
+}
+
+/// Appends each value to its key's list, in the order the records come; outputs (key,
+/// length, hash of the list).
+pub fn append_logic(
+    _t: Time,
+    bin: &mut megaflux::Bin<BTreeMap<u64, Vec<u64>>>,
+    recs: &mut Vec<Rec>,
+    out: &mut Vec<Out>,
+) {
+    for (k, v) in recs.drain(..) {
+        let list = bin.state.entry(k).or_default();
+        list.push(v);
+        out.push((k, list.len() as u64, hash_key(list)));
+    }
+}
+
+pub type JoinState = HashMap<u64, (Vec<u64>, Vec<u64>)>;
+
+/// Equi-join on the key: every left value meets every right value once.
+pub fn join_logic(
+    _t: Time,
+    bin: &mut megaflux::Bin<JoinState>,
+    lefts: &mut Vec<Rec>,
+    rights: &mut Vec<Rec>,
+    out: &mut Vec<Out>,
+) {
+    for (k, a) in lefts.drain(..) {
+        let entry = bin.state.entry(k).or_default();
+        for b in &entry.1 {
+            out.push((k, a, *b));
+        }
+        entry.0.push(a);
+    }
+    for (k, b) in rights.drain(..) {
+        let entry = bin.state.entry(k).or_default();
+        for a in &entry.0 {
+            out.push((k, *a, b));
+        }
+        entry.1.push(b);
+    }
+}
+
+/// The plain sequential meaning of each operator on `left` and `right`, outputs sorted per
+/// time. Append's depends on the order the job promises: per time and bin, by sending
+/// worker (record `i` is sent by worker `i mod workers`), then in the order each worker sent
+/// them.
+pub fn model(
+    op: Op,
+    left: &[(Time, Rec)],
+    right: &[(Time, Rec)],
+    workers: usize,
+) -> BTreeMap<Time, Vec<Out>> {
+    let mut out: BTreeMap<Time, Vec<Out>> = BTreeMap::new();
+    let end = left.iter().chain(right).map(|(t, _)| *t).max().unwrap_or(0) + 1;
+    match op {
+        Op::Sum => {
+            let mut totals: HashMap<u64, u64> = HashMap::new();
+            for t in 0..end {
+                let mut at: BTreeMap<u64, u64> = BTreeMap::new();
+                for (_, (k, v)) in left.iter().filter(|(rt, _)| *rt == t) {
+                    *at.entry(*k).or_default() += v;
+                }
+                for (k, v) in at {
+                    let total = totals.entry(k).or_default();
+                    *total += v;
+                    out.entry(t).or_default().push((k, *total, 0));
+                }
+            }
+        }
+        Op::Window => {
+            let mut sums: BTreeMap<(Time, u64), u64> = BTreeMap::new();
+            for (t, (k, v)) in left {
+                *sums.entry(((t / WINDOW + 1) * WINDOW, *k)).or_default() += v;
+            }
+            for ((end, k), sum) in sums {
+                out.entry(end).or_default().push((k, end, sum));
+            }
+        }
+        Op::Append => {
+            let mut lists: HashMap<u64, Vec<u64>> = HashMap::new();
+            for t in 0..end {
+                let mut at: Vec<(usize, usize, Rec)> = left
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, (rt, _))| *rt == t)
+                    .map(|(i, (_, r))| (i % workers, i, *r))
+                    .collect();
+                at.sort_unstable();
+                for (_, _, (k, v)) in at {
+                    let list = lists.entry(k).or_default();
+                    list.push(v);
+                    out.entry(t)
+                        .or_default()
+                        .push((k, list.len() as u64, hash_key(list)));
+                }
+            }
+        }
+        Op::Join => {
+            for (tl, (kl, a)) in left {
+                for (tr, (kr, b)) in right {
+                    if kl == kr {
+                        out.entry(*tl.max(tr)).or_default().push((*kl, *a, *b));
+                    }
+                }
+            }
+        }
+    }
+    for v in out.values_mut() {
+        v.sort_unstable();
+    }
+    out
+}
