@@ -1,0 +1,54 @@
+//! What became of migrations, recoveries and failures: the driver's records, from which the
+//! run's summary is made.
+
+use serde::Serialize;
+
+use crate::Time;
+
+/// What became of a migration or a recovery (a plan or a hand-made move).
+#[derive(Clone, Debug, Serialize)]
+pub struct MigrationRecord {
+    pub strategy: String,
+    pub target: String,
+    /// Wall-clock seconds since the start of the measured run.
+    pub issued_s: f64,
+    pub completed_s: Option<f64>,
+    /// Steps and bin changes the plan was made of.
+    pub steps: usize,
+    pub bins_planned: usize,
+    /// Bin changes issued (fewer than planned if the plan was cancelled or the run ended).
+    pub bins_moved: usize,
+    /// The logical time of every issued step.
+    pub step_times: Vec<Time>,
+    pub cancelled: bool,
+}
+
+/// What became of a failure.
+#[derive(Clone, Debug, Serialize)]
+pub struct FailureRecord {
+    pub worker: u32,
+    /// When the driver failed the worker (or noticed it failed), on the run's clock.
+    pub at_s: f64,
+    /// The logical time of the failure's instructions.
+    pub time: Time,
+    /// Bins whose standby became primary.
+    pub promoted: Vec<u32>,
+    /// Bins left with one replica.
+    pub degraded: Vec<u32>,
+    /// Holders dropped because the state they were sent may never have left the worker.
+    pub suspects: usize,
+    /// Bins left with no replica.
+    pub lost: Vec<u32>,
+    /// The plan that gave the degraded bins new standbys (after a rejoin, if no live
+    /// worker could take them before).
+    pub recovery: Option<MigrationRecord>,
+    pub rejoined_s: Option<f64>,
+}
+
+impl FailureRecord {
+    /// Whether its degraded bins still wait for a recovery (none ran, none is needed when it
+    /// degraded nothing, and none can help when it lost bins).
+    pub(super) fn needs_recovery(&self) -> bool {
+        self.recovery.is_none() && self.lost.is_empty() && !self.degraded.is_empty()
+    }
+}

@@ -1,0 +1,192 @@
+use super::*;
+use crate::config::{replicated, uniform};
+
+fn schedule(strategy: Strategy, pipelined: bool) -> Schedule {
+    Schedule { strategy, pipelined }
+}
+
+fn primaries(d: &PlanDriver) -> Vec<u32> {
+    d.placement().iter().map(|r| r.primary).collect()
+}
+
+#[test]
+fn waits_for_completion_unless_pipelined() {
+    let mut d = PlanDriver::single(&uniform(16, 2), 2);
+    d.start(schedule(Strategy::Fluid, false), &Target::Pack(1), 0.0)
+        .unwrap();
+    assert_eq!(d.poll(5, 0, 0.1).0.len(), 1);
+    assert!(d.poll(6, 0, 0.1).0.is_empty());
+    assert_eq!(d.poll(7, 6, 0.2).0.len(), 1);
+    let mut p = PlanDriver::single(&uniform(16, 2), 2);
+    p.start(schedule(Strategy::Fluid, true), &Target::Pack(1), 0.0)
+        .unwrap();
+    let issued: usize = (1..=8).map(|t| p.poll(t, 0, 0.0).0.len()).sum();
+    assert_eq!(issued, 8);
+    assert!(p.busy());
+    assert!(p.poll(9, 0, 0.0).0.is_empty());
+    assert!(p.poll(10, 9, 0.5).0.is_empty());
+    assert!(!p.busy());
+    let r = &p.records()[0];
+    assert_eq!((r.steps, r.bins_moved, r.completed_s), (8, 8, Some(0.5)));
+    assert_eq!(primaries(&p), vec![0; 16]);
+}
+
+#[test]
+fn an_unfinished_plan_reports_only_what_was_issued() {
+    let mut d = PlanDriver::single(&uniform(16, 2), 2);
+    d.start(schedule(Strategy::Fluid, false), &Target::Pack(1), 0.0)
+        .unwrap();
+    assert_eq!(d.poll(1, 0, 0.0).0.len(), 1);
+    assert_eq!(d.poll(2, 2, 0.0).0.len(), 1);
+    // The run ends: the issued steps complete, nothing new is issued.
+    d.retire(u64::MAX, 1.0);
+    let r = &d.records()[0];
+    assert_eq!((r.step_times.len(), r.bins_moved, r.bins_planned), (2, 2, 8));
+    assert_eq!(r.completed_s, None);
+    assert_eq!(primaries(&d).iter().filter(|w| **w == 0).count(), 10);
+}
+
+#[test]
+fn rejects_bad_commands_and_keeps_the_placement() {
+    let mut d = PlanDriver::single(&uniform(16, 2), 2);
+    let before = d.placement().clone();
+    let mv = |bins: Vec<usize>, worker| Command::MoveBins {
+        bins,
+        worker,
+        standby: false,
+    };
+    assert_eq!(
+        d.command(mv(vec![16], 0), 0.0),
+        Err(CommandError::UnknownBin { bin: 16, bins: 16 })
+    );
+    assert_eq!(
+        d.command(mv(vec![0], 2), 0.0),
+        Err(CommandError::UnknownWorker {
+            worker: 2,
+            workers: 2
+        })
+    );
+    let drain5 = Command::StartPlan {
+        schedule: schedule(Strategy::Fluid, false),
+        target: Target::Drain(5),
+    };
+    assert!(d.command(drain5, 0.0).is_err());
+    assert_eq!(d.command(Command::CancelPlan, 0.0), Err(CommandError::NoPlan));
+    assert_eq!(
+        d.command(Command::Rejoin { worker: 1 }, 0.0),
+        Err(CommandError::NotFailed(1))
+    );
+    let standby = Command::MoveBins {
+        bins: vec![1],
+        worker: 0,
+        standby: true,
+    };
+    assert!(matches!(
+        d.command(standby, 0.0),
+        Err(CommandError::BadStandby { .. })
+    ));
+    assert_eq!(d.placement(), &before);
+    d.command(mv(vec![1], 0), 0.0).unwrap();
+    assert_eq!(d.command(mv(vec![3], 0), 0.0), Err(CommandError::PlanRunning));
+    assert_eq!(
+        d.poll(3, 0, 0.0).0,
+        vec![ControlInst::Place {
+            bin: 1,
+            replicas: Replicas::single(0)
+        }]
+    );
+}
+
+#[test]
+fn a_failure_goes_out_alone_then_recovery_copies_the_degraded_bins() {
+    let matched = schedule(Strategy::Matched, false);
+    let mut d = PlanDriver::new(replicated(&uniform(6, 3), 3, 3), 3, 3, 2, matched);
+    d.start(schedule(Strategy::Fluid, false), &Target::Pack(2), 0.0)
+        .unwrap();
+    assert_eq!(d.poll(1, 0, 0.0).0.len(), 1);
+    d.command(Command::Fail { worker: 1 }, 0.5).unwrap();
+    assert_eq!(
+        d.command(Command::Fail { worker: 1 }, 0.5),
+        Err(CommandError::WorkerFailed(1))
+    );
+    // The failure's instructions, alone and sealed.
+    let (insts, seal) = d.poll(2, 1, 0.5);
+    assert!(seal && insts[0] == ControlInst::Fail { worker: 1 });
+    // The migration was cancelled; recovery copies one bin per worker pair per step.
+    assert!(d.records()[0].cancelled);
+    let mut copied = 0;
+    for t in 3..40 {
+        copied += d.poll(t, t, 1.0).0.len();
+    }
+    assert!(!d.busy());
+    let f = &d.failures()[0];
+    let recovery = f.recovery.as_ref().unwrap();
+    assert_eq!(recovery.bins_moved, copied);
+    assert_eq!(copied, f.degraded.len());
+    assert!(d.placement().iter().all(|r| !r.is_degraded() && !r.holds(1)));
+    // Worker 1 comes back: the bins rebalance to the initial layout.
+    d.command(Command::Rejoin { worker: 1 }, 2.0).unwrap();
+    assert_eq!(d.poll(50, 50, 2.0).0, vec![ControlInst::Rejoin { worker: 1 }]);
+    for t in 51..200 {
+        d.poll(t, t, 3.0);
+    }
+    assert_eq!(d.placement(), &replicated(&uniform(6, 3), 3, 3));
+    assert_eq!(d.failures()[0].rejoined_s, Some(2.0));
+}
+
+#[test]
+fn without_a_spare_the_rejoin_is_the_recovery() {
+    let mut d = PlanDriver::new(
+        replicated(&uniform(4, 2), 2, 2),
+        2,
+        2,
+        2,
+        schedule(Strategy::AllAtOnce, false),
+    );
+    d.command(Command::Fail { worker: 0 }, 1.0).unwrap();
+    d.poll(10, 10, 1.0);
+    assert!(!d.busy());
+    assert!(d.placement().iter().all(|r| *r == Replicas::single(1)));
+    d.command(Command::Rejoin { worker: 0 }, 2.0).unwrap();
+    for t in 20..30 {
+        d.poll(t, t, 2.5);
+    }
+    let f = &d.failures()[0];
+    assert_eq!(f.recovery.as_ref().map(|r| r.bins_moved), Some(4));
+    assert!(d.records().is_empty());
+}
+
+#[test]
+fn losing_the_last_replica_is_recorded() {
+    let mut d = PlanDriver::single(&uniform(4, 2), 2);
+    d.command(Command::Fail { worker: 1 }, 1.0).unwrap();
+    d.poll(5, 5, 1.0);
+    assert_eq!(d.lost(), vec![1, 3]);
+}
+
+#[test]
+fn failures_and_rejoins_each_go_out_alone_at_a_time_of_their_own() {
+    let pipelined = schedule(Strategy::Fluid, true);
+    let mut d = PlanDriver::new(replicated(&uniform(8, 3), 3, 3), 3, 3, 2, pipelined);
+    d.start(pipelined, &Target::Pack(2), 0.0).unwrap();
+    // A pipelined step goes out at 4 without sealing it...
+    let (step, seal) = d.poll(4, 0, 0.1);
+    assert!(!step.is_empty() && !seal);
+    // ...then a failure and a rejoin of the same worker come in at the same time.
+    d.command(Command::Fail { worker: 2 }, 0.2).unwrap();
+    d.command(Command::Rejoin { worker: 2 }, 0.2).unwrap();
+    assert_eq!(
+        d.command(Command::Rejoin { worker: 2 }, 0.2),
+        Err(CommandError::NotFailed(2))
+    );
+    // Time 4 is taken: the failure waits for 5, the rejoin for 6.
+    assert_eq!(d.poll(4, 0, 0.2), (Vec::new(), true));
+    let (fail, seal) = d.poll(5, 0, 0.2);
+    assert!(seal && fail.first() == Some(&ControlInst::Fail { worker: 2 }));
+    assert!(
+        fail.iter()
+            .all(|i| matches!(i, ControlInst::Fail { .. } | ControlInst::Drop { .. }))
+    );
+    assert_eq!(d.poll(5, 0, 0.2), (Vec::new(), true));
+    assert_eq!(d.poll(6, 0, 0.3).0, vec![ControlInst::Rejoin { worker: 2 }]);
+}
