@@ -1,13 +1,14 @@
 //! A real two-process timely cluster on loopback gives the same output digest as one process,
 //! and process 0's collector records the events of both.
 
-use std::io::Write;
-use std::net::TcpListener;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use megaflux_probe::event::{Event, Phase};
 use megaflux_probe::model::JobModel;
-use serde_json::Value;
+
+mod common;
+
+use common::{Cluster, free_ports, summary};
 
 const JOB: &[&str] = &[
     "run",
@@ -24,52 +25,22 @@ const JOB: &[&str] = &[
     "matched+pipelined@1.2:uniform",
 ];
 
-fn summary(stdout: &[u8]) -> Value {
-    let text = String::from_utf8_lossy(stdout);
-    let last = text.lines().last().unwrap_or_default();
-    serde_json::from_str(last).unwrap_or_else(|e| panic!("no JSON summary ({e}) in: {text}"))
-}
-
-/// Distinct free ports: every listener is held until all ports are known.
-fn free_ports() -> [u16; 3] {
-    let ls: Vec<TcpListener> = (0..3)
-        .map(|_| TcpListener::bind("127.0.0.1:0").expect("a free port"))
-        .collect();
-    let port = |l: &TcpListener| l.local_addr().expect("a bound address").port();
-    [port(&ls[0]), port(&ls[1]), port(&ls[2])]
-}
-
 #[test]
 fn two_processes_match_one() {
-    let dir = std::env::temp_dir().join(format!("megaflux-cluster-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let hostfile = dir.join("hosts.txt");
-    let mut f = std::fs::File::create(&hostfile).unwrap();
-    let [a, b, collector] = free_ports();
-    for port in [a, b] {
-        writeln!(f, "127.0.0.1:{port}").unwrap();
-    }
-    drop(f);
-    let host = hostfile.to_str().unwrap();
-    let trace = dir.join("trace.jsonl");
+    let cluster = Cluster::new("cluster");
+    let trace = cluster.dir.join("trace.jsonl");
+    let [collector] = free_ports::<1>();
     let collector = format!("127.0.0.1:{collector}");
-
-    let spawn = |p: &str| {
-        let mut args: Vec<&str> = JOB.to_vec();
-        match p {
-            "0" => args.extend(["--serve", &collector, "--record", trace.to_str().unwrap()]),
-            _ => args.extend(["--export", &collector]),
-        }
-        args.extend(["--workers", "1", "--", "-n", "2", "-p", p, "-h", host]);
-        Command::new(env!("CARGO_BIN_EXE_megaflux"))
-            .args(&args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("a cluster process starts")
+    let p0 = {
+        let mut job = JOB.to_vec();
+        job.extend(["--serve", &collector, "--record", trace.to_str().unwrap()]);
+        cluster.spawn("0", &job, "1")
     };
-    let p0 = spawn("0");
-    let p1 = spawn("1");
+    let p1 = {
+        let mut job = JOB.to_vec();
+        job.extend(["--export", &collector]);
+        cluster.spawn("1", &job, "1")
+    };
     let out0 = p0.wait_with_output().unwrap();
     let out1 = p1.wait_with_output().unwrap();
     assert!(out0.status.success(), "{}", String::from_utf8_lossy(&out0.stderr));
@@ -80,7 +51,7 @@ fn two_processes_match_one() {
         !other.lines().any(|l| l.starts_with('{')),
         "only process 0 reports, but process 1 printed: {other}"
     );
-    let cluster = summary(&out0.stdout);
+    let cluster = summary(&out0);
     assert_eq!(cluster["workers"], 2);
     assert_eq!(cluster["processes"], 2);
     let migrations = cluster["migrations"].as_array().unwrap();
@@ -100,11 +71,10 @@ fn two_processes_match_one() {
         .output()
         .unwrap();
     assert!(local.status.success());
-    let local = summary(&local.stdout);
+    let local = summary(&local);
     assert_eq!(cluster["output_digest"], local["output_digest"]);
     assert_eq!(cluster["outputs"], local["outputs"]);
     assert_eq!(cluster["records_in"], local["records_in"]);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The trace holds both processes' state sizes and frontiers, every phase of every moved bin,

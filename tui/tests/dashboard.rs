@@ -80,23 +80,55 @@ fn wait_for_file(path: &Path, what: impl Fn(&str) -> bool) -> String {
     }
 }
 
+/// `megaflux run --record` with `args` in a tmux pane; after it ends, the pane records its
+/// exit status and the terminal's modes.
+struct Dashboard {
+    tmux: Session,
+    dir: PathBuf,
+    trace: PathBuf,
+}
+
+impl Dashboard {
+    fn start(test: &str, args: &str) -> Self {
+        let dir: PathBuf = std::env::temp_dir().join(format!("megaflux-{test}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let trace = dir.join("trace.jsonl");
+        let command = format!(
+            "{bin} run --record {trace} {args} 2> {err}; echo $? > {done}; stty -a > {stty}; sleep 60",
+            bin = env!("CARGO_BIN_EXE_megaflux"),
+            trace = trace.display(),
+            err = dir.join("stderr").display(),
+            done = dir.join("done").display(),
+            stty = dir.join("stty").display(),
+        );
+        let tmux = Session::start(test, &command);
+        Dashboard { tmux, dir, trace }
+    }
+
+    /// Quits with `q`; checks the exit status is 0 and the terminal is back in cooked mode
+    /// with echo; returns the trace.
+    fn quit(self) -> megaflux_probe::record::Trace {
+        self.tmux.keys(&["q"]);
+        let code = wait_for_file(&self.dir.join("done"), |t| t.ends_with('\n'));
+        assert_eq!(
+            code.trim(),
+            "0",
+            "{}",
+            std::fs::read_to_string(self.dir.join("stderr")).unwrap_or_default()
+        );
+        let modes = wait_for_file(&self.dir.join("stty"), |t| !t.is_empty());
+        let words: Vec<&str> = modes.split_whitespace().collect();
+        assert!(words.contains(&"icanon") && words.contains(&"echo"), "{modes}");
+        let trace = megaflux_probe::record::read(&self.trace).unwrap();
+        let _ = std::fs::remove_dir_all(&self.dir);
+        trace
+    }
+}
+
 #[test]
 fn move_a_bin_and_run_a_plan_from_the_dashboard() {
-    let dir: PathBuf = std::env::temp_dir().join(format!("megaflux-dash-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let trace = dir.join("trace.jsonl");
-    let done = dir.join("done");
-    let stty = dir.join("stty");
-    let command = format!(
-        "{bin} run --record {trace} --keys 100000 --rate 20000 --bins 64 --duration 300 2> {err}; \
-         echo $? > {done}; stty -a > {stty}; sleep 60",
-        bin = env!("CARGO_BIN_EXE_megaflux"),
-        trace = trace.display(),
-        err = dir.join("stderr").display(),
-        done = done.display(),
-        stty = stty.display(),
-    );
-    let tmux = Session::start("plan", &command);
+    let dash = Dashboard::start("plan", "--keys 100000 --rate 20000 --bins 64 --duration 300");
+    let tmux = &dash.tmux;
     // The bins view, with sizes from both workers; the cursor is on bin 0.
     tmux.wait_for("worker 1:");
     tmux.keys(&["m"]);
@@ -108,24 +140,10 @@ fn move_a_bin_and_run_a_plan_from_the_dashboard() {
     tmux.keys(&["Enter"]);
     tmux.wait_for("applied: fluid plan to uniform");
     // The trace is flushed at least every second.
-    wait_for_file(&trace, |t| {
+    wait_for_file(&dash.trace, |t| {
         t.contains(r#""kind":"plan_completed","strategy":"fluid""#)
     });
-    tmux.keys(&["q"]);
-    let code = wait_for_file(&done, |t| t.ends_with('\n'));
-    assert_eq!(
-        code.trim(),
-        "0",
-        "{}",
-        std::fs::read_to_string(dir.join("stderr")).unwrap_or_default()
-    );
-
-    // The terminal is back in cooked mode with echo.
-    let modes = wait_for_file(&stty, |t| !t.is_empty());
-    let words: Vec<&str> = modes.split_whitespace().collect();
-    assert!(words.contains(&"icanon") && words.contains(&"echo"), "{modes}");
-
-    let trace = megaflux_probe::record::read(&trace).unwrap();
+    let trace = dash.quit();
     let moved = |to: u32| {
         trace.events.iter().any(|e| {
             matches!(e.event, Event::Migration { phase: Phase::Completed, bin: 0, to: Some(t), .. } if t == to)
@@ -139,26 +157,15 @@ fn move_a_bin_and_run_a_plan_from_the_dashboard() {
             .iter()
             .any(|e| matches!(&e.event, Event::PlanCompleted { strategy, .. } if strategy == "fluid"))
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn fail_and_rejoin_a_worker_from_the_dashboard() {
-    let dir: PathBuf = std::env::temp_dir().join(format!("megaflux-failover-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let trace = dir.join("trace.jsonl");
-    let done = dir.join("done");
-    let stty = dir.join("stty");
-    let command = format!(
-        "{bin} run --replicas 2 --record {trace} --keys 100000 --rate 20000 --bins 64 --duration 300 2> {err}; \
-         echo $? > {done}; stty -a > {stty}; sleep 60",
-        bin = env!("CARGO_BIN_EXE_megaflux"),
-        trace = trace.display(),
-        err = dir.join("stderr").display(),
-        done = done.display(),
-        stty = stty.display(),
+    let dash = Dashboard::start(
+        "failover",
+        "--replicas 2 --keys 100000 --rate 20000 --bins 64 --duration 300",
     );
-    let tmux = Session::start("failover", &command);
+    let tmux = &dash.tmux;
     tmux.wait_for("standbys");
     tmux.keys(&["F"]);
     tmux.wait_for("Fail worker 0?");
@@ -174,22 +181,10 @@ fn fail_and_rejoin_a_worker_from_the_dashboard() {
     tmux.wait_for("Worker 1 rejoins, empty?");
     tmux.keys(&["Enter"]);
     tmux.wait_for("applied: rejoin worker 1");
-    wait_for_file(&trace, |t| t.contains(r#""kind":"recovery""#));
+    wait_for_file(&dash.trace, |t| t.contains(r#""kind":"recovery""#));
     tmux.keys(&["2"]);
     tmux.wait_for("0 bins with one replica");
-    tmux.keys(&["q"]);
-    let code = wait_for_file(&done, |t| t.ends_with('\n'));
-    assert_eq!(
-        code.trim(),
-        "0",
-        "{}",
-        std::fs::read_to_string(dir.join("stderr")).unwrap_or_default()
-    );
-    let modes = wait_for_file(&stty, |t| !t.is_empty());
-    let words: Vec<&str> = modes.split_whitespace().collect();
-    assert!(words.contains(&"icanon") && words.contains(&"echo"), "{modes}");
-
-    let trace = megaflux_probe::record::read(&trace).unwrap();
+    let trace = dash.quit();
     let has = |f: &dyn Fn(&Event) -> bool| trace.events.iter().any(|e| f(&e.event));
     assert!(has(&|e| matches!(e, Event::Failure { worker: 1, .. })));
     assert!(has(&|e| matches!(e, Event::Takeover { worker: 0, .. })));
@@ -211,5 +206,4 @@ fn fail_and_rejoin_a_worker_from_the_dashboard() {
         last.split_whitespace().all(|h| h == "0/1" || h == "1/0"),
         "{last}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -3,29 +3,13 @@
 //! each stop the job with a clear message and a non-zero status, in one process and in a
 //! two-process cluster.
 
-use std::io::Write;
-use std::net::TcpListener;
-use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-fn megaflux(args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_megaflux"));
-    c.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
-    c
-}
+mod common;
 
-fn summary(out: &Output) -> Value {
-    let text = String::from_utf8_lossy(&out.stdout);
-    let last = text.lines().last().unwrap_or_default();
-    serde_json::from_str(last).unwrap_or_else(|e| {
-        panic!(
-            "no JSON summary ({e}): {text}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
-}
+use common::{Cluster, megaflux, summary};
 
 fn run(args: &[&str]) -> Value {
     let out = megaflux(args).output().expect("the binary runs");
@@ -154,52 +138,6 @@ fn a_panicking_worker_stops_the_job_with_its_message() {
     );
 }
 
-/// A two-process loopback cluster of two workers each.
-struct Cluster {
-    hostfile: std::path::PathBuf,
-    addresses: [String; 2],
-}
-
-impl Cluster {
-    fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("megaflux-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let listeners: Vec<TcpListener> = (0..2)
-            .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-            .collect();
-        let addresses = [0, 1].map(|i| listeners[i].local_addr().unwrap().to_string());
-        drop(listeners);
-        let hostfile = dir.join("hosts.txt");
-        let mut f = std::fs::File::create(&hostfile).unwrap();
-        for a in &addresses {
-            writeln!(f, "{a}").unwrap();
-        }
-        Cluster { hostfile, addresses }
-    }
-
-    fn spawn(&self, process: &str, job: &[&str]) -> Child {
-        let mut args = job.to_vec();
-        args.extend([
-            "--workers",
-            "2",
-            "--",
-            "-n",
-            "2",
-            "-p",
-            process,
-            "-h",
-            self.hostfile.to_str().unwrap(),
-        ]);
-        megaflux(&args).spawn().expect("a cluster process starts")
-    }
-
-    fn run(&self, job: &[&str]) -> [Output; 2] {
-        let p0 = self.spawn("0", job);
-        let p1 = self.spawn("1", job);
-        [p0.wait_with_output().unwrap(), p1.wait_with_output().unwrap()]
-    }
-}
-
 const KEYCOUNT: &[&str] = &[
     "run",
     "--headless",
@@ -229,10 +167,10 @@ const LONG: &[&str] = &[
 #[test]
 fn a_cluster_survives_a_failure_on_its_second_process() {
     let cluster = Cluster::new("failover");
-    let [plain, _] = cluster.run(KEYCOUNT);
+    let [plain, _] = cluster.run(KEYCOUNT, "2");
     let mut job = KEYCOUNT.to_vec();
     job.extend(["--fail", "3@1"]);
-    let [failed, other] = cluster.run(&job);
+    let [failed, other] = cluster.run(&job, "2");
     assert!(
         failed.status.success(),
         "{}",
@@ -256,7 +194,7 @@ fn a_cluster_stops_everywhere_when_a_worker_panics() {
     let started = Instant::now();
     let mut job = LONG.to_vec();
     job.extend(["--inject-panic", "3@0.5"]);
-    let [p0, p1] = cluster.run(&job);
+    let [p0, p1] = cluster.run(&job, "2");
     let (e0, e1) = (
         String::from_utf8_lossy(&p0.stderr),
         String::from_utf8_lossy(&p1.stderr),
@@ -277,8 +215,8 @@ fn a_cluster_stops_everywhere_when_a_worker_panics() {
 #[test]
 fn a_killed_peer_is_one_line_naming_it() {
     let cluster = Cluster::new("kill");
-    let p0 = cluster.spawn("0", LONG);
-    let mut p1 = cluster.spawn("1", LONG);
+    let p0 = cluster.spawn("0", LONG, "2");
+    let mut p1 = cluster.spawn("1", LONG, "2");
     std::thread::sleep(Duration::from_secs(2));
     p1.kill().unwrap();
     let _ = p1.wait();
@@ -313,7 +251,7 @@ fn a_cluster_that_loses_bins_stops_everywhere_with_status_3() {
         "--fail",
         "1@0.5",
     ];
-    let [p0, p1] = cluster.run(&job);
+    let [p0, p1] = cluster.run(&job, "2");
     for p in [&p0, &p1] {
         let stderr = String::from_utf8_lossy(&p.stderr);
         assert_eq!(p.status.code(), Some(3), "{stderr}");

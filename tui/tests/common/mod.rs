@@ -1,0 +1,87 @@
+//! What several of the binary's tests share: running it, reading its summary, and a
+//! two-process loopback cluster.
+
+#![allow(dead_code)] // Each test crate uses some of it.
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+
+use serde_json::Value;
+
+/// The binary with `args`, its output captured.
+pub fn megaflux(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_megaflux"));
+    c.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c
+}
+
+/// The JSON summary on the last line of a run's stdout.
+pub fn summary(out: &Output) -> Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let last = text.lines().last().unwrap_or_default();
+    serde_json::from_str(last).unwrap_or_else(|e| {
+        panic!(
+            "no JSON summary ({e}): {text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// `N` distinct free loopback ports: every listener is held until all ports are known.
+pub fn free_ports<const N: usize>() -> [u16; N] {
+    let listeners: Vec<TcpListener> = (0..N)
+        .map(|_| TcpListener::bind("127.0.0.1:0").expect("a free port"))
+        .collect();
+    std::array::from_fn(|i| listeners[i].local_addr().expect("a bound address").port())
+}
+
+/// A two-process loopback cluster: a scratch directory, and the host file timely reads.
+pub struct Cluster {
+    pub dir: PathBuf,
+    pub hostfile: PathBuf,
+    pub addresses: [String; 2],
+}
+
+impl Cluster {
+    pub fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("megaflux-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        let addresses = free_ports::<2>().map(|p| format!("127.0.0.1:{p}"));
+        let hostfile = dir.join("hosts.txt");
+        let mut f = std::fs::File::create(&hostfile).expect("a host file");
+        for a in &addresses {
+            writeln!(f, "{a}").expect("the host file is written");
+        }
+        Cluster {
+            dir,
+            hostfile,
+            addresses,
+        }
+    }
+
+    /// Starts process `process` of `job`, with `workers` workers.
+    pub fn spawn(&self, process: &str, job: &[&str], workers: &str) -> Child {
+        let mut args = job.to_vec();
+        let host = self.hostfile.to_str().expect("a UTF-8 path");
+        args.extend(["--workers", workers, "--", "-n", "2", "-p", process, "-h", host]);
+        megaflux(&args).spawn().expect("a cluster process starts")
+    }
+
+    /// Runs `job` on both processes and waits for both.
+    pub fn run(&self, job: &[&str], workers: &str) -> [Output; 2] {
+        let p0 = self.spawn("0", job, workers);
+        let p1 = self.spawn("1", job, workers);
+        [
+            p0.wait_with_output().expect("process 0 ends"),
+            p1.wait_with_output().expect("process 1 ends"),
+        ]
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
