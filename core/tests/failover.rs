@@ -8,20 +8,18 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use megaflux::bins::hash_key;
 use megaflux::config::{ControlInst, Replicas};
 use megaflux::driver::PlanDriver;
 use megaflux::failover::Placements;
 use megaflux::failure::Failures;
 use megaflux::plan::{Schedule, Strategy as Plan, Target};
-use megaflux::{Bins, StatefulConfig, Time, stateful_binary, stateful_unary};
+use megaflux::{Bins, StatefulConfig, Time};
 use proptest::prelude::*;
 use timely::dataflow::InputHandleVec;
-use timely::dataflow::operators::{Inspect, Probe};
 
 mod common;
 
-use common::{Op, Out, Rec, WINDOW, append_logic, join_logic, model, sum_logic, window_logic};
+use common::{Op, Out, Rec, WINDOW, model};
 
 const BINS: usize = 16;
 
@@ -101,22 +99,7 @@ fn run(op: Op, case: &Case, workers: usize, real: bool) -> Outcome {
                 right.to_stream(scope),
                 control.to_stream(scope),
             );
-            let key = |r: &Rec| hash_key(&r.0);
-            let out = match op {
-                Op::Sum => stateful_unary(l, c, &config, "sum", key, sum_logic),
-                Op::Window => stateful_unary(l, c, &config, "window", key, window_logic),
-                Op::Append => stateful_unary(l, c, &config, "append", key, append_logic),
-                Op::Join => stateful_binary(l, r, c, &config, "join", key, key, join_logic),
-            };
-            let probe = timely::dataflow::ProbeHandle::new();
-            out.inspect_core(move |event| {
-                if let Ok((stamp, data)) = event {
-                    let t = *stamp.least().expect("outputs carry a time");
-                    sink.lock().unwrap().extend(data.iter().map(|x| (t, *x)));
-                }
-            })
-            .probe_with(&probe);
-            probe
+            common::operator(op, l, r, c, &config, sink)
         });
         let end = case
             .left

@@ -4,17 +4,15 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use megaflux::bins::hash_key;
 use megaflux::config::{single, uniform};
 use megaflux::plan::{self, Strategy as Plan};
-use megaflux::{Bins, ControlInst, StatefulConfig, Time, stateful_binary, stateful_unary};
+use megaflux::{Bins, ControlInst, StatefulConfig, Time};
 use proptest::prelude::*;
 use timely::dataflow::InputHandleVec;
-use timely::dataflow::operators::Inspect;
 
 mod common;
 
-use common::{Op, Out, Rec, append_logic, join_logic, model, sum_logic, window_logic};
+use common::{Op, Out, Rec, model};
 
 const BINS: usize = 16;
 
@@ -41,34 +39,12 @@ fn run(op: Op, case: &Case, workers: usize, with_control: bool) -> BTreeMap<Time
         let sink = Arc::clone(&sink);
         let config = StatefulConfig::uniform(Bins::new(BINS).unwrap(), peers);
         let probe = worker.dataflow::<Time, _, _>(|scope| {
-            let l = left.to_stream(scope);
-            let r = right.to_stream(scope);
-            let c = control.to_stream(scope);
-            let out = match op {
-                Op::Sum => stateful_unary(l, c, &config, "sum", |r: &Rec| hash_key(&r.0), sum_logic),
-                Op::Window => stateful_unary(l, c, &config, "window", |r: &Rec| hash_key(&r.0), window_logic),
-                Op::Append => stateful_unary(l, c, &config, "append", |r: &Rec| hash_key(&r.0), append_logic),
-                Op::Join => stateful_binary(
-                    l,
-                    r,
-                    c,
-                    &config,
-                    "join",
-                    |r: &Rec| hash_key(&r.0),
-                    |r: &Rec| hash_key(&r.0),
-                    join_logic,
-                ),
-            };
-            let probe = timely::dataflow::ProbeHandle::new();
-            use timely::dataflow::operators::Probe;
-            out.inspect_core(move |event| {
-                if let Ok((stamp, data)) = event {
-                    let t = *stamp.least().expect("outputs carry a time");
-                    sink.lock().unwrap().extend(data.iter().map(|x| (t, *x)));
-                }
-            })
-            .probe_with(&probe);
-            probe
+            let (l, r, c) = (
+                left.to_stream(scope),
+                right.to_stream(scope),
+                control.to_stream(scope),
+            );
+            common::operator(op, l, r, c, &config, sink)
         });
         let end = case
             .left

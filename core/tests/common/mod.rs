@@ -3,9 +3,12 @@
 #![allow(dead_code)] // Each test crate uses some of them.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 
-use megaflux::Time;
 use megaflux::bins::hash_key;
+use megaflux::{ControlInst, StatefulConfig, Time, stateful_binary, stateful_unary};
+use timely::dataflow::operators::{Inspect, Probe};
+use timely::dataflow::{ProbeHandle, StreamVec};
 
 /// The window of [`window_logic`].
 pub const WINDOW: Time = 4;
@@ -20,6 +23,36 @@ pub enum Op {
     Window,
     /// Order-sensitive: appends each value to its key's list and outputs the list's hash.
     Append,
+}
+
+/// `op` as a migrateable operator on `left` (and `right`, for the join), keyed by the
+/// records' first field; its outputs go to `sink` with their times, and the returned probe
+/// follows them.
+pub fn operator<'s>(
+    op: Op,
+    left: StreamVec<'s, Time, Rec>,
+    right: StreamVec<'s, Time, Rec>,
+    control: StreamVec<'s, Time, ControlInst>,
+    config: &StatefulConfig,
+    sink: Arc<Mutex<Vec<(Time, Out)>>>,
+) -> ProbeHandle<Time> {
+    let key = |r: &Rec| hash_key(&r.0);
+    let (l, c) = (left, control);
+    let out = match op {
+        Op::Sum => stateful_unary(l, c, config, "sum", key, sum_logic),
+        Op::Window => stateful_unary(l, c, config, "window", key, window_logic),
+        Op::Append => stateful_unary(l, c, config, "append", key, append_logic),
+        Op::Join => stateful_binary(l, right, c, config, "join", key, key, join_logic),
+    };
+    let probe = ProbeHandle::new();
+    out.inspect_core(move |event| {
+        if let Ok((stamp, data)) = event {
+            let t = *stamp.least().expect("outputs carry a time");
+            sink.lock().unwrap().extend(data.iter().map(|x| (t, *x)));
+        }
+    })
+    .probe_with(&probe);
+    probe
 }
 
 /// Per time and key, adds the time's values and outputs the key's new total once.
