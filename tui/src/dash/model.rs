@@ -270,11 +270,13 @@ impl Dash {
     /// operator that knows it reported it.
     pub fn owner(&self, bin: usize) -> Option<u32> {
         let job = self.view();
-        job.placement.get(bin).and_then(|h| h.primary).or_else(|| {
-            job.operators
+        match job.placement.get(bin) {
+            Some(holders) => holders.primary,
+            None => job
+                .operators
                 .values()
-                .find_map(|bins| bins.get(bin).and_then(|b| b.owner))
-        })
+                .find_map(|bins| bins.get(bin).and_then(|b| b.owner)),
+        }
     }
 
     /// The standby of a bin, if the job keeps one and it has one.

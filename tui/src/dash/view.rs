@@ -150,6 +150,14 @@ fn status_bar(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
     }
     let dropped = dash.job.dropped_total();
     spans.push(Span::raw(format!(" dropped {dropped} ")));
+    if let Some((time, _)) = &dash.job.lost {
+        spans.push(Span::styled(
+            format!(" STOPPED: bins lost at time {time} (q quits) "),
+            theme
+                .fg(Color::Red)
+                .add_modifier(Modifier::BOLD | Modifier::REVERSED),
+        ));
+    }
     if dash.paused() {
         spans.push(Span::styled(
             " PAUSED ",
