@@ -122,7 +122,11 @@ impl Recorder {
     }
 }
 
-/// A trace as read back.
+/// The longest line a trace may have: a keyframe of a large job fits, a corrupt file that
+/// never ends a line is refused before it is allocated.
+pub const MAX_LINE_BYTES: usize = 64 << 20;
+
+/// A trace as read back whole.
 #[derive(Clone, Debug)]
 pub struct Trace {
     pub header: TraceHeader,
@@ -135,81 +139,174 @@ pub struct Trace {
 
 /// Reads a whole trace.
 pub fn read(path: &Path) -> Result<Trace, ProbeError> {
-    let file =
-        File::open(path).map_err(|e| ProbeError::io(format!("opening trace {}", path.display()), e))?;
-    read_from(BufReader::new(file), &path.display().to_string())
+    collect(TraceReader::open(path)?)
 }
 
-/// Reads a trace from `input`; `name` names it in errors.
-pub fn read_from(mut input: impl BufRead, name: &str) -> Result<Trace, ProbeError> {
-    let bad = |line: usize, reason: String| ProbeError::Trace {
-        path: name.to_string(),
-        line,
-        reason,
-    };
-    let mut buf = String::new();
-    let mut number = 0;
-    let mut next_line = |buf: &mut String| -> Result<Option<bool>, ProbeError> {
-        buf.clear();
-        let n = input
-            .read_line(buf)
-            .map_err(|e| ProbeError::io(format!("reading trace {name}"), e))?;
-        Ok((n > 0).then(|| buf.ends_with('\n')))
-    };
-    number += 1;
-    let header: TraceHeader = match next_line(&mut buf)? {
-        None => return Err(bad(1, "empty file: no header line".into())),
-        Some(_) => {
-            serde_json::from_str(buf.trim_end()).map_err(|e| bad(1, format!("not a trace header: {e}")))?
-        }
-    };
-    if header.format != FORMAT_NAME {
-        return Err(bad(
-            1,
-            format!("format is `{}`, not `{FORMAT_NAME}`", header.format),
-        ));
+/// Reads a whole trace from `input`; `name` names it in errors.
+pub fn read_from(input: impl BufRead, name: &str) -> Result<Trace, ProbeError> {
+    collect(TraceReader::new(input, name)?)
+}
+
+fn collect<R: BufRead>(mut reader: TraceReader<R>) -> Result<Trace, ProbeError> {
+    let mut events = Vec::new();
+    while let Some(e) = reader.next_event()? {
+        events.push(e);
     }
-    if header.version != FORMAT_VERSION {
-        return Err(bad(
-            1,
-            format!(
+    Ok(Trace {
+        header: reader.header.clone(),
+        events,
+        skipped: reader.skipped,
+        truncated: reader.truncated,
+    })
+}
+
+/// Reads a trace one event at a time, never holding more than one line.
+pub struct TraceReader<R> {
+    input: R,
+    name: String,
+    header: TraceHeader,
+    /// The number of the line last read (the header is line 1).
+    line: usize,
+    buf: Vec<u8>,
+    skipped: u64,
+    truncated: bool,
+}
+
+impl TraceReader<BufReader<File>> {
+    /// Opens a trace file and reads its header.
+    pub fn open(path: &Path) -> Result<Self, ProbeError> {
+        let file =
+            File::open(path).map_err(|e| ProbeError::io(format!("opening trace {}", path.display()), e))?;
+        TraceReader::new(BufReader::new(file), &path.display().to_string())
+    }
+}
+
+impl<R: BufRead> TraceReader<R> {
+    /// Reads the header of the trace `input` (named `name` in errors).
+    pub fn new(input: R, name: &str) -> Result<Self, ProbeError> {
+        let mut reader = TraceReader {
+            input,
+            name: name.to_string(),
+            header: TraceHeader::new(serde_json::Value::Null, 0, 0, 0, Vec::new()),
+            line: 0,
+            buf: Vec::new(),
+            skipped: 0,
+            truncated: false,
+        };
+        let header: TraceHeader = match reader.next_line()? {
+            None | Some(false) => return Err(reader.bad("empty file: no header line".into())),
+            Some(true) => {
+                let text = reader.text()?;
+                serde_json::from_str(text.trim_end())
+                    .map_err(|e| reader.bad(format!("not a trace header: {e}")))?
+            }
+        };
+        if header.format != FORMAT_NAME {
+            return Err(reader.bad(format!("format is `{}`, not `{FORMAT_NAME}`", header.format)));
+        }
+        if header.version != FORMAT_VERSION {
+            return Err(reader.bad(format!(
                 "format version {} (this build reads version {FORMAT_VERSION})",
                 header.version
-            ),
-        ));
+            )));
+        }
+        reader.header = header;
+        Ok(reader)
     }
-    let mut trace = Trace {
-        header,
-        events: Vec::new(),
-        skipped: 0,
-        truncated: false,
-    };
-    while let Some(complete) = next_line(&mut buf)? {
-        number += 1;
-        if !complete {
-            // The writer stopped mid-line: everything before is intact.
-            trace.truncated = true;
-            break;
-        }
-        let line = buf.trim_end();
-        if line.is_empty() {
-            continue;
-        }
-        match serde_json::from_str::<Stamped>(line) {
-            Ok(event) => trace.events.push(event),
-            Err(e) => {
-                // A well-formed line of a kind this version does not know is skipped.
-                let known_shape = serde_json::from_str::<serde_json::Value>(line)
-                    .ok()
-                    .and_then(|v| v.get("kind").and_then(|k| k.as_str()).map(str::to_string));
-                match known_shape {
-                    Some(kind) if !KINDS.contains(&kind.as_str()) => trace.skipped += 1,
-                    _ => return Err(bad(number, format!("not an event: {e}"))),
+
+    pub fn header(&self) -> &TraceHeader {
+        &self.header
+    }
+
+    /// Events skipped so far because this version does not know their kind.
+    pub fn skipped(&self) -> u64 {
+        self.skipped
+    }
+
+    /// Whether the trace ended inside a line (only known once the end was reached).
+    pub fn truncated(&self) -> bool {
+        self.truncated
+    }
+
+    /// The number of the line last read.
+    pub fn line(&self) -> usize {
+        self.line
+    }
+
+    /// The next event, or `None` at the end of the trace. A last line without its newline
+    /// (the writer stopped mid-line) ends the trace and sets [`TraceReader::truncated`].
+    pub fn next_event(&mut self) -> Result<Option<Stamped>, ProbeError> {
+        loop {
+            match self.next_line()? {
+                None => return Ok(None),
+                Some(false) => {
+                    self.truncated = true;
+                    return Ok(None);
+                }
+                Some(true) => {}
+            }
+            let text = self.text()?;
+            let line = text.trim_end();
+            if line.is_empty() {
+                continue;
+            }
+            match serde_json::from_str::<Stamped>(line) {
+                Ok(event) => return Ok(Some(event)),
+                Err(e) => {
+                    // A well-formed line of a kind this version does not know is skipped.
+                    let kind = serde_json::from_str::<serde_json::Value>(line)
+                        .ok()
+                        .and_then(|v| v.get("kind").and_then(|k| k.as_str()).map(str::to_string));
+                    match kind {
+                        Some(kind) if !KINDS.contains(&kind.as_str()) => self.skipped += 1,
+                        _ => return Err(self.bad(format!("not an event: {e}"))),
+                    }
                 }
             }
         }
     }
-    Ok(trace)
+
+    /// Reads the next line into `buf`: `Some(true)` for a complete line, `Some(false)` for
+    /// a last line without its newline, `None` at the end. Refuses lines longer than
+    /// [`MAX_LINE_BYTES`] before reading more of them.
+    fn next_line(&mut self) -> Result<Option<bool>, ProbeError> {
+        self.buf.clear();
+        self.line += 1;
+        loop {
+            let available = match self.input.fill_buf() {
+                Ok(bytes) => bytes,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(ProbeError::io(format!("reading trace {}", self.name), e)),
+            };
+            if available.is_empty() {
+                return Ok((!self.buf.is_empty()).then_some(false));
+            }
+            let (take, complete) = match available.iter().position(|b| *b == b'\n') {
+                Some(i) => (i + 1, true),
+                None => (available.len(), false),
+            };
+            if self.buf.len() + take > MAX_LINE_BYTES + 1 {
+                return Err(self.bad(format!("longer than {} MiB", MAX_LINE_BYTES >> 20)));
+            }
+            self.buf.extend_from_slice(&available[..take]);
+            self.input.consume(take);
+            if complete {
+                return Ok(Some(true));
+            }
+        }
+    }
+
+    fn text(&self) -> Result<&str, ProbeError> {
+        std::str::from_utf8(&self.buf).map_err(|e| self.bad(format!("not UTF-8: {e}")))
+    }
+
+    fn bad(&self, reason: String) -> ProbeError {
+        ProbeError::Trace {
+            path: self.name.clone(),
+            line: self.line,
+            reason,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -262,6 +359,44 @@ mod tests {
         let t = read_from(text.as_bytes(), "cut").unwrap();
         assert_eq!(t.events.len(), 1);
         assert!(t.truncated);
+    }
+
+    #[test]
+    fn lines_past_the_cap_are_refused_before_they_are_read_whole() {
+        let head = serde_json::to_string(&header()).unwrap() + "\n";
+        let mut endless = head.into_bytes();
+        endless.extend(std::iter::repeat_n(b'x', MAX_LINE_BYTES + 2));
+        let err = read_from(endless.as_slice(), "big").unwrap_err().to_string();
+        assert!(err.contains("line 2") && err.contains("longer than"), "{err}");
+        let err = read_from(&b"\xff\xfe\n"[..], "bytes").unwrap_err().to_string();
+        assert!(err.contains("line 1") && err.contains("UTF-8"), "{err}");
+        let err = read_from(&b""[..], "empty").unwrap_err().to_string();
+        assert!(err.contains("no header"), "{err}");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn no_bytes_make_the_reader_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512)) {
+            let _ = read_from(bytes.as_slice(), "random");
+        }
+
+        #[test]
+        fn no_mutation_of_a_trace_makes_the_reader_panic(
+            cut in 0usize..2000,
+            flips in proptest::collection::vec((0usize..2000, proptest::prelude::any::<u8>()), 0..8),
+        ) {
+            let mut text = (serde_json::to_string(&header()).unwrap() + "\n").into_bytes();
+            for w in 0..8 {
+                text.extend(serde_json::to_string(&event(w)).unwrap().into_bytes());
+                text.push(b'\n');
+            }
+            for (at, byte) in flips {
+                let i = at % text.len();
+                text[i] = byte;
+            }
+            text.truncate(cut.min(text.len()));
+            let _ = read_from(text.as_slice(), "mutated");
+        }
     }
 
     #[test]
