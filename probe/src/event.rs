@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Version of the event schema and of the trace format.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// An event with where and when it happened.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -60,6 +60,11 @@ pub enum Event {
         bins: u32,
         /// The job's complete configuration, as `megaflux run` took it.
         config: serde_json::Value,
+        /// The wall clock (seconds since the Unix epoch) when this process's probe started:
+        /// `anchor_unix_s + at_s` puts its events on one axis with every other process's
+        /// (version 2).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        anchor_unix_s: Option<f64>,
     },
     /// A worker finished its preload: the measured run starts at logical time `base`.
     JobStarted { worker: u32, peers: u32, base: u64 },

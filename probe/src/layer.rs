@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::mpsc;
 use tracing::field::{Field, Visit};
@@ -30,6 +30,8 @@ pub struct EventQueue {
 pub struct ProbeLayer {
     process: u32,
     start: Instant,
+    /// The wall clock at `start`, in seconds since the Unix epoch.
+    anchor_unix_s: f64,
     queue: mpsc::Sender<Stamped>,
     dropped: Arc<AtomicU64>,
 }
@@ -39,9 +41,13 @@ impl ProbeLayer {
     pub fn new(process: u32, capacity: usize) -> (Self, EventQueue) {
         let (tx, rx) = mpsc::channel(capacity.max(1));
         let dropped = Arc::new(AtomicU64::new(0));
+        let anchor_unix_s = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
         let layer = ProbeLayer {
             process,
             start: Instant::now(),
+            anchor_unix_s,
             queue: tx,
             dropped: Arc::clone(&dropped),
         };
@@ -52,6 +58,12 @@ impl ProbeLayer {
     /// every level, whatever other layers of the same subscriber filter.
     pub fn filtered<S: Subscriber>(self) -> Filtered<Self, FilterFn, S> {
         self.with_filter(FilterFn::new(is_megaflux as fn(&Metadata<'_>) -> bool))
+    }
+
+    /// The wall clock (seconds since the Unix epoch) when `at_s` was 0: events of every
+    /// process go on one axis as `anchor_unix_s + at_s`.
+    pub fn anchor_unix_s(&self) -> f64 {
+        self.anchor_unix_s
     }
 
     /// An event stamped now, as this process (for events the probe makes itself).

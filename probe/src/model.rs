@@ -540,6 +540,7 @@ mod tests {
             peers: 1,
             bins: u32::MAX,
             config: serde_json::json!({}),
+            anchor_unix_s: None,
         }));
         assert_eq!(m.bins(), Some(MAX_BINS));
         m.apply(&size(3));

@@ -23,23 +23,80 @@ pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
 /// The recorder's buffer.
 const BUFFER_BYTES: usize = 1 << 20;
 
-/// The first line of a trace: what job it records.
+/// The first line of a trace: what job it records, and what recorded it where.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TraceHeader {
     pub format: String,
     pub version: u32,
     /// The megaflux version that wrote the trace.
     pub megaflux: String,
+    /// The build that wrote it (version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<Build>,
+    /// The machine of the process that wrote it (version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<Host>,
     /// The job's complete configuration (workload and its flags, seed, rate, bins, workers,
-    /// migrations, timely arguments), as `megaflux run` took it.
+    /// migrations, failures, timely arguments), as `megaflux run` took it.
     pub config: serde_json::Value,
     pub processes: u32,
     /// Workers per process.
     pub workers: u32,
     pub peers: u32,
     pub bins: u32,
-    /// The bin→worker map before any command.
+    /// The unit of every logical time in the trace (version 1: always `ms`).
+    #[serde(default = "milliseconds")]
+    pub time_unit: String,
+    /// The bin→worker map of primaries before any command.
     pub initial_map: Vec<u32>,
+    /// Every bin's holders before any command, as `placement` events spell them (`P/S`,
+    /// `P`); empty in version 1.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub initial_placement: Vec<String>,
+    /// The cluster's host list (`-h FILE`), one `host:port` per process; empty for one
+    /// process.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
+}
+
+fn milliseconds() -> String {
+    "ms".to_string()
+}
+
+/// The build that wrote a trace.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Build {
+    pub version: String,
+    /// The git revision it was built from (`unknown` outside a git checkout).
+    pub git: String,
+    /// `release` or `debug`.
+    pub profile: String,
+}
+
+/// The machine a trace was written on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Host {
+    pub cores: usize,
+    pub memory_bytes: Option<u64>,
+}
+
+impl Host {
+    /// This machine.
+    pub fn this() -> Self {
+        let memory_bytes = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+            let kb = m.lines().find_map(|l| l.strip_prefix("MemTotal:"))?;
+            kb.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+                .map(|kb| kb * 1024)
+        });
+        Host {
+            cores: std::thread::available_parallelism().map_or(1, usize::from),
+            memory_bytes,
+        }
+    }
 }
 
 impl TraceHeader {
@@ -54,12 +111,17 @@ impl TraceHeader {
             format: FORMAT_NAME.to_string(),
             version: FORMAT_VERSION,
             megaflux: env!("CARGO_PKG_VERSION").to_string(),
+            build: None,
+            host: None,
             config,
             processes,
             workers,
             peers: processes * workers,
             bins,
+            time_unit: milliseconds(),
             initial_map,
+            initial_placement: Vec::new(),
+            hosts: Vec::new(),
         }
     }
 }
@@ -204,9 +266,9 @@ impl<R: BufRead> TraceReader<R> {
         if header.format != FORMAT_NAME {
             return Err(reader.bad(format!("format is `{}`, not `{FORMAT_NAME}`", header.format)));
         }
-        if header.version != FORMAT_VERSION {
+        if !(1..=FORMAT_VERSION).contains(&header.version) {
             return Err(reader.bad(format!(
-                "format version {} (this build reads version {FORMAT_VERSION})",
+                "format version {} (this build reads versions 1 to {FORMAT_VERSION})",
                 header.version
             )));
         }

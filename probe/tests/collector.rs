@@ -31,6 +31,7 @@ fn process(n: u32) -> (tracing::Dispatch, megaflux_probe::EventQueue, Stamped) {
         peers: 3,
         bins: 16,
         config: serde_json::json!({}),
+        anchor_unix_s: None,
     });
     let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer.filtered()));
     (dispatch, queue, hello)

@@ -34,6 +34,7 @@ fn bad_commands_are_rejected_and_the_job_goes_on() {
         peers: 2,
         bins: 16,
         config: serde_json::json!({}),
+        anchor_unix_s: None,
     });
     tracing_subscriber::registry().with(layer.filtered()).init();
     let control = ControlHandle::new();

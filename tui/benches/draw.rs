@@ -29,6 +29,7 @@ fn big_job() -> Dash {
             peers: WORKERS,
             bins: BINS,
             config: serde_json::json!({}),
+            anchor_unix_s: None,
         },
     )];
     for bin in 0..BINS {

@@ -6,13 +6,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use megaflux::config::uniform;
+use megaflux::config::{NONE, Replicas, replicated, single, uniform};
 use megaflux::control::ControlHandle;
 use megaflux::harness::RunConfig;
 use megaflux_probe::collector::{Collector, CollectorConfig, CollectorReport};
 use megaflux_probe::export::Exporter;
 use megaflux_probe::layer::EVENT_QUEUE;
-use megaflux_probe::record::TraceHeader;
+use megaflux_probe::record::{Build, Host, TraceHeader};
 use megaflux_probe::{Event, ProbeError, ProbeLayer};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::prelude::*;
@@ -56,6 +56,32 @@ pub fn install_tracing(probe: Option<ProbeLayer>) {
         .try_init();
 }
 
+/// A bin's holders as traces spell them: `P/S`, `P`, or `-`.
+fn holders(r: &Replicas) -> String {
+    match (r.primary, r.standby) {
+        (NONE, _) => "-".to_string(),
+        (p, NONE) => p.to_string(),
+        (p, s) => format!("{p}/{s}"),
+    }
+}
+
+/// The contents of the host file timely's `-h` names: one `host:port` per process.
+fn host_list(timely_args: &[String]) -> Vec<String> {
+    let file = timely_args
+        .iter()
+        .position(|a| a == "-h" || a == "--hostfile")
+        .and_then(|i| timely_args.get(i + 1));
+    file.and_then(|f| std::fs::read_to_string(f).ok())
+        .map(|text| {
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// `-n` and `-p` from timely's arguments: (processes, this process).
 pub fn cluster_position(timely_args: &[String]) -> (u32, u32) {
     let value = |short: &str, long: &str| {
@@ -89,6 +115,7 @@ pub fn start(config: &RunConfig, probe: &ProbeArgs, control: &ControlHandle) -> 
         peers,
         bins,
         config: json.clone(),
+        anchor_unix_s: Some(layer.anchor_unix_s()),
     });
     install_tracing(Some(layer));
     if let Some(addr) = probe.export {
@@ -103,13 +130,28 @@ pub fn start(config: &RunConfig, probe: &ProbeArgs, control: &ControlHandle) -> 
             .with_context(|| format!("exporting events to {addr}"))?;
         return Ok(Observer::Exporter(exporter));
     }
-    let header = TraceHeader::new(
-        json,
-        processes,
-        workers,
-        bins,
-        uniform(bins as usize, peers as usize),
-    );
+    let map = uniform(bins as usize, peers as usize);
+    let placement = if config.replicas > 1 {
+        replicated(&map, peers as usize, workers as usize)
+    } else {
+        single(&map)
+    };
+    let header = TraceHeader {
+        build: Some(Build {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            git: env!("MEGAFLUX_GIT").to_string(),
+            profile: if cfg!(debug_assertions) {
+                "debug"
+            } else {
+                "release"
+            }
+            .to_string(),
+        }),
+        host: Some(Host::this()),
+        initial_placement: placement.iter().map(holders).collect(),
+        hosts: host_list(&config.timely_args),
+        ..TraceHeader::new(json, processes, workers, bins, map)
+    };
     let collector = Collector::start(
         CollectorConfig {
             serve: probe.serve,

@@ -761,6 +761,7 @@ mod tests {
                 peers: 2,
                 bins: 16,
                 config: serde_json::json!({}),
+                anchor_unix_s: None,
             },
         }
     }
