@@ -68,7 +68,7 @@ pub struct CollectorReport {
 /// A running collector.
 pub struct Collector {
     local_addr: Option<SocketAddr>,
-    stop: Option<oneshot::Sender<Duration>>,
+    stop: Option<oneshot::Sender<Finish>>,
     thread: Option<std::thread::JoinHandle<Result<CollectorReport, ProbeError>>>,
 }
 
@@ -143,10 +143,15 @@ impl Collector {
     }
 
     /// Takes every event still queued, waits up to `linger` for exporters to finish sending,
-    /// flushes the trace and stops.
-    pub fn finish(mut self, linger: Duration) -> Result<CollectorReport, ProbeError> {
+    /// ends the trace with the run's `summary` (when the run gave one: a trace without it is
+    /// known to be cut short), flushes it and stops.
+    pub fn finish(
+        mut self,
+        linger: Duration,
+        summary: Option<serde_json::Value>,
+    ) -> Result<CollectorReport, ProbeError> {
         if let Some(stop) = self.stop.take() {
-            let _ = stop.send(linger);
+            let _ = stop.send(Finish { linger, summary });
         }
         match self.thread.take().map(|t| t.join()) {
             Some(Ok(result)) => result,
@@ -156,10 +161,19 @@ impl Collector {
     }
 }
 
+/// How the collector ends.
+struct Finish {
+    linger: Duration,
+    summary: Option<serde_json::Value>,
+}
+
 impl Drop for Collector {
     fn drop(&mut self) {
         if let Some(stop) = self.stop.take() {
-            let _ = stop.send(Duration::ZERO);
+            let _ = stop.send(Finish {
+                linger: Duration::ZERO,
+                summary: None,
+            });
         }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -418,7 +432,7 @@ async fn run(
     mut queue: EventQueue,
     listener: Option<TcpListener>,
     recorder: Option<Recorder>,
-    mut stop: oneshot::Receiver<Duration>,
+    mut stop: oneshot::Receiver<Finish>,
 ) -> Result<CollectorReport, ProbeError> {
     let (inbox_tx, mut inbox) = mpsc::channel::<Inbox>(1024);
     let local_process = config.hello.as_ref().map_or(0, |h| h.process);
@@ -458,12 +472,12 @@ async fn run(
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut batch = Vec::with_capacity(BATCH);
-    let linger = loop {
+    let finish = loop {
         tokio::select! {
             n = queue.events.recv_many(&mut batch, BATCH) => {
                 if n == 0 {
                     // The layer is gone: the job ended without finishing the collector.
-                    break Duration::ZERO;
+                    break Finish { linger: Duration::ZERO, summary: None };
                 }
                 state.handle(std::mem::take(&mut batch))?;
             }
@@ -474,7 +488,7 @@ async fn run(
                     r.flush()?;
                 }
             }
-            linger = &mut stop => break linger.unwrap_or(Duration::ZERO),
+            finish = &mut stop => break finish.unwrap_or(Finish { linger: Duration::ZERO, summary: None }),
         }
     };
     // Everything the job emitted before it asked us to finish.
@@ -483,7 +497,7 @@ async fn run(
     }
     state.handle(std::mem::take(&mut batch))?;
     // Exporters send their last events after their own job ends: give them `linger`.
-    let deadline = Instant::now() + linger;
+    let deadline = Instant::now() + finish.linger;
     while state.exporters > 0 {
         tokio::select! {
             Some(msg) = inbox.recv() => inbox_message(&mut state, msg)?,
@@ -491,6 +505,14 @@ async fn run(
         }
     }
     state.report_drops(started.elapsed().as_secs_f64())?;
+    if let Some(summary) = finish.summary {
+        let at_s = state.model.now_s;
+        state.handle(vec![Stamped {
+            at_s,
+            process: local_process,
+            event: Event::Summary { summary },
+        }])?;
+    }
     if let Some(r) = state.recorder.as_mut() {
         r.flush()?;
         state.report.recorded_lines = r.lines();

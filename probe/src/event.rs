@@ -215,6 +215,9 @@ pub enum Event {
     /// Recording to the trace was paused (`on: false`, the last event before the gap) or
     /// resumed (`on: true`, the first event after it; also the first event of a trace).
     Recording { on: bool },
+    /// The run's summary (as `megaflux run` prints it): the last line of a trace that ended
+    /// cleanly (version 2).
+    Summary { summary: serde_json::Value },
     /// Events lost on the way, counted where they were lost (`queue`: the layer's queue of
     /// that process; `subscriber N`: a slow viewer). The count is the total so far there.
     Dropped { place: String, count: u64 },
@@ -317,6 +320,7 @@ pub const KINDS: &[&str] = &[
     "lost",
     "recording",
     "dropped",
+    "summary",
 ];
 
 impl Event {
@@ -343,6 +347,7 @@ impl Event {
             Event::Lost { .. } => "lost",
             Event::Recording { .. } => "recording",
             Event::Dropped { .. } => "dropped",
+            Event::Summary { .. } => "summary",
             Event::BinSizes { .. } => "bin_sizes",
         }
     }

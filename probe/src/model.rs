@@ -439,6 +439,8 @@ impl JobModel {
             }
             Event::Lost { time, bins } => self.lost = Some((*time, bins.clone())),
             Event::Recording { on } => self.recording = Some(*on),
+            // The run's numbers are the trace's to keep, not the live model's.
+            Event::Summary { .. } => {}
             Event::BinSizes { .. } => {
                 for e in crate::event::expand(vec![stamped.clone()]) {
                     self.apply(&e);

@@ -172,7 +172,7 @@ fn merges_two_exporters_and_survives_bad_clients() {
 
     assert!(e1.finish().unwrap() >= 2);
     assert!(e2.finish().unwrap() >= 2);
-    let report = collector.finish(Duration::from_secs(5)).unwrap();
+    let report = collector.finish(Duration::from_secs(5), None).unwrap();
     assert_eq!(report.closed.len(), 5, "{:?}", report.closed);
     assert!(
         report.closed.iter().any(|r| r.contains("malformed")),
@@ -251,7 +251,7 @@ fn recording_pauses_and_resumes_on_command() {
             .await;
         }
     });
-    collector.finish(Duration::ZERO).unwrap();
+    collector.finish(Duration::ZERO, None).unwrap();
     let trace = megaflux_probe::record::read(&path).unwrap();
     let seen: Vec<String> = trace
         .events

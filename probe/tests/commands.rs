@@ -124,7 +124,7 @@ fn bad_commands_are_rejected_and_the_job_goes_on() {
 
     let summary = job.join().unwrap();
     assert!(summary.migrations.is_empty());
-    let report = collector.finish(Duration::ZERO).unwrap();
+    let report = collector.finish(Duration::ZERO, None).unwrap();
     assert!(report.model.moving.is_empty());
     // Unchanged: the same output as a job nobody sent commands to.
     let quiet = harness::run(config(), ControlHandle::new()).unwrap().unwrap();

@@ -48,7 +48,8 @@ fn a_job_s_events_arrive_typed() {
     assert_eq!(queue.dropped.load(std::sync::atomic::Ordering::Relaxed), 0);
     let kinds: BTreeSet<&str> = events.iter().map(|e| e.event.kind()).collect();
     // All that core emits: not the hello and recording (the caller's and the collector's),
-    // failures' (tests/replica_events.rs), or dropped events (none here).
+    // failures' (tests/replica_events.rs), dropped events (none here), or the collector's
+    // summary line.
     let elsewhere = [
         "hello",
         "recording",
@@ -58,6 +59,7 @@ fn a_job_s_events_arrive_typed() {
         "recovery",
         "lost",
         "dropped",
+        "summary",
     ];
     for kind in KINDS.iter().filter(|k| !elsewhere.contains(k)) {
         assert!(kinds.contains(kind), "no {kind} event among {kinds:?}");

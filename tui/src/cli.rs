@@ -301,10 +301,13 @@ fn run(args: RunArgs) -> ExitCode {
     );
     let ran = match observer.local_addr() {
         Some(addr) if dashboard => run_with_dashboard(config, &args, &probe, addr, control),
-        _ => run_headless(config, args.summary.as_deref(), control),
+        _ => run_headless(config, control),
     };
-    // The trace keeps what the job emitted even if the run failed.
-    let finished = observer.finish();
+    // The trace keeps what the job emitted even if the run failed, and ends with the
+    // summary if it did not.
+    let summary = ran.as_ref().ok().and_then(Option::as_ref);
+    let finished = observer.finish(summary.and_then(|s| serde_json::to_value(s).ok()));
+    let ran = ran.and_then(|summary| print_summary(summary, args.summary.as_deref()));
     match (ran, finished) {
         (Ok(()), Ok(report)) => {
             if let (Some(report), Some(path)) = (report, &args.record) {
@@ -366,13 +369,8 @@ fn run_config(args: &RunArgs, dashboard: bool) -> Result<RunConfig, ConfigError>
 /// Where the dashboard's collector listens: loopback, a port the system picks.
 const LOOPBACK_ANY: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
 
-fn run_headless(
-    config: RunConfig,
-    summary_file: Option<&std::path::Path>,
-    control: ControlHandle,
-) -> anyhow::Result<()> {
-    let summary = harness::run(config, control).context("the run failed")?;
-    print_summary(summary, summary_file)
+fn run_headless(config: RunConfig, control: ControlHandle) -> anyhow::Result<Option<Summary>> {
+    harness::run(config, control).context("the run failed")
 }
 
 /// Runs the job on its own threads and the dashboard on this one, subscribed to this
@@ -384,7 +382,7 @@ fn run_with_dashboard(
     probe: &ProbeArgs,
     addr: SocketAddr,
     control: ControlHandle,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Option<Summary>> {
     let single = observe::cluster_position(&config.timely_args).0 == 1;
     let (tx, rx) = std::sync::mpsc::channel();
     let commands = dash::source::live(addr, probe.token.clone(), tx.clone());
@@ -410,7 +408,7 @@ fn run_with_dashboard(
         Err(_) => anyhow::bail!("the job's thread panicked"),
     };
     shown.context("the dashboard failed")?;
-    print_summary(summary, args.summary.as_deref())
+    Ok(summary)
 }
 
 /// Prints (and writes) the job's summary; only the process that hosts worker 0 has one.

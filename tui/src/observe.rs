@@ -178,8 +178,9 @@ impl Observer {
         }
     }
 
-    /// Lets the observer take the job's last events and stop.
-    pub fn finish(self) -> anyhow::Result<Option<CollectorReport>> {
+    /// Lets the observer take the job's last events (and the run's summary, for the trace's
+    /// last line) and stop.
+    pub fn finish(self, summary: Option<serde_json::Value>) -> anyhow::Result<Option<CollectorReport>> {
         match self {
             Observer::None => Ok(None),
             Observer::Exporter(e) => {
@@ -187,7 +188,9 @@ impl Observer {
                 Ok(None)
             }
             Observer::Collector(c) => {
-                let report = c.finish(EXPORTER_LINGER).context("finishing the collector")?;
+                let report = c
+                    .finish(EXPORTER_LINGER, summary)
+                    .context("finishing the collector")?;
                 Ok(Some(report))
             }
         }

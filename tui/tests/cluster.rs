@@ -82,6 +82,23 @@ fn two_processes_match_one() {
 fn check_trace(path: &std::path::Path) {
     let trace = megaflux_probe::record::read(path).unwrap();
     assert_eq!(trace.header.processes, 2);
+    assert_eq!(trace.header.version, 2);
+    assert_eq!(trace.header.hosts.len(), 2, "the host list");
+    // A clean end: the run's summary is the last line.
+    match trace.events.last().map(|e| &e.event) {
+        Some(Event::Summary { summary }) => assert_eq!(summary["processes"], 2),
+        other => panic!("the trace ends with {other:?}, not the summary"),
+    }
+    assert!(
+        trace.events.iter().all(|e| !matches!(
+            &e.event,
+            Event::Hello {
+                anchor_unix_s: None,
+                ..
+            }
+        )),
+        "every hello anchors its clock"
+    );
     assert_eq!(trace.header.peers, 2);
     assert_eq!(trace.header.config["keys"], 20000);
     assert!(!trace.truncated);
