@@ -5,6 +5,8 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use serde::Serialize;
+
 use crate::plan::{Schedule, Target};
 
 /// A request to change where bins live.
@@ -25,6 +27,55 @@ pub enum Command {
     Fail { worker: usize },
     /// A failed worker serves again, empty; bins then rebalance onto it.
     Rejoin { worker: usize },
+}
+
+/// A command in the form the wire and traces carry it (`{"command": "move_bins", ...}`).
+#[derive(Serialize)]
+#[serde(tag = "command", rename_all = "snake_case")]
+enum Request<'a> {
+    MoveBins {
+        bins: &'a [usize],
+        worker: usize,
+        standby: bool,
+    },
+    StartPlan {
+        schedule: String,
+        target: String,
+    },
+    CancelPlan,
+    Fail {
+        worker: usize,
+    },
+    Rejoin {
+        worker: usize,
+    },
+}
+
+impl Command {
+    /// The command as JSON, in the form a subscriber sends it: traces log it so that a run
+    /// can be replayed with the same commands.
+    pub fn request(&self) -> String {
+        let request = match self {
+            Command::MoveBins {
+                bins,
+                worker,
+                standby,
+            } => Request::MoveBins {
+                bins,
+                worker: *worker,
+                standby: *standby,
+            },
+            Command::StartPlan { schedule, target } => Request::StartPlan {
+                schedule: schedule.to_string(),
+                target: target.to_string(),
+            },
+            Command::CancelPlan => Request::CancelPlan,
+            Command::Fail { worker } => Request::Fail { worker: *worker },
+            Command::Rejoin { worker } => Request::Rejoin { worker: *worker },
+        };
+        // Plain data into a string: it cannot fail.
+        serde_json::to_string(&request).unwrap_or_default()
+    }
 }
 
 /// A thread-safe way into the dataflow: commands sent here are taken by worker 0 and
@@ -115,6 +166,31 @@ impl ControlHandle {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn requests_are_the_wire_json() {
+        let c = Command::MoveBins {
+            bins: vec![1, 2],
+            worker: 3,
+            standby: false,
+        };
+        assert_eq!(
+            c.request(),
+            r#"{"command":"move_bins","bins":[1,2],"worker":3,"standby":false}"#
+        );
+        let plan = Command::StartPlan {
+            schedule: "fluid+pipelined".parse().unwrap(),
+            target: Target::Pack(1),
+        };
+        assert_eq!(
+            plan.request(),
+            r#"{"command":"start_plan","schedule":"fluid+pipelined","target":"pack:1"}"#
+        );
+        assert_eq!(
+            Command::Fail { worker: 2 }.request(),
+            r#"{"command":"fail","worker":2}"#
+        );
+    }
 
     #[test]
     fn handle_is_shared() {

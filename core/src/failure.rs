@@ -25,6 +25,9 @@ pub struct Failures {
     reported: Vec<AtomicBool>,
     /// How often each worker failed.
     count: Vec<AtomicU64>,
+    /// The logical time of the failure that set each flag (0: not known, as for an armed
+    /// fail point), so that a rejoin clears only failures older than itself.
+    failed_at: Vec<AtomicU64>,
     /// Bins left without any replica, and the first time at which one was.
     lost: Mutex<(BTreeSet<u32>, Option<Time>)>,
     any_lost: AtomicBool,
@@ -38,6 +41,7 @@ impl Failures {
             failed: flags(),
             countdown: (0..workers).map(|_| AtomicU64::new(0)).collect(),
             count: (0..workers).map(|_| AtomicU64::new(0)).collect(),
+            failed_at: (0..workers).map(|_| AtomicU64::new(0)).collect(),
             reported: flags(),
             lost: Mutex::default(),
             any_lost: AtomicBool::new(false),
@@ -52,6 +56,14 @@ impl Failures {
         {
             c.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Fails `worker` now for a failure issued at logical time `time`.
+    pub fn fail_at(&self, worker: u32, time: Time) {
+        if let Some(at) = self.failed_at.get(worker as usize) {
+            at.fetch_max(time, Ordering::AcqRel);
+        }
+        self.fail(worker);
     }
 
     /// How many times `worker` failed so far.
@@ -89,10 +101,15 @@ impl Failures {
         self.is_failed(worker)
     }
 
-    /// `worker` serves again (after a rejoin): its next failure is a new one.
-    pub fn revive(&self, worker: u32) {
+    /// `worker` serves again from `time` (a rejoin): its failures before `time` are over,
+    /// and its next failure is a new one. A failure at or after `time` stays (every operator
+    /// of the worker revives it, some perhaps after that failure was issued).
+    pub fn revive(&self, worker: u32, time: Time) {
         let w = worker as usize;
-        if let (Some(f), Some(r)) = (self.failed.get(w), self.reported.get(w)) {
+        if let (Some(f), Some(r), Some(at)) =
+            (self.failed.get(w), self.reported.get(w), self.failed_at.get(w))
+            && at.load(Ordering::Acquire) < time
+        {
             f.store(false, Ordering::Release);
             r.store(false, Ordering::Release);
         }
@@ -150,8 +167,14 @@ mod tests {
         assert!(f.check(1));
         assert_eq!(f.newly_failed(), vec![1]);
         assert!(f.newly_failed().is_empty());
-        f.revive(1);
+        f.revive(1, 10);
         assert!(!f.check(1));
+        // A failure issued after the rejoin stays, whoever revives late.
+        f.fail_at(1, 20);
+        f.revive(1, 10);
+        assert!(f.is_failed(1));
+        f.revive(1, 30);
+        assert!(!f.is_failed(1));
         f.fail(2);
         f.mark_reported(2);
         assert!(f.newly_failed().is_empty());

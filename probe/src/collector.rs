@@ -312,6 +312,8 @@ impl State {
                 id,
                 time: None,
                 command: describe,
+                request: None,
+                source: None,
                 reason,
             },
         };

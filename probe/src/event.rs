@@ -157,12 +157,22 @@ pub enum Event {
         bins: u64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         purpose: Option<String>,
+        /// The plan's number in the run, and the logical time the control input stood at
+        /// when it was made (version 2).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        time: Option<u64>,
     },
     /// A plan finished: every step issued and complete (or cancelled and drained).
     PlanCompleted {
         strategy: String,
         steps: u64,
         seconds: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cancelled: Option<bool>,
     },
     /// A command was received from a subscriber and passed on to the job, or applied or
     /// rejected (with the reason). `id` is the control handle's: the job's answer carries
@@ -174,6 +184,14 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         time: Option<u64>,
         command: String,
+        /// The command as a subscriber sends it (`{"command": "move_bins", ...}`), to run
+        /// it again (version 2).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request: Option<serde_json::Value>,
+        /// Who gave it: `handle` (a subscriber or the dashboard) or `run` (the run's own
+        /// `--migrate`, `--fail`, `--rejoin`, or a failure it noticed) (version 2).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        source: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },

@@ -67,6 +67,8 @@ fn big_job() -> Dash {
             steps: 256,
             bins: 256,
             purpose: None,
+            id: None,
+            time: None,
         },
     ));
     for bin in 0..64 {

@@ -293,3 +293,34 @@ fn nexmark_queries_with_scheduled_work_and_global_maxima_survive_a_failure() {
         );
     }
 }
+
+#[test]
+fn failures_taken_at_the_last_moment_are_issued_not_forgotten() {
+    // Both failures come due in the run's last turn: they go out after its last epoch, and
+    // the second takes every bin's last replica.
+    let started = Instant::now();
+    let out = megaflux(&[
+        "run",
+        "--headless",
+        "--keys",
+        "20000",
+        "--rate",
+        "20000",
+        "--bins",
+        "16",
+        "--duration",
+        "2",
+        "--replicas",
+        "2",
+        "--fail",
+        "0@2",
+        "--fail",
+        "1@2",
+    ])
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("lost their last replica"), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+}

@@ -46,6 +46,7 @@ enum Purpose {
 }
 
 struct ActivePlan {
+    id: u64,
     purpose: Purpose,
     record: MigrationRecord,
     /// The bins changed so far.
@@ -67,6 +68,10 @@ pub struct PlanDriver {
     urgent: VecDeque<Urgent>,
     /// The last time instructions went out at.
     last_issued: Option<Time>,
+    /// The time the control input stands at (as of the last poll or `set_time`).
+    time: Time,
+    /// Plans made so far (their ids).
+    plans: u64,
     active: Option<ActivePlan>,
     /// Rebalances waiting for the running plan to finish.
     queued: VecDeque<Option<usize>>,
@@ -92,6 +97,8 @@ impl PlanDriver {
             recovery,
             urgent: VecDeque::new(),
             last_issued: None,
+            time: 0,
+            plans: 0,
             active: None,
             queued: VecDeque::new(),
             migrations: Vec::new(),
@@ -111,6 +118,16 @@ impl PlanDriver {
     /// The placement as of the last issued instruction.
     pub fn placement(&self) -> &Placement {
         self.placements.current()
+    }
+
+    /// Whether failures or rejoins were taken and not issued yet.
+    pub fn urgent(&self) -> bool {
+        !self.urgent.is_empty()
+    }
+
+    /// Tells the driver where the control input stands (plans record it as their start).
+    pub fn set_time(&mut self, time: Time) {
+        self.time = self.time.max(time);
     }
 
     /// Whether a plan is running.
@@ -242,11 +259,14 @@ impl PlanDriver {
             Purpose::Recovery(_) => "recovery",
             Purpose::Rebalance(_) => "rebalance",
         };
+        let id = self.plans;
+        self.plans += 1;
         tracing::info!(
             target: "megaflux::plan",
-            phase = "planned", strategy = %schedule, target = %target, steps = steps.len(), bins = bins_planned, purpose = kind
+            phase = "planned", id, time = self.time, strategy = %schedule, target = %target, steps = steps.len(), bins = bins_planned, purpose = kind
         );
         self.active = Some(ActivePlan {
+            id,
             purpose,
             record: MigrationRecord {
                 strategy: schedule.to_string(),
@@ -285,6 +305,7 @@ impl PlanDriver {
     /// `time` at once. Sends a failure's or rejoin's instructions alone; otherwise issues
     /// at most one plan step per time.
     pub fn poll(&mut self, time: Time, frontier: Time, now_s: f64) -> (Vec<ControlInst>, bool) {
+        self.set_time(time);
         self.placements.completed(frontier);
         if let Some(urgent) = self.urgent.front().copied() {
             // Something already went out at `time`: take the next time.
@@ -368,7 +389,8 @@ impl PlanDriver {
             finished.record.completed_s = Some(now_s);
             tracing::info!(
                 target: "megaflux::plan",
-                phase = "completed", strategy = %finished.record.strategy, steps = finished.record.step_times.len(), seconds = now_s - finished.record.issued_s
+                phase = "completed", id = finished.id, strategy = %finished.record.strategy, steps = finished.record.step_times.len(),
+                seconds = now_s - finished.record.issued_s, cancelled = finished.record.cancelled
             );
             self.finish(finished, now_s);
         }

@@ -46,9 +46,12 @@ pub struct FailureRecord {
 }
 
 impl FailureRecord {
-    /// Whether its degraded bins still wait for a recovery (none ran, none is needed when it
-    /// degraded nothing, and none can help when it lost bins).
+    /// Whether its degraded bins still wait for a recovery: none finished (none ran, or a
+    /// later failure cut it short), none is needed when it degraded nothing, and none can
+    /// help when it lost bins.
     pub(super) fn needs_recovery(&self) -> bool {
-        self.recovery.is_none() && self.lost.is_empty() && !self.degraded.is_empty()
+        self.recovery.as_ref().is_none_or(|r| r.cancelled)
+            && self.lost.is_empty()
+            && !self.degraded.is_empty()
     }
 }

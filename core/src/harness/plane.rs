@@ -83,15 +83,7 @@ impl ControlPlane {
     pub(crate) fn turn(&mut self, handle: &ControlHandle, now_s: f64, frontier: Time) {
         let time = self.time();
         for (id, command) in handle.drain() {
-            let describe = format!("{command:?}");
-            match self.apply(command, now_s) {
-                Ok(()) => {
-                    tracing::info!(target: "megaflux::command", outcome = "applied", id, time, command = %describe)
-                }
-                Err(e) => {
-                    tracing::warn!(target: "megaflux::command", outcome = "rejected", id, time, command = %describe, reason = %e)
-                }
-            }
+            self.take(command, Some(id), now_s, time);
         }
         while self.timed.front().is_some_and(|(at, _)| *at <= now_s) {
             let Some((_, what)) = self.timed.pop_front() else {
@@ -101,24 +93,43 @@ impl ControlPlane {
                 Timed::Fail(worker) => Command::Fail { worker },
                 Timed::Rejoin(worker) => Command::Rejoin { worker },
             };
-            let describe = format!("{command:?}");
-            if let Err(e) = self.apply(command, now_s) {
-                tracing::warn!(target: "megaflux::command", outcome = "rejected", command = %describe, reason = %e);
-            }
+            self.take(command, None, now_s, time);
         }
         // Failures this process saw that nobody commanded (a failure detector's news).
         for worker in self.failures.newly_failed() {
-            let _ = self.driver.fail(worker, now_s);
+            self.take(
+                Command::Fail {
+                    worker: worker as usize,
+                },
+                None,
+                now_s,
+                time,
+            );
         }
         while !self.driver.busy() && self.migrations.front().is_some_and(|m| m.at_secs <= now_s) {
-            if let Some(m) = self.migrations.pop_front()
-                && let Err(e) = self.driver.start(m.schedule, &m.target, now_s)
-            {
-                tracing::warn!(target: "megaflux::command", outcome = "rejected", command = %m, reason = %e);
+            if let Some(m) = self.migrations.pop_front() {
+                let command = Command::StartPlan {
+                    schedule: m.schedule,
+                    target: m.target,
+                };
+                self.take(command, None, now_s, time);
             }
         }
+        self.driver.set_time(time);
+        self.issue(time, frontier, now_s);
+    }
+
+    /// Sends what the driver issues at `time`. A failure of a worker of this process
+    /// (process 0: workers `0..local`) stops it at once, wherever it is; one elsewhere when
+    /// the failure reaches it on the control input.
+    fn issue(&mut self, time: Time, frontier: Time, now_s: f64) {
         let (insts, seal) = self.driver.poll(time, frontier, now_s);
         for inst in insts {
+            if let ControlInst::Fail { worker } = inst
+                && (worker as usize) < self.local
+            {
+                self.failures.fail_at(worker, time);
+            }
             self.input.send(inst);
         }
         // Seal at once: the workers learn of the change now rather than when the epoch
@@ -128,17 +139,43 @@ impl ControlPlane {
         }
     }
 
+    /// Issues the failures and rejoins taken but not issued yet (at the end of a run: they
+    /// may need times past its last epoch). Returns whether some remain.
+    pub(crate) fn flush(&mut self, frontier: Time, now_s: f64) -> bool {
+        if self.driver.urgent() {
+            self.issue(self.time(), frontier, now_s);
+        }
+        self.driver.urgent()
+    }
+
+    /// Takes a command (from the handle with its `id`, or from the run's flags) at logical
+    /// time `time`, and logs what became of it with the request, so that a replay can take
+    /// the same commands at the same times.
+    fn take(&mut self, command: Command, id: Option<u64>, now_s: f64, time: Time) {
+        let describe = format!("{command:?}");
+        let request = command.request();
+        let source = if id.is_some() { "handle" } else { "run" };
+        match self.apply(command, now_s) {
+            Ok(()) => tracing::info!(
+                target: "megaflux::command",
+                outcome = "applied", id, time, command = %describe, request = %request, source
+            ),
+            Err(e) => tracing::warn!(
+                target: "megaflux::command",
+                outcome = "rejected", id, time, command = %describe, request = %request, source, reason = %e
+            ),
+        }
+    }
+
     fn apply(&mut self, command: Command, now_s: f64) -> Result<(), CommandError> {
         let failing = match command {
             Command::Fail { worker } => Some(worker),
             _ => None,
         };
         self.driver.command(command, now_s)?;
-        // A worker of this process (process 0: workers `0..local`) stops at once, wherever it
-        // is; one elsewhere when the failure reaches it on the control input.
+        // The driver knows: no failure detector needs to tell it.
         if let Some(worker) = failing.filter(|w| *w < self.local) {
             self.failures.mark_reported(worker as u32);
-            self.failures.fail(worker as u32);
         }
         Ok(())
     }

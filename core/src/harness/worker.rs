@@ -297,6 +297,13 @@ pub(super) fn run_worker<J: Job>(
         }
         shared.step(worker)?;
     }
+    // Failures and rejoins taken in the last turns go out (perhaps past the last epoch): a
+    // failed worker waits for its failure to be issued before it lets go of what it held.
+    if let Some(plane) = plane.as_mut() {
+        while plane.flush(frontier(), start.elapsed().as_secs_f64()) {
+            shared.step(worker)?;
+        }
+    }
     // The run covers the logical times up to its last epoch: wait for those, then (in one
     // process) drop the dataflow rather than close its inputs. Closing them would release
     // all scheduled later work at once (Q4's auction closings, minutes ahead), which belongs

@@ -196,7 +196,7 @@ where
         for inst in batch.iter() {
             if let ControlInst::Fail { worker } = inst {
                 if *worker == self.me {
-                    self.failures.fail(self.me);
+                    self.failures.fail_at(self.me, time);
                     self.fail_seen = self.fail_seen.max(Some(time));
                 } else {
                     self.local.begin_takeovers();
@@ -231,7 +231,7 @@ where
                         if *worker == self.me && self.fail_seen.is_none_or(|f| f < time) =>
                     {
                         self.local.revive_at.set(Some(time));
-                        self.failures.revive(self.me);
+                        self.failures.revive(self.me, time);
                     }
                     _ => {}
                 }

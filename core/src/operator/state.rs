@@ -330,7 +330,7 @@ where
     /// Tells F what is applied here: every update before the earliest input frontier or
     /// pending time. No record or bin can still arrive before it, and every time before it
     /// that had work was applied.
-    fn report_done(&self, frontiers: &[MutableAntichain<Time>]) {
+    fn report_done(&mut self, frontiers: &[MutableAntichain<Time>]) {
         let done = frontiers
             .iter()
             .flat_map(|f| f.frontier().iter().copied().min())
@@ -339,6 +339,7 @@ where
             .unwrap_or(Time::MAX);
         if done > self.local.done.get() {
             self.local.done.set(done);
+            self.assembly.forget_before(done);
             self.local.wake_route();
         }
     }

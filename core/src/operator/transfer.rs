@@ -73,6 +73,12 @@ impl Assembly {
         Some((key.1, parts.into_iter().map(|c| c.bytes).collect()))
     }
 
+    /// Forgets bins of times before `time`: their senders stopped before sending every
+    /// chunk (a failure), and they can no longer be installed.
+    pub fn forget_before(&mut self, time: Time) {
+        self.partial.retain(|(t, _), _| *t >= time);
+    }
+
     /// Whether any bin is still incomplete.
     pub fn is_empty(&self) -> bool {
         self.partial.is_empty()

@@ -606,6 +606,7 @@ impl Dash {
                 steps,
                 bins,
                 purpose,
+                ..
             } => Some((
                 LogKind::Migration,
                 match purpose.as_deref() {
