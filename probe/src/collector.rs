@@ -33,6 +33,10 @@ pub const SUBSCRIBER_QUEUE: usize = 1024;
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often dropped-event counts are reported and the trace flushed.
 const TICK: Duration = Duration::from_millis(500);
+/// How often a trace gets a keyframe of the job at the most.
+pub const KEYFRAME_EVERY: Duration = Duration::from_secs(5);
+/// A keyframe is written once the trace has grown by this many times the last one's size.
+const KEYFRAME_SHARE: u64 = 4;
 /// Most events handled per turn of the collector loop.
 const BATCH: usize = 4096;
 /// Most events in one frame to a subscriber or from an exporter (a few hundred kB).
@@ -195,9 +199,44 @@ struct State {
     report: CollectorReport,
     queue_dropped: Arc<std::sync::atomic::AtomicU64>,
     queue_reported: u64,
+    /// When the last keyframe was written, and where the trace then ended and how big the
+    /// keyframe was.
+    keyframe: Option<(Instant, u64, u64)>,
 }
 
 impl State {
+    /// Writes a keyframe of the model to the trace if one is due: every
+    /// [`KEYFRAME_EVERY`], but not before the trace has grown by [`KEYFRAME_SHARE`] times
+    /// the last keyframe's size (a job of many bins has big keyframes); and right after the
+    /// recording resumed (`now`).
+    fn keyframe(&mut self, now: bool) -> Result<(), ProbeError> {
+        let Some(r) = self.recorder.as_mut() else {
+            return Ok(());
+        };
+        if self.model.recording != Some(true) {
+            return Ok(());
+        }
+        let due = match self.keyframe {
+            None => true,
+            Some((at, end, size)) => {
+                now || (at.elapsed() >= KEYFRAME_EVERY && r.bytes() - end >= KEYFRAME_SHARE * size)
+            }
+        };
+        if due {
+            let before = r.bytes();
+            r.write(&Stamped {
+                at_s: self.model.now_s,
+                process: self.local_process,
+                event: Event::Keyframe {
+                    model: serde_json::to_value(self.model.keyframe())
+                        .map_err(|e| ProbeError::Protocol(format!("a keyframe of the model: {e}")))?,
+                },
+            })?;
+            self.keyframe = Some((Instant::now(), r.bytes(), r.bytes() - before));
+        }
+        Ok(())
+    }
+
     fn handle(&mut self, events: Vec<Stamped>) -> Result<(), ProbeError> {
         if events.is_empty() {
             return Ok(());
@@ -340,6 +379,10 @@ impl State {
                 event: Event::Recording { on },
             };
             self.handle(vec![event])?;
+            // After a gap the trace's bin sizes and frontiers are stale: start it afresh.
+            if on {
+                self.keyframe(true)?;
+            }
             if let Some(r) = self.recorder.as_mut() {
                 r.flush()?;
             }
@@ -459,6 +502,7 @@ async fn run(
         report: CollectorReport::default(),
         queue_dropped: Arc::clone(&queue.dropped),
         queue_reported: 0,
+        keyframe: None,
     };
     let started = Instant::now();
     let mut first: Vec<Stamped> = config.hello.into_iter().collect();
@@ -486,6 +530,7 @@ async fn run(
             Some(msg) = inbox.recv() => inbox_message(&mut state, msg)?,
             _ = tick.tick() => {
                 state.report_drops(started.elapsed().as_secs_f64())?;
+                state.keyframe(false)?;
                 if let Some(r) = state.recorder.as_mut() {
                     r.flush()?;
                 }

@@ -233,6 +233,13 @@ pub enum Event {
     /// Recording to the trace was paused (`on: false`, the last event before the gap) or
     /// resumed (`on: true`, the first event after it; also the first event of a trace).
     Recording { on: bool },
+    /// The job as the collector's model saw it at this point, without its latency history
+    /// (the `latency` events and the summary's timeline hold it): a reader seeking into a
+    /// trace starts from the last keyframe before the place it seeks to (version 2; written
+    /// to traces only). `model` is a [`crate::model::JobModel`]; it travels as plain JSON
+    /// because its maps have integer keys, which this internally tagged enum cannot read
+    /// back typed.
+    Keyframe { model: serde_json::Value },
     /// The run's summary (as `megaflux run` prints it): the last line of a trace that ended
     /// cleanly (version 2).
     Summary { summary: serde_json::Value },
@@ -338,6 +345,7 @@ pub const KINDS: &[&str] = &[
     "lost",
     "recording",
     "dropped",
+    "keyframe",
     "summary",
 ];
 
@@ -365,6 +373,7 @@ impl Event {
             Event::Lost { .. } => "lost",
             Event::Recording { .. } => "recording",
             Event::Dropped { .. } => "dropped",
+            Event::Keyframe { .. } => "keyframe",
             Event::Summary { .. } => "summary",
             Event::BinSizes { .. } => "bin_sizes",
         }

@@ -210,6 +210,14 @@ impl JobModel {
         self.placement.get_mut(bin as usize)
     }
 
+    /// This model as a keyframe carries it: without the latency history.
+    pub fn keyframe(&self) -> JobModel {
+        JobModel {
+            latency: Vec::new(),
+            ..self.clone()
+        }
+    }
+
     /// Total dropped events over every place.
     pub fn dropped_total(&self) -> u64 {
         self.dropped.values().sum()
@@ -441,6 +449,18 @@ impl JobModel {
             Event::Recording { on } => self.recording = Some(*on),
             // The run's numbers are the trace's to keep, not the live model's.
             Event::Summary { .. } => {}
+            // The whole job at that point; the latency history is the one gathered so far.
+            Event::Keyframe { model } => {
+                // A keyframe that does not read back as a model is ignored: the events
+                // around it still tell the story.
+                if let Ok(model) = serde_json::from_value::<JobModel>(model.clone()) {
+                    let latency = std::mem::take(&mut self.latency);
+                    let events = self.events;
+                    *self = model;
+                    self.latency = latency;
+                    self.events = events;
+                }
+            }
             Event::BinSizes { .. } => {
                 for e in crate::event::expand(vec![stamped.clone()]) {
                     self.apply(&e);

@@ -132,6 +132,7 @@ pub struct Recorder {
     out: BufWriter<File>,
     last_flush: Instant,
     lines: u64,
+    bytes: u64,
 }
 
 impl Recorder {
@@ -144,6 +145,7 @@ impl Recorder {
             out: BufWriter::with_capacity(BUFFER_BYTES, file),
             last_flush: Instant::now(),
             lines: 0,
+            bytes: 0,
         };
         recorder.line(header)?;
         recorder.flush()?;
@@ -152,12 +154,14 @@ impl Recorder {
 
     fn line<T: Serialize>(&mut self, value: &T) -> Result<(), ProbeError> {
         let context = || format!("writing trace {}", self.path.display());
-        serde_json::to_writer(&mut self.out, value)
-            .map_err(|e| ProbeError::io(context(), std::io::Error::other(e)))?;
+        let text =
+            serde_json::to_vec(value).map_err(|e| ProbeError::io(context(), std::io::Error::other(e)))?;
         self.out
-            .write_all(b"\n")
+            .write_all(&text)
+            .and_then(|()| self.out.write_all(b"\n"))
             .map_err(|e| ProbeError::io(context(), e))?;
         self.lines += 1;
+        self.bytes += text.len() as u64 + 1;
         Ok(())
     }
 
@@ -181,6 +185,11 @@ impl Recorder {
     /// Lines written, header included.
     pub fn lines(&self) -> u64 {
         self.lines
+    }
+
+    /// Bytes written, header included.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
     }
 }
 

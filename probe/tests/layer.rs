@@ -59,6 +59,7 @@ fn a_job_s_events_arrive_typed() {
         "recovery",
         "lost",
         "dropped",
+        "keyframe",
         "summary",
     ];
     for kind in KINDS.iter().filter(|k| !elsewhere.contains(k)) {

@@ -147,8 +147,20 @@ fn check_trace(path: &std::path::Path) {
             mv.1
         );
     }
+    // Every keyframe is the model the events before it make.
     let mut model = JobModel::new();
-    trace.events.iter().for_each(|e| model.apply(e));
+    let mut keyframes = 0;
+    for e in &trace.events {
+        if let Event::Keyframe { model: frame } = &e.event {
+            let frame: JobModel = serde_json::from_value(frame.clone()).unwrap();
+            let mut replayed = model.keyframe();
+            replayed.events = frame.events;
+            assert_eq!(replayed, frame, "keyframe {keyframes}");
+            keyframes += 1;
+        }
+        model.apply(e);
+    }
+    assert!(keyframes > 0, "a keyframe in the trace");
     assert_eq!(model.operators.len(), 1);
     let bins = model.operators.values().next().unwrap();
     assert_eq!(bins.len(), 256);
