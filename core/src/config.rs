@@ -111,6 +111,18 @@ impl Replicas {
     }
 }
 
+/// Traces and placement events spell holders `P/S` (primary and standby), `P` (no standby)
+/// or `-` (no replica left).
+impl std::fmt::Display for Replicas {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.primary, self.standby) {
+            (NONE, _) => f.write_str("-"),
+            (p, NONE) => write!(f, "{p}"),
+            (p, s) => write!(f, "{p}/{s}"),
+        }
+    }
+}
+
 /// The holders of every bin.
 pub type Placement = Vec<Replicas>;
 
@@ -421,6 +433,22 @@ mod tests {
         assert!(p[1].is_degraded() && !p[2].is_degraded());
         ControlInst::Fail { worker: 2 }.apply(&mut p, 3);
         assert!(p[1].is_lost());
+    }
+
+    #[test]
+    fn holders_are_spelled_as_traces_spell_them() {
+        let spelled: Vec<String> = [
+            Replicas {
+                primary: 0,
+                standby: 1,
+            },
+            Replicas::single(2),
+            Replicas::single(NONE),
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        assert_eq!(spelled, ["0/1", "2", "-"]);
     }
 
     #[test]

@@ -15,7 +15,6 @@ use megaflux::failure::Failures;
 use megaflux::plan::{Schedule, Strategy as Plan, Target};
 use megaflux::{Bins, StatefulConfig, Time};
 use proptest::prelude::*;
-use timely::dataflow::InputHandleVec;
 
 mod common;
 
@@ -87,20 +86,10 @@ fn run(op: Op, case: &Case, workers: usize, real: bool) -> Outcome {
     let guards = timely::execute(timely::Config::process(workers), move |worker| {
         let index = worker.index();
         let peers = worker.peers();
-        let mut left = InputHandleVec::<Time, Rec>::new();
-        let mut right = InputHandleVec::<Time, Rec>::new();
-        let mut control = InputHandleVec::<Time, ControlInst>::new();
         let mut config = StatefulConfig::replicated(Bins::new(BINS).unwrap(), peers, peers);
         config.failures = Arc::clone(&shared);
         let sink = Arc::clone(&sink);
-        let probe = worker.dataflow::<Time, _, _>(|scope| {
-            let (l, r, c) = (
-                left.to_stream(scope),
-                right.to_stream(scope),
-                control.to_stream(scope),
-            );
-            common::operator(op, l, r, c, &config, sink)
-        });
+        let (common::Inputs { left, right, control }, probe) = common::dataflow(worker, op, &config, sink);
         let end = case
             .left
             .iter()

@@ -8,7 +8,6 @@ use megaflux::config::{single, uniform};
 use megaflux::plan::{self, Strategy as Plan};
 use megaflux::{Bins, ControlInst, StatefulConfig, Time};
 use proptest::prelude::*;
-use timely::dataflow::InputHandleVec;
 
 mod common;
 
@@ -33,19 +32,16 @@ fn run(op: Op, case: &Case, workers: usize, with_control: bool) -> BTreeMap<Time
     let guards = timely::execute(timely::Config::process(workers), move |worker| {
         let index = worker.index();
         let peers = worker.peers();
-        let mut left = InputHandleVec::<Time, Rec>::new();
-        let mut right = InputHandleVec::<Time, Rec>::new();
-        let mut control = InputHandleVec::<Time, ControlInst>::new();
-        let sink = Arc::clone(&sink);
         let config = StatefulConfig::uniform(Bins::new(BINS).unwrap(), peers);
-        let probe = worker.dataflow::<Time, _, _>(|scope| {
-            let (l, r, c) = (
-                left.to_stream(scope),
-                right.to_stream(scope),
-                control.to_stream(scope),
-            );
-            common::operator(op, l, r, c, &config, sink)
-        });
+        let sink = Arc::clone(&sink);
+        let (
+            common::Inputs {
+                mut left,
+                mut right,
+                mut control,
+            },
+            probe,
+        ) = common::dataflow(worker, op, &config, sink);
         let end = case
             .left
             .iter()

@@ -189,6 +189,46 @@ pub async fn subscribe(
 
 #[cfg(test)]
 mod tests {
+    use megaflux::control::Command;
+
+    /// Core logs commands in the form subscribers send them: every command it can take
+    /// reads back as a request.
+    #[test]
+    fn core_requests_read_back_as_wire_requests() {
+        let commands = [
+            Command::MoveBins {
+                bins: vec![1, 5],
+                worker: 2,
+                standby: true,
+            },
+            Command::StartPlan {
+                schedule: "batched:4+pipelined".parse().unwrap(),
+                target: "drain:1".parse().unwrap(),
+            },
+            Command::CancelPlan,
+            Command::Fail { worker: 3 },
+            Command::Rejoin { worker: 3 },
+        ];
+        let expected = [
+            CommandRequest::MoveBins {
+                bins: vec![1, 5],
+                worker: 2,
+                standby: true,
+            },
+            CommandRequest::StartPlan {
+                schedule: "batched:4+pipelined".into(),
+                target: "drain:1".into(),
+            },
+            CommandRequest::CancelPlan,
+            CommandRequest::Fail { worker: 3 },
+            CommandRequest::Rejoin { worker: 3 },
+        ];
+        for (c, e) in commands.iter().zip(expected) {
+            let read: CommandRequest = serde_json::from_str(&c.request()).unwrap();
+            assert_eq!(read, e);
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use megaflux::config::{NONE, Replicas, replicated, single, uniform};
+use megaflux::config::{replicated, single, uniform};
 use megaflux::control::ControlHandle;
 use megaflux::harness::RunConfig;
 use megaflux_probe::collector::{Collector, CollectorConfig, CollectorReport};
@@ -54,15 +54,6 @@ pub fn install_tracing(probe: Option<ProbeLayer>) {
         .with(fmt)
         .with(probe.map(ProbeLayer::filtered))
         .try_init();
-}
-
-/// A bin's holders as traces spell them: `P/S`, `P`, or `-`.
-fn holders(r: &Replicas) -> String {
-    match (r.primary, r.standby) {
-        (NONE, _) => "-".to_string(),
-        (p, NONE) => p.to_string(),
-        (p, s) => format!("{p}/{s}"),
-    }
 }
 
 /// The contents of the host file timely's `-h` names: one `host:port` per process.
@@ -148,7 +139,7 @@ pub fn start(config: &RunConfig, probe: &ProbeArgs, control: &ControlHandle) -> 
             .to_string(),
         }),
         host: Some(Host::this()),
-        initial_placement: placement.iter().map(holders).collect(),
+        initial_placement: placement.iter().map(ToString::to_string).collect(),
         hosts: host_list(&config.timely_args),
         ..TraceHeader::new(json, processes, workers, bins, map)
     };

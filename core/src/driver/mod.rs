@@ -288,15 +288,7 @@ impl PlanDriver {
 
     /// The full placement as an event, for observers (after failures and rejoins).
     pub fn report_placement(&self, time: Time) {
-        let holders: Vec<String> = self
-            .placement()
-            .iter()
-            .map(|r| match (r.primary, r.standby) {
-                (NONE, _) => "-".to_string(),
-                (p, NONE) => p.to_string(),
-                (p, s) => format!("{p}/{s}"),
-            })
-            .collect();
+        let holders: Vec<String> = self.placement().iter().map(ToString::to_string).collect();
         tracing::info!(target: "megaflux::replica", phase = "placement", time, holders = %holders.join(" "));
     }
 

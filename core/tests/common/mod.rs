@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use megaflux::bins::hash_key;
 use megaflux::{ControlInst, StatefulConfig, Time, stateful_binary, stateful_unary};
 use timely::dataflow::operators::{Inspect, Probe};
-use timely::dataflow::{ProbeHandle, StreamVec};
+use timely::dataflow::{InputHandleVec, ProbeHandle, StreamVec};
+use timely::worker::Worker;
 
 /// The window of [`window_logic`].
 pub const WINDOW: Time = 4;
@@ -23,6 +24,34 @@ pub enum Op {
     Window,
     /// Order-sensitive: appends each value to its key's list and outputs the list's hash.
     Append,
+}
+
+/// The inputs of a test dataflow.
+pub struct Inputs {
+    pub left: InputHandleVec<Time, Rec>,
+    pub right: InputHandleVec<Time, Rec>,
+    pub control: InputHandleVec<Time, ControlInst>,
+}
+
+/// Builds `op` on `worker` with `config`, fed by new inputs; its outputs go to `sink`.
+pub fn dataflow(
+    worker: &mut Worker,
+    op: Op,
+    config: &StatefulConfig,
+    sink: Arc<Mutex<Vec<(Time, Out)>>>,
+) -> (Inputs, ProbeHandle<Time>) {
+    let mut inputs = Inputs {
+        left: InputHandleVec::new(),
+        right: InputHandleVec::new(),
+        control: InputHandleVec::new(),
+    };
+    let probe = worker.dataflow::<Time, _, _>(|scope| {
+        let l = inputs.left.to_stream(scope);
+        let r = inputs.right.to_stream(scope);
+        let c = inputs.control.to_stream(scope);
+        operator(op, l, r, c, config, sink)
+    });
+    (inputs, probe)
 }
 
 /// `op` as a migrateable operator on `left` (and `right`, for the join), keyed by the
