@@ -6,7 +6,9 @@
 //! reported, never turned into output.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use megaflux::config::{ControlInst, Replicas};
 use megaflux::driver::PlanDriver;
@@ -21,6 +23,9 @@ mod common;
 use common::{Op, Out, Rec, WINDOW, model};
 
 const BINS: usize = 16;
+/// A run whose output frontier has not moved for this long after its inputs closed is
+/// stuck: it is stopped and the case fails, rather than the test hanging.
+const STUCK_AFTER: Duration = Duration::from_secs(30);
 
 /// A moves issued by the driver at a time: (bin, worker, to the standby's place).
 type MoveSpec = (Time, u32, u32, bool);
@@ -61,6 +66,8 @@ struct Outcome {
     held: Held,
     /// The placement the driver ends with.
     placement: Vec<Replicas>,
+    /// The output frontier where the job got stuck, if it did.
+    stuck: Option<Vec<Time>>,
 }
 
 fn run(op: Op, case: &Case, workers: usize, real: bool) -> Outcome {
@@ -76,6 +83,9 @@ fn run(op: Op, case: &Case, workers: usize, real: bool) -> Outcome {
     let results: Arc<Mutex<Vec<(Time, Out)>>> = Arc::default();
     let held: Arc<Mutex<Held>> = Arc::default();
     let driver_end: Arc<Mutex<(Vec<Replicas>, bool)>> = Arc::default();
+    let stuck: Arc<Mutex<Option<Vec<Time>>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (stuck_sink, stop_all) = (Arc::clone(&stuck), Arc::clone(&stop));
     let case = Arc::new(case.clone());
     let (sink, held_sink, end_sink, shared) = (
         Arc::clone(&results),
@@ -105,6 +115,7 @@ fn run(op: Op, case: &Case, workers: usize, real: bool) -> Outcome {
         let mut inputs = Some((left, right));
         let mut driver = (index == 0).then(|| Driver::new(&config, peers, &case, real));
         let mut t = 0;
+        let mut last_move = (Vec::new(), Instant::now());
         loop {
             if let Some((left, right)) = inputs.as_mut() {
                 for (i, (_, rec)) in case.left.iter().enumerate().filter(|(_, (rt, _))| *rt == t) {
@@ -134,12 +145,31 @@ fn run(op: Op, case: &Case, workers: usize, real: bool) -> Outcome {
                 worker.step();
             }
             t += 1;
-            if t > end && (index != 0 || !probe.less_than(&(end + WINDOW + 1))) {
+            // As the job's control plane does, worker 0 keeps control open until it issued
+            // every failure and rejoin it took.
+            let issuing = driver.as_ref().is_some_and(Driver::urgent);
+            if t > end && (index != 0 || (!probe.less_than(&(end + WINDOW + 1)) && !issuing)) {
                 break;
+            }
+            if index == 0 && t > end {
+                let frontier = probe.with_frontier(|f| f.to_vec());
+                if frontier != last_move.0 {
+                    last_move = (frontier, Instant::now());
+                } else if last_move.1.elapsed() > STUCK_AFTER {
+                    *stuck_sink.lock().unwrap() = Some(frontier);
+                    stop_all.store(true, Ordering::Release);
+                    break;
+                }
             }
         }
         drop(control);
         while !probe.done() {
+            if stop_all.load(Ordering::Acquire) {
+                for dataflow in worker.installed_dataflows() {
+                    worker.drop_dataflow(dataflow);
+                }
+                return;
+            }
             worker.step();
         }
         if let Some(driver) = driver {
@@ -177,6 +207,7 @@ fn run(op: Op, case: &Case, workers: usize, real: bool) -> Outcome {
         late,
         held: held.lock().unwrap().clone(),
         placement,
+        stuck: stuck.lock().unwrap().clone(),
     }
 }
 
@@ -259,6 +290,14 @@ impl Driver {
         match self {
             Driver::Scripted(d) => d.placements.current(),
             Driver::Real(d) => d.driver.placement(),
+        }
+    }
+
+    /// Failures or rejoins taken and not issued yet.
+    fn urgent(&self) -> bool {
+        match self {
+            Driver::Scripted(_) => false,
+            Driver::Real(d) => d.driver.urgent(),
         }
     }
 
@@ -455,6 +494,13 @@ fn check(op: Op, case: &Case, real: bool) -> Result<(), TestCaseError> {
     for workers in [2usize, 3, 4] {
         let expected = model(op, &case.left, &case.right, workers);
         let got = run(op, case, workers, real);
+        prop_assert!(
+            got.stuck.is_none(),
+            "{:?}, {} workers: the job got stuck with its output frontier at {:?}",
+            op,
+            workers,
+            got.stuck
+        );
         if let Some(lost) = &got.lost {
             // Only a second failure can take a bin's last replica.
             prop_assert!(

@@ -36,6 +36,19 @@ pub enum Phase {
     Completed,
 }
 
+impl Phase {
+    /// The phase as traces spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Issued => "issued",
+            Phase::Extracted => "extracted",
+            Phase::Received => "received",
+            Phase::Installed => "installed",
+            Phase::Completed => "completed",
+        }
+    }
+}
+
 /// What became of a command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -44,6 +57,17 @@ pub enum Outcome {
     Received,
     Applied,
     Rejected,
+}
+
+impl Outcome {
+    /// The outcome as traces spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Received => "received",
+            Outcome::Applied => "applied",
+            Outcome::Rejected => "rejected",
+        }
+    }
 }
 
 /// One thing that happened in a job.

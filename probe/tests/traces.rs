@@ -1,8 +1,10 @@
 //! The sample traces in `traces/` read back with this build, and tell a consistent story:
-//! every bin has an owner, every move completed, the state adds up to the job's keys.
+//! every bin has an owner, every move completed, the state adds up to the job's keys; each
+//! has keyframes and ends with its summary.
 
 use std::path::PathBuf;
 
+use megaflux_probe::FORMAT_VERSION;
 use megaflux_probe::event::Event;
 use megaflux_probe::model::JobModel;
 use megaflux_probe::record;
@@ -14,6 +16,23 @@ fn sample(name: &str) -> (record::Trace, JobModel) {
     let trace = record::read(&path).unwrap_or_else(|e| panic!("{e}"));
     assert!(!trace.truncated, "{name} is cut short");
     assert_eq!(trace.skipped, 0, "{name} has kinds this build does not know");
+    // Made with this format: a keyframe to seek from, and the summary as the last line.
+    assert_eq!(
+        trace.header.version, FORMAT_VERSION,
+        "{name}: made again in this format"
+    );
+    assert!(trace.header.build.is_some() && !trace.header.initial_placement.is_empty());
+    assert!(
+        trace
+            .events
+            .iter()
+            .any(|e| matches!(e.event, Event::Keyframe { .. })),
+        "{name}: no keyframe"
+    );
+    assert!(
+        matches!(trace.events.last().map(|e| &e.event), Some(Event::Summary { .. })),
+        "{name}: does not end with its summary"
+    );
     let mut model = JobModel::new();
     trace.events.iter().for_each(|e| model.apply(e));
     assert_eq!(model.processes.len() as u32, trace.header.processes);

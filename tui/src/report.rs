@@ -1,21 +1,30 @@
-//! `megaflux report`: turns run summaries or bench results into an SVG of the paper's
-//! figures — latency over time with migration windows shaded, and the latency CCDF.
+//! `megaflux report`: turns run summaries, bench results or traces into an SVG of the
+//! paper's figures — latency over time with migration windows shaded, and the latency CCDF —
+//! and a trace into Chrome trace-event JSON for the Perfetto UI.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use clap::Args;
 use megaflux::summary::Summary;
+use megaflux_probe::Event;
+use megaflux_probe::record::TraceReader;
 use plotters::prelude::*;
 
 #[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("output").required(true).multiple(true).args(["svg", "perfetto"]))]
 pub struct ReportArgs {
-    /// Bench results (`megaflux bench --out`) or run summaries (`megaflux run --summary`).
-    #[arg(required = true, value_name = "RESULTS.json")]
+    /// Bench results (`megaflux bench --out`), run summaries (`megaflux run --summary`) or
+    /// traces (`megaflux run --record`; their last line is the run's summary).
+    #[arg(required = true, value_name = "TRACE|RESULTS")]
     inputs: Vec<PathBuf>,
-    /// Where to write the figure.
+    /// Where to write the figure of every input's latency, overlaid.
     #[arg(long, value_name = "OUT.svg")]
-    svg: PathBuf,
+    svg: Option<PathBuf>,
+    /// Where to write the one trace among the inputs as Chrome trace-event JSON, for the
+    /// Perfetto UI (ui.perfetto.dev) or chrome://tracing.
+    #[arg(long, value_name = "OUT.json")]
+    perfetto: Option<PathBuf>,
 }
 
 /// A line of the figure: one run.
@@ -30,16 +39,122 @@ struct Series {
 pub struct BadInput(String);
 
 pub fn report(args: ReportArgs) -> anyhow::Result<()> {
-    let mut series = Vec::new();
-    for path in &args.inputs {
-        series.extend(read(path)?);
+    let (traces, results): (Vec<&PathBuf>, Vec<&PathBuf>) = args.inputs.iter().partition(|p| is_trace(p));
+    if let Some(out) = &args.perfetto {
+        // One input that is not a trace: the reader says what is wrong with it.
+        let one = match (traces.as_slice(), args.inputs.as_slice()) {
+            ([], [only]) => vec![only],
+            _ => traces.clone(),
+        };
+        let [trace] = one.as_slice() else {
+            bail!(BadInput(format!(
+                "--perfetto exports one trace; the inputs hold {}",
+                traces.len()
+            )));
+        };
+        perfetto(trace, out)?;
     }
-    if series.is_empty() {
-        bail!(BadInput("the inputs hold no runs".into()));
+    if let Some(svg) = &args.svg {
+        let mut series = Vec::new();
+        for path in &args.inputs {
+            if traces.contains(&path) {
+                series.push(from_trace(path)?);
+            } else {
+                series.extend(read(path)?);
+            }
+        }
+        if series.is_empty() {
+            bail!(BadInput("the inputs hold no runs".into()));
+        }
+        draw(svg, &series).with_context(|| format!("drawing {}", svg.display()))?;
+        eprintln!("{} runs drawn to {}", series.len(), svg.display());
+    } else if let Some(path) = results.first() {
+        bail!(BadInput(format!(
+            "{} is not a trace: --perfetto needs one, give --svg OUT to draw results",
+            path.display()
+        )));
     }
-    draw(&args.svg, &series).with_context(|| format!("drawing {}", args.svg.display()))?;
-    eprintln!("{} runs drawn to {}", series.len(), args.svg.display());
     Ok(())
+}
+
+/// Whether `path` starts with a trace header line (anything else is read as results).
+fn is_trace(path: &Path) -> bool {
+    use std::io::{BufRead, Read};
+    let Ok(file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut first = Vec::new();
+    // A header is a few kilobytes; a file whose first line is longer is not a trace.
+    let mut limited = std::io::BufReader::new(file).take(1 << 20);
+    if limited.read_until(b'\n', &mut first).is_err() {
+        return false;
+    }
+    serde_json::from_slice::<serde_json::Value>(&first)
+        .is_ok_and(|v| v.get("format").and_then(|f| f.as_str()) == Some(megaflux_probe::record::FORMAT_NAME))
+}
+
+fn perfetto(trace: &Path, out: &Path) -> anyhow::Result<()> {
+    let mut reader = TraceReader::open(trace).map_err(|e| BadInput(e.to_string()))?;
+    let file = std::fs::File::create(out).with_context(|| format!("creating {}", out.display()))?;
+    let what = out.display().to_string();
+    let stats = megaflux_replay::perfetto::export(&mut reader, std::io::BufWriter::new(file), &what)
+        .map_err(|e| match e.is_bad_input() {
+            true => anyhow::Error::new(BadInput(e.to_string())),
+            false => anyhow::Error::new(e),
+        })?;
+    eprintln!(
+        "{} trace events ({} bin moves, {} plans{}) written to {}; open it in ui.perfetto.dev",
+        stats.events,
+        stats.moves,
+        stats.plans,
+        match stats.incomplete {
+            0 => String::new(),
+            n => format!(", {n} left open by the trace"),
+        },
+        out.display()
+    );
+    Ok(())
+}
+
+/// The run a trace recorded, from its last line.
+fn from_trace(path: &Path) -> anyhow::Result<Series> {
+    let mut reader = TraceReader::open(path).map_err(|e| BadInput(e.to_string()))?;
+    let mut last = None;
+    while let Some(event) = reader.next_event().map_err(|e| BadInput(e.to_string()))? {
+        if let Event::Summary { summary } = event.event {
+            last = Some(summary);
+        }
+    }
+    let Some(summary) = last else {
+        bail!(BadInput(format!(
+            "{} has no summary line (a version 1 trace, or one cut short): it can be exported \
+             with --perfetto but not drawn",
+            path.display()
+        )));
+    };
+    let summary: Summary = serde_json::from_value(summary).map_err(|e| {
+        BadInput(format!(
+            "{}: the summary line is not a run summary: {e}",
+            path.display()
+        ))
+    })?;
+    let name = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Ok(Series {
+        label: format!("{} {}", label(&summary), name),
+        summary,
+    })
+}
+
+fn label(summary: &Summary) -> String {
+    let variant = match (summary.native, summary.migrations.first()) {
+        (true, _) => "native".to_string(),
+        (false, Some(m)) => m.strategy.clone(),
+        (false, None) => "none".to_string(),
+    };
+    format!("{} {variant}", summary.workload)
 }
 
 fn read(path: &Path) -> anyhow::Result<Vec<Series>> {
@@ -67,13 +182,8 @@ fn read(path: &Path) -> anyhow::Result<Vec<Series>> {
             .collect(),
         None => {
             let summary: Summary = serde_json::from_value(value).map_err(bad)?;
-            let variant = match (summary.native, summary.migrations.first()) {
-                (true, _) => "native".to_string(),
-                (false, Some(m)) => m.strategy.clone(),
-                (false, None) => "none".to_string(),
-            };
             Ok(vec![Series {
-                label: format!("{} {variant}", summary.workload),
+                label: label(&summary),
                 summary,
             }])
         }

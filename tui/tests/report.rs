@@ -55,3 +55,36 @@ fn a_run_summary_becomes_an_svg_and_bad_files_exit_2() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_trace_becomes_an_svg_and_a_perfetto_export() {
+    let dir = std::env::temp_dir().join(format!("megaflux-report-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    let trace = concat!(env!("CARGO_MANIFEST_DIR"), "/../traces/keycount-fluid.jsonl");
+    let (svg, json) = (path("trace.svg"), path("trace.json"));
+    let out = megaflux(&["report", trace, "--svg", &svg, "--perfetto", &json]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("keycount fluid"));
+    let exported: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(exported["traceEvents"].as_array().is_some_and(|e| !e.is_empty()));
+
+    // --perfetto takes exactly one trace; a file that is not one is named with its line.
+    let cut = path("cut.jsonl");
+    std::fs::write(&cut, "{\"format\":\"megaflux-trace\",\"version\":9}\n").unwrap();
+    let cases: [(&[&str], &str); 3] = [
+        (&[trace, trace], "one trace"),
+        (&[&cut], "line 1"),
+        (&[concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml")], "line 1"),
+    ];
+    for (inputs, says) in cases {
+        let mut args = vec!["report"];
+        args.extend_from_slice(inputs);
+        args.extend(["--perfetto", &json]);
+        let out = megaflux(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{inputs:?}: {stderr}");
+        assert!(stderr.contains(says), "{inputs:?}: {stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

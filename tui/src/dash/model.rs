@@ -366,7 +366,7 @@ impl Dash {
                     .unwrap_or_else(|| format!("command {request}"));
                 let text = match (outcome, reason) {
                     (Outcome::Rejected, Some(r)) => format!("rejected: {what}: {r}"),
-                    (outcome, _) => format!("{}: {what}", outcome_name(outcome)),
+                    (outcome, _) => format!("{}: {what}", outcome.name()),
                 };
                 self.push_log(self.now_s, LogKind::Command, text.clone());
                 self.notice = Some(text);
@@ -668,8 +668,8 @@ impl Dash {
                     LogKind::Command
                 },
                 match reason {
-                    Some(r) => format!("{}: {command}: {r}", outcome_name(*outcome)),
-                    None => format!("{}: {command}", outcome_name(*outcome)),
+                    Some(r) => format!("{}: {command}: {r}", outcome.name()),
+                    None => format!("{}: {command}", outcome.name()),
                 },
             )),
             Event::Dropped { place, count } => Some((
@@ -724,14 +724,6 @@ impl Dash {
             LogFilter::Commands => l.kind == LogKind::Command,
             LogFilter::Problems => l.kind == LogKind::Problem,
         })
-    }
-}
-
-fn outcome_name(o: Outcome) -> &'static str {
-    match o {
-        Outcome::Received => "received",
-        Outcome::Applied => "applied",
-        Outcome::Rejected => "rejected",
     }
 }
 

@@ -1,0 +1,38 @@
+//! What can go wrong reading a trace back.
+
+use megaflux_probe::error::ProbeError;
+
+/// An error of the replay crate.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// The trace could not be opened or read (missing header, unknown version, malformed line: the
+    /// message names the file and line).
+    #[error(transparent)]
+    Trace(#[from] ProbeError),
+    /// Writing the output failed.
+    #[error("writing {what}: {source}")]
+    Write {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl ReplayError {
+    pub(crate) fn write(what: &str, source: std::io::Error) -> Self {
+        ReplayError::Write {
+            what: what.to_string(),
+            source,
+        }
+    }
+
+    /// Whether the input was at fault (exit status 2), rather than the machine.
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            // A file that cannot be opened was named wrong; one that cannot be parsed is not
+            // a trace.
+            ReplayError::Trace(_) => true,
+            ReplayError::Write { .. } => false,
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! Reading recorded megaflux traces back (`traces/FORMAT.md`).
+//!
+//! * [`perfetto`]: a trace as Chrome trace-event JSON, which the Perfetto UI opens: a
+//!   process per timely process, a thread per worker, an async slice per bin move and per
+//!   plan, counters for state and latency, instants for commands and failures.
+
+pub mod error;
+pub mod perfetto;
+
+pub use error::ReplayError;
