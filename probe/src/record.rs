@@ -7,7 +7,7 @@
 //! event kinds it does not know, and names the line of anything else that is wrong.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader, BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -238,9 +238,27 @@ pub struct TraceReader<R> {
     header: TraceHeader,
     /// The number of the line last read (the header is line 1).
     line: usize,
+    /// The byte offset of the next line.
+    offset: u64,
+    /// The byte offset of the first line after the header.
+    header_bytes: u64,
     buf: Vec<u8>,
     skipped: u64,
     truncated: bool,
+}
+
+impl<R: BufRead + Seek> TraceReader<R> {
+    /// Goes back (or on) to a place [`TraceReader::offset`] and [`TraceReader::line`] gave:
+    /// the next event read is the one that started there.
+    pub fn seek(&mut self, offset: u64, line: usize) -> Result<(), ProbeError> {
+        self.input
+            .seek(SeekFrom::Start(offset))
+            .map_err(|e| ProbeError::io(format!("seeking in trace {}", self.name), e))?;
+        self.offset = offset;
+        self.line = line;
+        self.truncated = false;
+        Ok(())
+    }
 }
 
 impl TraceReader<BufReader<File>> {
@@ -260,6 +278,8 @@ impl<R: BufRead> TraceReader<R> {
             name: name.to_string(),
             header: TraceHeader::new(serde_json::Value::Null, 0, 0, 0, Vec::new()),
             line: 0,
+            offset: 0,
+            header_bytes: 0,
             buf: Vec::new(),
             skipped: 0,
             truncated: false,
@@ -282,6 +302,7 @@ impl<R: BufRead> TraceReader<R> {
             )));
         }
         reader.header = header;
+        reader.header_bytes = reader.offset;
         Ok(reader)
     }
 
@@ -302,6 +323,17 @@ impl<R: BufRead> TraceReader<R> {
     /// The number of the line last read.
     pub fn line(&self) -> usize {
         self.line
+    }
+
+    /// Where the first event's line starts.
+    pub fn header_bytes(&self) -> u64 {
+        self.header_bytes
+    }
+
+    /// Where the next line starts: with [`TraceReader::line`], a place to come back to with
+    /// [`TraceReader::seek`].
+    pub fn offset(&self) -> u64 {
+        self.offset
     }
 
     /// The next event, or `None` at the end of the trace. A last line without its newline
@@ -361,6 +393,7 @@ impl<R: BufRead> TraceReader<R> {
             }
             self.buf.extend_from_slice(&available[..take]);
             self.input.consume(take);
+            self.offset += take as u64;
             if complete {
                 return Ok(Some(true));
             }

@@ -1,0 +1,106 @@
+//! Seeking to any point of a trace, from its keyframes, gives the model that applying every
+//! event up to that point gives: on the sample traces as recorded, and with keyframes put
+//! anywhere in them; seeks go back and forth on one reader.
+
+use std::io::Cursor;
+use std::path::PathBuf;
+
+use megaflux_probe::event::{Event, Stamped};
+use megaflux_probe::model::JobModel;
+use megaflux_probe::record::{Trace, TraceReader, read};
+use megaflux_replay::seek::{Index, replay_all};
+use proptest::prelude::*;
+
+const SAMPLES: [&str; 4] = [
+    "keycount-fluid.jsonl",
+    "keycount-failover.jsonl",
+    "q4-batched.jsonl",
+    "cluster-keycount.jsonl",
+];
+
+fn sample(name: &str) -> Trace {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../traces")
+        .join(name);
+    read(&path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `trace`'s events with a keyframe of the model so far before each event numbered in
+/// `at`, as a trace file's bytes and as its reader reads them back.
+fn with_keyframes(trace: &Trace, at: &[usize]) -> (Vec<u8>, Vec<Stamped>) {
+    let mut events = Vec::new();
+    let mut model = JobModel::new();
+    for (i, e) in trace.events.iter().enumerate() {
+        if at.contains(&i) {
+            let frame = Stamped {
+                at_s: e.at_s,
+                process: 0,
+                event: Event::Keyframe {
+                    model: serde_json::to_value(model.keyframe()).unwrap(),
+                },
+            };
+            model.apply(&frame);
+            events.push(frame);
+        }
+        model.apply(e);
+        events.push(e.clone());
+    }
+    let mut bytes = serde_json::to_vec(&trace.header).unwrap();
+    bytes.push(b'\n');
+    for e in &events {
+        bytes.extend(serde_json::to_vec(e).unwrap());
+        bytes.push(b'\n');
+    }
+    // The events as a reader of the file gets them (floats through text).
+    let events = megaflux_probe::record::read_from(bytes.as_slice(), "memory")
+        .unwrap()
+        .events;
+    (bytes, events)
+}
+
+fn check(bytes: Vec<u8>, events: &[Stamped], seeks: &[f64]) -> Result<(), TestCaseError> {
+    let mut reader = TraceReader::new(Cursor::new(bytes), "memory").unwrap();
+    let index = Index::build(&mut reader).unwrap();
+    prop_assert_eq!(index.events as usize, events.len());
+    for at in seeks {
+        let n = (at * events.len() as f64).round() as u64;
+        let sought = index.model_after(&mut reader, n).unwrap();
+        let replayed = replay_all(&events[..n as usize]);
+        prop_assert!(sought == replayed, "after {} of {} events", n, events.len());
+    }
+    Ok(())
+}
+
+#[test]
+fn the_samples_have_keyframes_to_seek_from() {
+    for name in SAMPLES {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../traces")
+            .join(name);
+        let mut reader = TraceReader::open(&path).unwrap();
+        let index = Index::build(&mut reader).unwrap();
+        assert!(!index.keyframes.is_empty(), "{name}");
+        // Seeking to the end and back to the start on one reader.
+        let trace = sample(name);
+        let end = index.model_after(&mut reader, index.events).unwrap();
+        assert!(end == replay_all(&trace.events), "{name}: at the end");
+        let start = index.model_after(&mut reader, 1).unwrap();
+        assert!(start == replay_all(&trace.events[..1]), "{name}: at the start");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    #[test]
+    fn seeking_equals_replaying_from_the_start(
+        sample_index in 0..SAMPLES.len(),
+        frames in proptest::collection::vec(0.0f64..1.0, 0..6),
+        seeks in proptest::collection::vec(0.0f64..=1.0, 1..8),
+    ) {
+        let trace = sample(SAMPLES[sample_index]);
+        let at: Vec<usize> = frames.iter().map(|f| (f * trace.events.len() as f64) as usize).collect();
+        let (bytes, events) = with_keyframes(&trace, &at);
+        check(bytes, &events, &seeks)?;
+    }
+}
