@@ -202,14 +202,24 @@ struct State {
     /// When the last keyframe was written, and where the trace then ended and how big the
     /// keyframe was.
     keyframe: Option<(Instant, u64, u64)>,
+    /// This process's probe clock, on which the collector stamps its own events (keyframes,
+    /// commands it received, recording, drops, the summary), so that they share the axis of
+    /// the process they happen in rather than the latest clock of any process.
+    clock: std::time::Instant,
 }
 
 impl State {
+    /// Now on this process's probe clock.
+    fn now_s(&self) -> f64 {
+        self.clock.elapsed().as_secs_f64()
+    }
+
     /// Writes a keyframe of the model to the trace if one is due: every
     /// [`KEYFRAME_EVERY`], but not before the trace has grown by [`KEYFRAME_SHARE`] times
     /// the last keyframe's size (a job of many bins has big keyframes); and right after the
     /// recording resumed (`now`).
     fn keyframe(&mut self, now: bool) -> Result<(), ProbeError> {
+        let at_s = self.now_s();
         let Some(r) = self.recorder.as_mut() else {
             return Ok(());
         };
@@ -225,7 +235,7 @@ impl State {
         if due {
             let before = r.bytes();
             r.write(&Stamped {
-                at_s: self.model.now_s,
+                at_s,
                 process: self.local_process,
                 event: Event::Keyframe {
                     model: serde_json::to_value(self.model.keyframe())
@@ -344,7 +354,7 @@ impl State {
             }
         };
         let event = Stamped {
-            at_s: self.model.now_s,
+            at_s: self.now_s(),
             process: self.local_process,
             event: Event::Command {
                 outcome,
@@ -374,7 +384,7 @@ impl State {
         }
         if self.model.recording != Some(on) {
             let event = Stamped {
-                at_s: self.model.now_s,
+                at_s: self.now_s(),
                 process: self.local_process,
                 event: Event::Recording { on },
             };
@@ -503,8 +513,8 @@ async fn run(
         queue_dropped: Arc::clone(&queue.dropped),
         queue_reported: 0,
         keyframe: None,
+        clock: queue.started,
     };
-    let started = Instant::now();
     let mut first: Vec<Stamped> = config.hello.into_iter().collect();
     if state.recorder.is_some() {
         state.model.recording = Some(true);
@@ -529,7 +539,7 @@ async fn run(
             }
             Some(msg) = inbox.recv() => inbox_message(&mut state, msg)?,
             _ = tick.tick() => {
-                state.report_drops(started.elapsed().as_secs_f64())?;
+                state.report_drops(state.now_s())?;
                 state.keyframe(false)?;
                 if let Some(r) = state.recorder.as_mut() {
                     r.flush()?;
@@ -551,9 +561,9 @@ async fn run(
             _ = tokio::time::sleep_until(deadline) => break,
         }
     }
-    state.report_drops(started.elapsed().as_secs_f64())?;
+    state.report_drops(state.now_s())?;
     if let Some(summary) = finish.summary {
-        let at_s = state.model.now_s;
+        let at_s = state.now_s();
         state.handle(vec![Stamped {
             at_s,
             process: local_process,

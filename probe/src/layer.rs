@@ -24,6 +24,9 @@ pub const EVENT_QUEUE: usize = 1 << 16;
 pub struct EventQueue {
     pub events: mpsc::Receiver<Stamped>,
     pub dropped: Arc<AtomicU64>,
+    /// When the layer's clock (every `at_s` of this process) was 0: the collector stamps
+    /// its own events on it too.
+    pub started: Instant,
 }
 
 /// Turns core's events into typed events for the collector.
@@ -44,14 +47,22 @@ impl ProbeLayer {
         let anchor_unix_s = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
+        let started = Instant::now();
         let layer = ProbeLayer {
             process,
-            start: Instant::now(),
+            start: started,
             anchor_unix_s,
             queue: tx,
             dropped: Arc::clone(&dropped),
         };
-        (layer, EventQueue { events: rx, dropped })
+        (
+            layer,
+            EventQueue {
+                events: rx,
+                dropped,
+                started,
+            },
+        )
     }
 
     /// The layer behind a per-layer filter that lets only megaflux's events through, at

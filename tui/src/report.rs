@@ -103,10 +103,11 @@ fn perfetto(trace: &Path, out: &Path) -> anyhow::Result<()> {
             false => anyhow::Error::new(e),
         })?;
     eprintln!(
-        "{} trace events ({} bin moves, {} plans{}) written to {}; open it in ui.perfetto.dev",
+        "{} trace events ({} bin moves, {} plan{}{}) written to {}; open it in ui.perfetto.dev",
         stats.events,
         stats.moves,
         stats.plans,
+        if stats.plans == 1 { "" } else { "s" },
         match stats.incomplete {
             0 => String::new(),
             n => format!(", {n} left open by the trace"),
