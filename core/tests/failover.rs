@@ -550,7 +550,8 @@ fn check(op: Op, case: &Case, real: bool) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    // Shrinking is bounded in time: a case that gets stuck costs `STUCK_AFTER` a try.
+    #![proptest_config(ProptestConfig { cases: 24, max_shrink_time: 120_000, ..ProptestConfig::default() })]
 
     #[test]
     fn unary_sum_survives_a_failure_anywhere(case in arb_case()) {
