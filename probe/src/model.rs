@@ -94,6 +94,30 @@ pub struct LatencyWindow {
     pub max: u64,
 }
 
+impl LatencyWindow {
+    /// The window a `latency` event reports (`None` for other events).
+    pub fn of(stamped: &Stamped) -> Option<LatencyWindow> {
+        match &stamped.event {
+            Event::Latency {
+                t_s,
+                count,
+                p50,
+                p99,
+                max,
+                ..
+            } => Some(LatencyWindow {
+                at_s: stamped.at_s,
+                t_s: *t_s,
+                count: *count,
+                p50: *p50,
+                p99: *p99,
+                max: *max,
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// A bin on the move.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Move {
@@ -287,21 +311,7 @@ impl JobModel {
                 w.records_per_s = *records as f64 / secs;
                 w.busy = (*busy_ns as f64 / *interval_ns.max(&1) as f64).min(1.0);
             }
-            Event::Latency {
-                t_s,
-                count,
-                p50,
-                p99,
-                max,
-                ..
-            } => self.latency.push(LatencyWindow {
-                at_s: stamped.at_s,
-                t_s: *t_s,
-                count: *count,
-                p50: *p50,
-                p99: *p99,
-                max: *max,
-            }),
+            Event::Latency { .. } => self.latency.extend(LatencyWindow::of(stamped)),
             Event::Migration {
                 phase,
                 bin,

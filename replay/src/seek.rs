@@ -10,7 +10,7 @@
 
 use std::io::{BufRead, Seek};
 
-use megaflux_probe::event::{Event, Stamped};
+use megaflux_probe::event::Event;
 use megaflux_probe::model::{JobModel, LatencyWindow};
 use megaflux_probe::record::TraceReader;
 
@@ -35,8 +35,6 @@ pub struct Index {
     latency: Vec<(u64, LatencyWindow)>,
     /// Events in the trace (the keyframes included).
     pub events: u64,
-    /// The `at_s` of each event, by number (a timeline's axis: 8 bytes an event).
-    pub at_s: Vec<f64>,
 }
 
 impl Index {
@@ -53,26 +51,15 @@ impl Index {
                     line,
                     at_s: event.at_s,
                 }),
-                Event::Latency { .. } => {
-                    // The model's own reading of the window, so that both paths agree.
-                    let mut one = JobModel::new();
-                    one.apply(&event);
-                    if let Some(w) = one.latency.pop() {
+                _ => {
+                    if let Some(w) = LatencyWindow::of(&event) {
                         index.latency.push((index.events, w));
                     }
                 }
-                _ => {}
             }
-            index.at_s.push(event.at_s);
             index.events += 1;
         }
         Ok(index)
-    }
-
-    /// The number of events whose `at_s` is at most `at_s`, counted up to the first one
-    /// later than it (events of several processes are not strictly in `at_s` order).
-    pub fn events_until(&self, at_s: f64) -> u64 {
-        self.at_s.iter().take_while(|t| **t <= at_s).count() as u64
     }
 
     /// The model after the first `n` events of the trace `reader` reads (the trace this index
@@ -106,13 +93,4 @@ impl Index {
         }
         Ok(model)
     }
-}
-
-/// Applies every event of `events` to a fresh model (what seeking must equal).
-pub fn replay_all<'a>(events: impl IntoIterator<Item = &'a Stamped>) -> JobModel {
-    let mut model = JobModel::new();
-    for e in events {
-        model.apply(e);
-    }
-    model
 }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use megaflux_probe::event::{Event, Stamped};
 use megaflux_probe::model::JobModel;
 use megaflux_probe::record::{Trace, TraceReader, read};
-use megaflux_replay::seek::{Index, replay_all};
+use megaflux_replay::seek::Index;
 use proptest::prelude::*;
 
 const SAMPLES: [&str; 4] = [
@@ -56,6 +56,15 @@ fn with_keyframes(trace: &Trace, at: &[usize]) -> (Vec<u8>, Vec<Stamped>) {
         .unwrap()
         .events;
     (bytes, events)
+}
+
+/// Every event of `events` applied to a fresh model: what seeking must equal.
+fn replay_all<'a>(events: impl IntoIterator<Item = &'a Stamped>) -> JobModel {
+    let mut model = JobModel::new();
+    for e in events {
+        model.apply(e);
+    }
+    model
 }
 
 fn check(bytes: Vec<u8>, events: &[Stamped], seeks: &[f64]) -> Result<(), TestCaseError> {
