@@ -95,6 +95,8 @@ pub struct ControlHandle {
     /// Commands queued and not yet drained: worker 0 polls this on every loop turn, so the
     /// common empty case must not take the lock.
     pending: Arc<AtomicUsize>,
+    /// The last measured epoch (ms) whose outputs are all out, as worker 0 last saw it.
+    progress_ms: Arc<AtomicU64>,
 }
 
 impl Default for ControlHandle {
@@ -105,6 +107,7 @@ impl Default for ControlHandle {
             pending: Arc::default(),
             stop: Arc::default(),
             end_ms: Arc::new(AtomicU64::new(u64::MAX)),
+            progress_ms: Arc::default(),
         }
     }
 }
@@ -135,6 +138,15 @@ impl ControlHandle {
     /// The epoch the run ends at, if it was cut short.
     pub(crate) fn end(&self) -> Option<u64> {
         Some(self.end_ms.load(Ordering::Acquire)).filter(|e| *e != u64::MAX)
+    }
+
+    /// The last measured epoch (ms) whose outputs are all out: how far the run has got.
+    pub fn progress_ms(&self) -> u64 {
+        self.progress_ms.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_progress(&self, epoch: u64) {
+        self.progress_ms.store(epoch, Ordering::Relaxed);
     }
 
     /// Queues a command and returns its id; it never blocks on the dataflow.

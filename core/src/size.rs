@@ -75,6 +75,16 @@ impl<K, V> StateSize for BTreeMap<K, V> {
     }
 }
 
+/// `bytes` in the binary unit that keeps the number short (`1.5 MiB`), for people to read.
+pub fn human(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 30 => format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
+        b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / 1024.0),
+        b => format!("{b} B"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,5 +99,13 @@ mod tests {
         assert_eq!(vec![0u32; 5].keys(), 5);
         assert_eq!(vec![0u32; 5].bytes(), 20);
         assert_eq!(().keys(), 0);
+    }
+
+    #[test]
+    fn human_sizes_keep_short() {
+        assert_eq!(human(512), "512 B");
+        assert_eq!(human(1536), "1.5 KiB");
+        assert_eq!(human(3 << 20), "3.0 MiB");
+        assert_eq!(human(5 << 30), "5.0 GiB");
     }
 }

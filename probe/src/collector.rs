@@ -15,7 +15,6 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use megaflux::control::{Command, ControlHandle};
-use megaflux::plan::{Schedule, Target};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, MissedTickBehavior};
@@ -415,16 +414,14 @@ impl State {
                 Ok(())
             }
         };
-        match command {
+        match &command {
             CommandRequest::MoveBins {
-                bins: moved,
-                worker,
-                standby,
+                bins: moved, worker, ..
             } => {
                 if moved.is_empty() {
                     return Err("no bins to move".into());
                 }
-                known(worker)?;
+                known(*worker)?;
                 if let (Some(n), Some(bad)) = (bins, moved.iter().find(|b| **b >= bins.unwrap_or(0) as usize))
                 {
                     return Err(format!(
@@ -432,22 +429,11 @@ impl State {
                         n.saturating_sub(1)
                     ));
                 }
-                Ok(Command::MoveBins {
-                    bins: moved,
-                    worker,
-                    standby,
-                })
             }
-            CommandRequest::StartPlan { schedule, target } => {
-                let schedule: Schedule = schedule.parse().map_err(|e| format!("{e}"))?;
-                let target: Target = target.parse().map_err(|e| format!("{e}"))?;
-                Ok(Command::StartPlan { schedule, target })
-            }
-            CommandRequest::CancelPlan => Ok(Command::CancelPlan),
-            CommandRequest::Record { .. } => Err("recording is the collector's, not the job's".into()),
-            CommandRequest::Fail { worker } => known(worker).map(|()| Command::Fail { worker }),
-            CommandRequest::Rejoin { worker } => known(worker).map(|()| Command::Rejoin { worker }),
+            CommandRequest::Fail { worker } | CommandRequest::Rejoin { worker } => known(*worker)?,
+            _ => {}
         }
+        command.to_command()
     }
 
     /// Reports counts of dropped events that changed, as events of their own.

@@ -14,6 +14,9 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
+use megaflux::ConfigError;
+use megaflux::control::Command;
+
 use crate::error::ProbeError;
 use crate::event::{Outcome, Stamped};
 use crate::model::JobModel;
@@ -58,6 +61,32 @@ pub enum CommandRequest {
     Fail { worker: usize },
     /// A failed worker serves again, empty.
     Rejoin { worker: usize },
+}
+
+impl CommandRequest {
+    /// The job's command this asks for (the job checks bins and workers itself); `Record`
+    /// is the collector's, and a schedule or target that does not parse is refused.
+    pub fn to_command(&self) -> Result<Command, String> {
+        Ok(match self.clone() {
+            CommandRequest::MoveBins {
+                bins,
+                worker,
+                standby,
+            } => Command::MoveBins {
+                bins,
+                worker,
+                standby,
+            },
+            CommandRequest::StartPlan { schedule, target } => Command::StartPlan {
+                schedule: schedule.parse().map_err(|e: ConfigError| e.to_string())?,
+                target: target.parse().map_err(|e: ConfigError| e.to_string())?,
+            },
+            CommandRequest::CancelPlan => Command::CancelPlan,
+            CommandRequest::Record { .. } => return Err("recording is the collector's, not the job's".into()),
+            CommandRequest::Fail { worker } => Command::Fail { worker },
+            CommandRequest::Rejoin { worker } => Command::Rejoin { worker },
+        })
+    }
 }
 
 /// Client to collector.

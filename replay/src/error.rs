@@ -9,6 +9,9 @@ pub enum ReplayError {
     /// message names the file and line).
     #[error(transparent)]
     Trace(#[from] ProbeError),
+    /// The trace cannot be run again (what it lacks, or what in it is wrong).
+    #[error("cannot re-run {0}")]
+    Rerun(String),
     /// Writing the output failed.
     #[error("writing {what}: {source}")]
     Write {
@@ -31,7 +34,7 @@ impl ReplayError {
         match self {
             // A file that cannot be opened was named wrong; one that cannot be parsed is not
             // a trace.
-            ReplayError::Trace(_) => true,
+            ReplayError::Trace(_) | ReplayError::Rerun(_) => true,
             ReplayError::Write { .. } => false,
         }
     }

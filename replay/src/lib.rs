@@ -4,9 +4,13 @@
 //!   process per timely process, a thread per worker, an async slice per bin move and per
 //!   plan, counters for state and latency, instants for commands and failures.
 //! * [`seek`]: the job model at any point of a trace, from the keyframe before it.
+//! * [`rerun`]: a recorded job, rebuilt to run again with the commands it took at the
+//!   logical times it took them; [`compare`]: the recorded run and the re-run side by side.
 
+pub mod compare;
 pub mod error;
 pub mod perfetto;
+pub mod rerun;
 pub mod seek;
 
 pub use error::ReplayError;

@@ -2,24 +2,14 @@
 //! async slice per recorded bin move, each begun and ended once.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 use megaflux_probe::event::{Event, Phase};
 use megaflux_probe::record::{TraceReader, read};
 use megaflux_replay::perfetto::export;
 use serde_json::Value;
 
-fn samples() -> Vec<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../traces");
-    let mut traces: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("traces/ is there")
-        .map(|e| e.expect("a directory entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-        .collect();
-    traces.sort();
-    assert!(!traces.is_empty(), "no sample traces in {}", dir.display());
-    traces
-}
+mod common;
+use common::samples;
 
 #[test]
 fn every_sample_exports_one_async_slice_per_bin_move() {

@@ -43,6 +43,8 @@ enum Command {
     Report(crate::report::ReportArgs),
     /// Open the dashboard on a running job's collector (`run --serve ADDR`).
     Attach(AttachArgs),
+    /// Watch a recorded trace again (a time machine), or re-run its job with --rerun.
+    Replay(crate::replay::ReplayArgs),
 }
 
 #[derive(Debug, Args)]
@@ -177,7 +179,7 @@ fn parse_worker_at(s: &str) -> Result<WorkerAt, String> {
     s.parse().map_err(|e: ConfigError| e.to_string())
 }
 
-fn parse_schedule(s: &str) -> Result<Schedule, String> {
+pub(crate) fn parse_schedule(s: &str) -> Result<Schedule, String> {
     s.parse().map_err(|e: ConfigError| e.to_string())
 }
 
@@ -194,18 +196,24 @@ pub fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => e.exit(),
         Err(e) => {
-            // One line naming what is wrong, without clap's usage block.
+            // What is wrong (a line, and the arguments it names), without clap's usage block.
             let text = e.render().to_string();
-            eprintln!("{}", text.lines().next().unwrap_or("error: bad arguments"));
+            let what: Vec<&str> = text.lines().take_while(|l| !l.trim().is_empty()).collect();
+            if what.is_empty() {
+                eprintln!("error: bad arguments");
+            } else {
+                eprintln!("{}", what.join("\n"));
+            }
             return ExitCode::from(2);
         }
     };
-    if !matches!(cli.command, Command::Run(_)) {
-        // `run` sets up tracing itself, with the probe when asked for.
+    if !matches!(cli.command, Command::Run(_) | Command::Replay(_)) {
+        // `run` and `replay` set up tracing themselves, with the probe when asked for.
         observe::install_tracing(None);
     }
     match cli.command {
         Command::Run(args) => run(args),
+        Command::Replay(args) => crate::replay::replay(args),
         Command::Attach(args) => {
             let token = args.token.or_else(|| std::env::var(TOKEN_ENV).ok());
             let (tx, rx) = std::sync::mpsc::channel();
@@ -299,14 +307,7 @@ fn run(args: RunArgs) -> ExitCode {
             (true, _) => "; preloading every key first",
         }
     );
-    let ran = match observer.local_addr() {
-        Some(addr) if dashboard => run_with_dashboard(config, &args, &probe, addr, control),
-        _ => run_headless(config, control),
-    };
-    // The trace keeps what the job emitted even if the run failed, and ends with the
-    // summary if it did not.
-    let summary = ran.as_ref().ok().and_then(Option::as_ref);
-    let finished = observer.finish(summary.and_then(|s| serde_json::to_value(s).ok()));
+    let (ran, finished) = run_observed(config, observer, dashboard, &probe, control, run_headless);
     let ran = ran.and_then(|summary| print_summary(summary, args.summary.as_deref()));
     match (ran, finished) {
         (Ok(()), Ok(report)) => {
@@ -361,37 +362,68 @@ fn run_config(args: &RunArgs, dashboard: bool) -> Result<RunConfig, ConfigError>
         rejoins: args.rejoins.clone(),
         recovery: args.recovery,
         panics: args.panics.clone(),
+        ..RunConfig::default()
     };
     harness::validate(&config)?;
     Ok(config)
 }
 
+/// What [`run_observed`] returns: the run's summary, and the observer's report.
+pub(crate) type Observed = (
+    anyhow::Result<Option<Summary>>,
+    anyhow::Result<Option<megaflux_probe::collector::CollectorReport>>,
+);
+
+/// Runs the job with the dashboard (when `dashboard` and the observer serves) or with
+/// `headless`, then lets the observer finish: the trace keeps what the job emitted even if
+/// the run failed, and ends with the summary if it did not.
+pub(crate) fn run_observed(
+    config: RunConfig,
+    observer: observe::Observer,
+    dashboard: bool,
+    probe: &ProbeArgs,
+    control: ControlHandle,
+    headless: impl FnOnce(RunConfig, ControlHandle) -> anyhow::Result<Option<Summary>>,
+) -> Observed {
+    let ran = match observer.local_addr() {
+        Some(addr) if dashboard => {
+            let recording = probe.record.as_ref().map(|p| p.display().to_string());
+            run_with_dashboard(config, recording, probe.token.clone(), addr, control)
+        }
+        _ => headless(config, control),
+    };
+    let summary = ran.as_ref().ok().and_then(Option::as_ref);
+    let finished = observer.finish(summary.and_then(|s| serde_json::to_value(s).ok()));
+    (ran, finished)
+}
+
 /// Where the dashboard's collector listens: loopback, a port the system picks.
-const LOOPBACK_ANY: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
+pub(crate) const LOOPBACK_ANY: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
 
 fn run_headless(config: RunConfig, control: ControlHandle) -> anyhow::Result<Option<Summary>> {
     harness::run(config, control).context("the run failed")
 }
 
 /// Runs the job on its own threads and the dashboard on this one, subscribed to this
-/// process's collector at `addr`. Quitting the dashboard stops a one-process job (a few
-/// epochs later); a cluster's process runs on to its end.
+/// process's collector at `addr` (`recording` names the trace it writes). Quitting the
+/// dashboard stops a one-process job (a few epochs later); a cluster's process runs on to
+/// its end.
 fn run_with_dashboard(
     config: RunConfig,
-    args: &RunArgs,
-    probe: &ProbeArgs,
+    recording: Option<String>,
+    token: Option<String>,
     addr: SocketAddr,
     control: ControlHandle,
 ) -> anyhow::Result<Option<Summary>> {
     let single = observe::cluster_position(&config.timely_args).0 == 1;
     let (tx, rx) = std::sync::mpsc::channel();
-    let commands = dash::source::live(addr, probe.token.clone(), tx.clone());
+    let commands = dash::source::live(addr, token, tx.clone());
     let job_control = control.clone();
     let job = std::thread::Builder::new()
         .name("megaflux-job".into())
         .spawn(move || harness::run(config, job_control))
         .context("starting the job")?;
-    let recording = args.record.as_ref().map(|p| p.display().to_string());
     let shown = dash::run(
         Dash::new(Connection::Connecting(addr.to_string()), recording),
         rx,

@@ -6,4 +6,5 @@ pub mod bench;
 pub mod cli;
 pub mod dash;
 pub mod observe;
+pub mod replay;
 pub mod report;

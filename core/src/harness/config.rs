@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bins::Bins;
 use crate::config::uniform;
+use crate::control::Command;
 use crate::error::ConfigError;
 use crate::nexmark::NexmarkParams;
 use crate::operator::DEFAULT_CHUNK_BYTES;
@@ -67,6 +68,44 @@ pub struct RunConfig {
     /// Workers that panic on purpose, to see how a job stops (fault injection).
     #[serde(default, with = "texts")]
     pub panics: Vec<WorkerAt>,
+    /// How the input is paced: open loop at `rate` (the default), or as fast as the job goes.
+    #[serde(default, skip_serializing_if = "Pace::is_open_loop")]
+    pub pace: Pace,
+    /// Commands taken at given measured epochs, in order (a re-run's recorded commands). Not
+    /// in trace headers: the re-run's trace logs them as commands, like any other.
+    #[serde(skip)]
+    pub script: Vec<Scripted>,
+}
+
+/// How a run paces its input.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pace {
+    /// Measured epoch `e` goes in `e` ms after the start, whether or not the job keeps up:
+    /// latencies are what users of the job would feel.
+    #[default]
+    OpenLoop,
+    /// Each epoch goes in as soon as the output is at most [`MAX_PACE_AHEAD`] epochs behind:
+    /// as fast as the job can go. Latencies then measure nothing.
+    Max,
+}
+
+/// Epochs a [`Pace::Max`] run keeps unfinished at once: enough that workers which share cores
+/// (and so wait for the scheduler to meet) are not held up each epoch.
+pub const MAX_PACE_AHEAD: u64 = 100;
+
+impl Pace {
+    fn is_open_loop(&self) -> bool {
+        *self == Pace::OpenLoop
+    }
+}
+
+/// A command the run takes when its control input reaches measured epoch `epoch` (logical
+/// time `base + epoch`). A plan waits, as `--migrate` plans do, for the running one to end.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scripted {
+    pub epoch: u64,
+    pub command: Command,
 }
 
 fn one() -> usize {
@@ -98,6 +137,8 @@ impl Default for RunConfig {
             rejoins: Vec::new(),
             recovery: DEFAULT_RECOVERY,
             panics: Vec::new(),
+            pace: Pace::OpenLoop,
+            script: Vec::new(),
         }
     }
 }

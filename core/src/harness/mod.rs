@@ -9,7 +9,9 @@ mod worker;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-pub use config::{DEFAULT_RECOVERY, MAX_REPLICAS, RunConfig, WorkerAt, validate};
+pub use config::{
+    DEFAULT_RECOVERY, MAX_PACE_AHEAD, MAX_REPLICAS, Pace, RunConfig, Scripted, WorkerAt, validate,
+};
 
 use crate::Time;
 use crate::abort::{Abort, park_forever};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use timely::dataflow::InputHandleVec;
 
-use super::RunConfig;
+use super::{RunConfig, Scripted};
 use crate::Time;
 use crate::config::{ControlInst, Placement};
 use crate::control::{Command, ControlHandle};
@@ -28,6 +28,12 @@ pub(crate) struct ControlPlane {
     input: InputHandleVec<Time, ControlInst>,
     migrations: VecDeque<MigrationSpec>,
     timed: VecDeque<(f64, Timed)>,
+    /// Recorded commands not taken yet, by epoch; and plans that came due while another ran.
+    script: VecDeque<Scripted>,
+    plans_due: VecDeque<Command>,
+    /// The logical time of measured epoch 0 (the preload's times come before it), once the
+    /// preload is over.
+    base: Option<Time>,
     failures: Arc<Failures>,
     /// Workers of this process (the first ones of the job).
     local: usize,
@@ -62,9 +68,17 @@ impl ControlPlane {
             input,
             migrations: migrations.into(),
             timed: timed.into(),
+            script: config.script.clone().into(),
+            plans_due: VecDeque::new(),
+            base: None,
             failures,
             local: config.workers,
         }
+    }
+
+    /// Whether a plan runs or waits, or failures or rejoins wait to be issued.
+    pub(crate) fn busy(&self) -> bool {
+        self.driver.busy() || self.driver.urgent() || !self.plans_due.is_empty()
     }
 
     /// The time the control input stands at.
@@ -72,9 +86,19 @@ impl ControlPlane {
         *self.input.time()
     }
 
-    /// Moves the control input on to `to` (never back).
+    /// The preload is over: measured epoch `e` is logical time `base + e` from now on.
+    pub(crate) fn begin(&mut self, base: Time) {
+        self.base = Some(base);
+    }
+
+    /// Moves the control input on to `to` (never back), but not past the time of the next
+    /// recorded command: the next turn takes it at exactly that time.
     pub(crate) fn advance(&mut self, to: Time) {
-        let next = to.max(self.time());
+        let hold = match (self.base, self.script.front()) {
+            (Some(base), Some(next)) => base + next.epoch,
+            _ => Time::MAX,
+        };
+        let next = to.min(hold).max(self.time());
         self.input.advance_to(next);
     }
 
@@ -84,6 +108,17 @@ impl ControlPlane {
         let time = self.time();
         for (id, command) in handle.drain() {
             self.take(command, Some(id), now_s, time);
+        }
+        while let Some(base) = self.base
+            && self.script.front().is_some_and(|s| base + s.epoch <= time)
+        {
+            let Some(Scripted { command, .. }) = self.script.pop_front() else {
+                break;
+            };
+            match command {
+                Command::StartPlan { .. } => self.plans_due.push_back(command),
+                command => self.take(command, None, now_s, time),
+            }
         }
         while self.timed.front().is_some_and(|(at, _)| *at <= now_s) {
             let Some((_, what)) = self.timed.pop_front() else {
@@ -105,6 +140,11 @@ impl ControlPlane {
                 now_s,
                 time,
             );
+        }
+        while !self.driver.busy()
+            && let Some(command) = self.plans_due.pop_front()
+        {
+            self.take(command, None, now_s, time);
         }
         while !self.driver.busy() && self.migrations.front().is_some_and(|m| m.at_secs <= now_s) {
             if let Some(m) = self.migrations.pop_front() {

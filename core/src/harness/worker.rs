@@ -11,7 +11,7 @@ use timely::dataflow::{InputHandleVec, ProbeHandle};
 use timely::worker::Worker;
 
 use super::plane::ControlPlane;
-use super::{RunConfig, RunError};
+use super::{MAX_PACE_AHEAD, Pace, RunConfig, RunError};
 use crate::Time;
 use crate::abort::Abort;
 use crate::bins::hash_key;
@@ -199,6 +199,7 @@ pub(super) fn run_worker<J: Job>(
     let time_of = |epoch: u64| base + epoch;
     data.advance_to(time_of(1));
     if let Some(plane) = plane.as_mut() {
+        plane.begin(base);
         plane.advance(time_of(1));
     }
     while probe.less_than(&time_of(1)) {
@@ -253,7 +254,21 @@ pub(super) fn run_worker<J: Job>(
         if let Some(end) = shared.control.end() {
             duration_ms = duration_ms.min(end);
         }
-        let now_ms = (now.as_millis() as u64).min(duration_ms);
+        let due_ms = match config.pace {
+            Pace::OpenLoop => now.as_millis() as u64,
+            // The epochs the output has passed, and a few more; while worker 0 runs a plan,
+            // one more, so that its steps (each complete once the output passes it) take a
+            // few epochs each rather than `MAX_PACE_AHEAD`.
+            Pace::Max => {
+                let ahead = if plane.as_ref().is_some_and(ControlPlane::busy) {
+                    1
+                } else {
+                    MAX_PACE_AHEAD
+                };
+                frontier().saturating_sub(base + 1).saturating_add(ahead)
+            }
+        };
+        let now_ms = due_ms.min(duration_ms);
 
         if samples_rss && last_rss.elapsed() >= RSS_SAMPLE_EVERY {
             last_rss = Instant::now();
@@ -280,13 +295,15 @@ pub(super) fn run_worker<J: Job>(
                 next_epoch += 1;
             }
             data.advance_to(time_of(next_epoch));
-            if let Some(plane) = plane.as_mut() {
-                plane.advance(time_of(next_epoch));
-            }
+        }
+        // Every turn: a control input held back for a recorded command catches up.
+        if let Some(plane) = plane.as_mut() {
+            plane.advance(time_of(next_epoch));
         }
 
         if index == 0 {
             measure(&mut latency, &mut next_measured, next_epoch);
+            shared.control.set_progress(next_measured - 1);
         }
         if let Some(sampler) = sampler.as_mut() {
             let output = || probe.with_frontier(|f| f.first().copied());

@@ -7,6 +7,7 @@
 
 pub mod keys;
 pub mod model;
+pub mod replay;
 pub mod source;
 pub mod view;
 

@@ -9,6 +9,7 @@ use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Axis, Block, Chart, Clear, Dataset, GraphType, Paragraph, Row, Table, Tabs, Wrap};
 
+use megaflux::size::human as bytes;
 use megaflux_probe::event::Phase;
 use megaflux_probe::model::{JobModel, PlanView};
 
@@ -68,15 +69,6 @@ fn phase_char(p: Phase) -> char {
         Phase::Received => 'r',
         Phase::Installed => 'n',
         Phase::Completed => 'c',
-    }
-}
-
-fn bytes(b: u64) -> String {
-    match b {
-        b if b >= 1 << 30 => format!("{:.1} GB", b as f64 / (1u64 << 30) as f64),
-        b if b >= 1 << 20 => format!("{:.1} MB", b as f64 / (1u64 << 20) as f64),
-        b if b >= 1 << 10 => format!("{:.1} kB", b as f64 / 1024.0),
-        b => format!("{b} B"),
     }
 }
 

@@ -1,0 +1,186 @@
+//! A recorded job, ready to run again: the job from the trace's header, and every command
+//! it took (`--migrate` plans, failures, rejoins, a person's moves) at the logical time it
+//! took it. Migrations never change a job's outputs, so a re-run, with the recorded
+//! strategies or with others, must give the recorded output digest;
+//! [`crate::compare`] sets the two runs side by side.
+
+use std::path::Path;
+
+use megaflux::harness::{Pace, RunConfig, Scripted};
+use megaflux::plan::Schedule;
+use megaflux::summary::Summary;
+use megaflux::{Time, control::Command};
+use megaflux_probe::event::{Event, Outcome};
+use megaflux_probe::record::TraceReader;
+use megaflux_probe::wire::CommandRequest;
+
+use crate::error::ReplayError;
+
+/// What to change in a re-run.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Every recorded plan re-planned with this schedule (same target, same start).
+    pub strategy: Option<Schedule>,
+    /// Recoveries and rebalances with this schedule.
+    pub recovery: Option<Schedule>,
+    pub pace: Pace,
+    /// Timely's arguments for the re-run; without them every worker of the recorded job runs
+    /// in this process.
+    pub timely_args: Vec<String>,
+}
+
+/// A recorded job and what became of it.
+#[derive(Clone, Debug)]
+pub struct Recording {
+    /// The job as recorded, its own timed migrations, failures and rejoins left out: the
+    /// recorded commands replace them.
+    pub config: RunConfig,
+    /// The commands the job took, at their measured epochs.
+    pub script: Vec<Scripted>,
+    /// The recorded job's processes.
+    pub processes: usize,
+    pub summary: Summary,
+    /// Commands the job rejected (not taken again).
+    pub rejected: usize,
+}
+
+impl Recording {
+    /// Reads the job and its commands from the trace at `path`.
+    pub fn read(path: &Path) -> Result<Recording, ReplayError> {
+        let mut reader = TraceReader::open(path)?;
+        let name = path.display().to_string();
+        let bad = |why: String| ReplayError::Rerun(format!("{name}: {why}"));
+        let header = reader.header().clone();
+        let mut config: RunConfig = serde_json::from_value(header.config.clone())
+            .map_err(|e| bad(format!("the header's job cannot be read: {e}")))?;
+        if config.native {
+            return Err(bad("a --native run has no migrations to re-run".into()));
+        }
+        let mut base: Option<Time> = None;
+        let mut taken: Vec<(Time, Command, usize)> = Vec::new();
+        let mut rejected = 0;
+        let mut summary = None;
+        while let Some(stamped) = reader.next_event()? {
+            let line = reader.line();
+            match stamped.event {
+                Event::JobStarted { base: b, .. } => {
+                    base.get_or_insert(b);
+                }
+                Event::Command {
+                    outcome: Outcome::Applied,
+                    time: Some(time),
+                    request,
+                    ..
+                } => {
+                    let request = request.ok_or_else(|| {
+                        bad(format!(
+                            "line {line}: the command has no `request` (traces of format version 1 cannot be re-run)"
+                        ))
+                    })?;
+                    let command = serde_json::from_value::<CommandRequest>(request)
+                        .map_err(|e| e.to_string())
+                        .and_then(|r| r.to_command())
+                        .map_err(|e| {
+                            bad(format!("line {line}: a command that cannot be taken again: {e}"))
+                        })?;
+                    taken.push((time, command, line));
+                }
+                Event::Command {
+                    outcome: Outcome::Rejected,
+                    time: Some(_),
+                    ..
+                } => rejected += 1,
+                Event::Summary { summary: s } => {
+                    summary = Some(
+                        serde_json::from_value::<Summary>(s)
+                            .map_err(|e| bad(format!("line {line}: the summary cannot be read: {e}")))?,
+                    );
+                }
+                _ => {}
+            }
+        }
+        let summary = summary.ok_or_else(|| {
+            bad("no summary at its end: the run was cut short or failed, so a re-run has nothing to compare with".into())
+        })?;
+        let base = match (base, taken.first()) {
+            (Some(b), _) => b,
+            (None, None) => 0,
+            (None, Some(_)) => {
+                return Err(bad(
+                    "commands but no `job_started` event: their epochs are unknown".into(),
+                ));
+            }
+        };
+        let peers = header.peers as usize;
+        let mut script = Vec::with_capacity(taken.len());
+        for (time, command, line) in taken {
+            check_workers(&command, peers).map_err(|e| bad(format!("line {line}: {e}")))?;
+            script.push(Scripted {
+                epoch: time.saturating_sub(base),
+                command,
+            });
+        }
+        config.migrations.clear();
+        config.failures.clear();
+        config.rejoins.clear();
+        config.panics.clear();
+        // A run stopped early covers fewer epochs than it was given.
+        config.duration = std::time::Duration::try_from_secs_f64(summary.duration_s)
+            .map_err(|e| bad(format!("the summary's duration: {e}")))?;
+        Ok(Recording {
+            config,
+            script,
+            processes: (header.processes as usize).max(1),
+            summary,
+            rejected,
+        })
+    }
+
+    /// The job to run again with `options`.
+    pub fn rerun(&self, options: &Options) -> Result<RunConfig, ReplayError> {
+        let mut config = self.config.clone();
+        config.pace = options.pace;
+        if let Some(recovery) = options.recovery {
+            config.recovery = recovery;
+        }
+        config.timely_args = options.timely_args.clone();
+        if options.timely_args.is_empty() && self.processes > 1 {
+            // Standbys are placed on the next process: one process would place them elsewhere.
+            if config.replicas > 1 {
+                return Err(ReplayError::Rerun(format!(
+                    "the recorded job ran on {} processes with replicas: re-run it on as many (give timely's -n/-p/-h after --)",
+                    self.processes
+                )));
+            }
+            config.workers *= self.processes;
+        }
+        config.script = self
+            .script
+            .iter()
+            .map(|s| match (&s.command, options.strategy) {
+                (Command::StartPlan { target, .. }, Some(schedule)) => Scripted {
+                    epoch: s.epoch,
+                    command: Command::StartPlan {
+                        schedule,
+                        target: target.clone(),
+                    },
+                },
+                _ => s.clone(),
+            })
+            .collect();
+        megaflux::harness::validate(&config).map_err(|e| ReplayError::Rerun(e.to_string()))?;
+        Ok(config)
+    }
+}
+
+/// Workers a command names must be in the job.
+fn check_workers(command: &Command, peers: usize) -> Result<(), String> {
+    let worker = match command {
+        Command::MoveBins { worker, .. } | Command::Fail { worker } | Command::Rejoin { worker } => *worker,
+        Command::StartPlan { .. } | Command::CancelPlan => return Ok(()),
+    };
+    if peers > 0 && worker >= peers {
+        return Err(format!("the command names worker {worker}, the job has {peers}"));
+    }
+    Ok(())
+}

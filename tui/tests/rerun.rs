@@ -1,0 +1,95 @@
+//! `megaflux replay FILE --rerun` from the command line: the table, the exit statuses, the
+//! re-run's own trace, and bad input.
+
+mod common;
+
+use common::megaflux;
+
+fn sample(name: &str) -> String {
+    format!("{}/../traces/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn a_rerun_prints_the_comparison_and_records_itself() {
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let trace = dir.path().join("again.jsonl");
+    let out = megaflux(&[
+        "replay",
+        &sample("keycount-fluid.jsonl"),
+        "--rerun",
+        "--speed",
+        "max",
+        "--strategy",
+        "batched:4",
+        "--record",
+        trace.to_str().expect("a UTF-8 path"),
+    ])
+    .output()
+    .expect("it runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("(same)"), "{stdout}");
+    let strategies = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("strategy"))
+        .expect("a strategy row");
+    assert!(
+        strategies.contains("fluid") && strategies.contains("batched:4"),
+        "{strategies}"
+    );
+    // The re-run's trace re-runs to the same outputs in turn.
+    let again = megaflux(&[
+        "replay",
+        trace.to_str().expect("UTF-8"),
+        "--rerun",
+        "--speed",
+        "max",
+    ])
+    .output()
+    .expect("it runs");
+    assert_eq!(
+        again.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+}
+
+#[test]
+fn bad_input_exits_2_with_a_reason() {
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let cut = dir.path().join("cut.jsonl");
+    let text = std::fs::read_to_string(sample("keycount-fluid.jsonl")).expect("the sample reads");
+    let half: Vec<&str> = text.lines().take(200).collect();
+    std::fs::write(&cut, half.join("\n") + "\n").expect("written");
+    let cases: [(&[&str], &str); 4] = [
+        (&["replay", "/nonexistent.jsonl", "--rerun"], "/nonexistent.jsonl"),
+        (&["replay", cut.to_str().expect("UTF-8"), "--rerun"], "no summary"),
+        (
+            &["replay", &sample("keycount-fluid.jsonl"), "--strategy", "fluid"],
+            "--rerun",
+        ),
+        (
+            &[
+                "replay",
+                &sample("keycount-fluid.jsonl"),
+                "--rerun",
+                "--strategy",
+                "sideways",
+            ],
+            "sideways",
+        ),
+    ];
+    for (args, says) in cases {
+        let out = megaflux(args).output().expect("it runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
