@@ -231,6 +231,31 @@ fn collect<R: BufRead>(mut reader: TraceReader<R>) -> Result<Trace, ProbeError> 
     })
 }
 
+/// An event as [`TraceReader::next_skimmed`] read it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Skimmed {
+    /// Read whole.
+    Event(Stamped),
+    /// Only its clock and kind.
+    Head { at_s: f64, kind: &'static str },
+}
+
+impl Skimmed {
+    pub fn at_s(&self) -> f64 {
+        match self {
+            Skimmed::Event(e) => e.at_s,
+            Skimmed::Head { at_s, .. } => *at_s,
+        }
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Skimmed::Event(e) => e.event.kind(),
+            Skimmed::Head { kind, .. } => kind,
+        }
+    }
+}
+
 /// Reads a trace one event at a time, never holding more than one line.
 pub struct TraceReader<R> {
     input: R,
@@ -340,19 +365,10 @@ impl<R: BufRead> TraceReader<R> {
     /// (the writer stopped mid-line) ends the trace and sets [`TraceReader::truncated`].
     pub fn next_event(&mut self) -> Result<Option<Stamped>, ProbeError> {
         loop {
-            match self.next_line()? {
-                None => return Ok(None),
-                Some(false) => {
-                    self.truncated = true;
-                    return Ok(None);
-                }
-                Some(true) => {}
+            if !self.next_event_line()? {
+                return Ok(None);
             }
-            let text = self.text()?;
-            let line = text.trim_end();
-            if line.is_empty() {
-                continue;
-            }
+            let line = self.text()?.trim_end();
             match serde_json::from_str::<Stamped>(line) {
                 Ok(event) => return Ok(Some(event)),
                 Err(e) => {
@@ -365,6 +381,58 @@ impl<R: BufRead> TraceReader<R> {
                         _ => return Err(self.bad(format!("not an event: {e}"))),
                     }
                 }
+            }
+        }
+    }
+
+    /// The next event read only as far as its clock and kind, unless its kind is one of
+    /// `whole` (then it is read whole): a pass over a long trace that needs few of its events
+    /// costs a scan of each line instead of building every event. Lines are still checked to
+    /// be JSON objects with a clock and a kind; kinds this version does not know are skipped.
+    pub fn next_skimmed(&mut self, whole: &[&str]) -> Result<Option<Skimmed>, ProbeError> {
+        /// The fields every event has; serde skips the rest without building them.
+        #[derive(serde::Deserialize)]
+        struct Head<'a> {
+            at_s: f64,
+            #[serde(borrow)]
+            kind: std::borrow::Cow<'a, str>,
+        }
+        loop {
+            if !self.next_event_line()? {
+                return Ok(None);
+            }
+            let line = self.text()?.trim_end();
+            let head: Head =
+                serde_json::from_str(line).map_err(|e| self.bad(format!("not an event: {e}")))?;
+            let Some(kind) = KINDS.iter().find(|k| **k == head.kind) else {
+                self.skipped += 1;
+                continue;
+            };
+            if !whole.contains(kind) {
+                return Ok(Some(Skimmed::Head {
+                    at_s: head.at_s,
+                    kind,
+                }));
+            }
+            return match serde_json::from_str::<Stamped>(line) {
+                Ok(event) => Ok(Some(Skimmed::Event(event))),
+                Err(e) => Err(self.bad(format!("not an event: {e}"))),
+            };
+        }
+    }
+
+    /// Reads lines into `buf` until one that is not blank; `false` at the end of the trace (a
+    /// last line without its newline ends it and sets [`TraceReader::truncated`]).
+    fn next_event_line(&mut self) -> Result<bool, ProbeError> {
+        loop {
+            match self.next_line()? {
+                None => return Ok(false),
+                Some(false) => {
+                    self.truncated = true;
+                    return Ok(false);
+                }
+                Some(true) if self.buf.trim_ascii().is_empty() => {}
+                Some(true) => return Ok(true),
             }
         }
     }
@@ -500,7 +568,35 @@ mod tests {
             }
             text.truncate(cut.min(text.len()));
             let _ = read_from(text.as_slice(), "mutated");
+            if let Ok(mut reader) = TraceReader::new(text.as_slice(), "mutated") {
+                while let Ok(Some(_)) = reader.next_skimmed(&["worker_stats"]) {}
+            }
         }
+    }
+
+    #[test]
+    fn skimming_reads_clocks_and_kinds_and_names_garbage() {
+        let mut text = serde_json::to_string(&header()).unwrap() + "\n";
+        text += &(serde_json::to_string(&event(0)).unwrap() + "\n\n");
+        text += r#"{"kind":"recording","on":true,"at_s":2.5,"process":0}"#;
+        text += "\n";
+        text += r#"{"at_s":3.0,"process":0,"kind":"from_the_future"}"#;
+        text += "\nnot json\n";
+        let mut r = TraceReader::new(text.as_bytes(), "s").unwrap();
+        assert_eq!(
+            r.next_skimmed(&["worker_stats"]).unwrap(),
+            Some(Skimmed::Event(event(0)))
+        );
+        assert_eq!(
+            r.next_skimmed(&["worker_stats"]).unwrap(),
+            Some(Skimmed::Head {
+                at_s: 2.5,
+                kind: "recording"
+            })
+        );
+        let err = r.next_skimmed(&[]).unwrap_err().to_string();
+        assert!(err.contains("line 6"), "{err}");
+        assert_eq!(r.skipped(), 1);
     }
 
     #[test]

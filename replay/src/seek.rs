@@ -10,9 +10,9 @@
 
 use std::io::{BufRead, Seek};
 
-use megaflux_probe::event::Event;
+use megaflux_probe::event::{Event, Stamped};
 use megaflux_probe::model::{JobModel, LatencyWindow};
-use megaflux_probe::record::TraceReader;
+use megaflux_probe::record::{Skimmed, TraceReader};
 
 use crate::error::ReplayError;
 
@@ -24,7 +24,18 @@ pub struct KeyframeAt {
     /// Byte offset of its line, and the number of the line before it.
     pub offset: u64,
     pub line: usize,
+    /// The trace's clock there.
     pub at_s: f64,
+}
+
+/// A place worth jumping to: a plan started, a worker failed or rejoined, bins were lost.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mark {
+    /// Events before it.
+    pub events_before: u64,
+    /// The trace's clock there (see [`Index::clock_after`]).
+    pub at_s: f64,
+    pub label: String,
 }
 
 /// What seeking in one trace needs, from one pass over it.
@@ -33,33 +44,86 @@ pub struct Index {
     pub keyframes: Vec<KeyframeAt>,
     /// Every latency window, with the number of events before it.
     latency: Vec<(u64, LatencyWindow)>,
+    pub marks: Vec<Mark>,
     /// Events in the trace (the keyframes included).
     pub events: u64,
+    /// The trace's clock at its first and last event.
+    pub start_s: f64,
+    pub end_s: f64,
 }
 
 impl Index {
-    /// Reads the trace from where `reader` stands (just after its header) to its end.
+    /// Reads the trace from where `reader` stands (just after its header) to its end,
+    /// skimming the events it does not need (see [`TraceReader::next_skimmed`]).
     pub fn build<R: BufRead>(reader: &mut TraceReader<R>) -> Result<Index, ReplayError> {
         let mut index = Index::default();
+        let mut clock = Clock::default();
         loop {
             let (offset, line) = (reader.offset(), reader.line());
-            let Some(event) = reader.next_event()? else { break };
-            match &event.event {
-                Event::Keyframe { .. } => index.keyframes.push(KeyframeAt {
+            let Some(skimmed) = reader.next_skimmed(WHOLE)? else {
+                break;
+            };
+            let at_s = clock.tick_at(skimmed.at_s());
+            if index.events == 0 {
+                index.start_s = at_s;
+            }
+            index.end_s = at_s;
+            match skimmed {
+                Skimmed::Head { kind: "keyframe", .. } => index.keyframes.push(KeyframeAt {
                     events_before: index.events,
                     offset,
                     line,
-                    at_s: event.at_s,
+                    at_s,
                 }),
-                _ => {
+                Skimmed::Head { .. } => {}
+                Skimmed::Event(event) => {
                     if let Some(w) = LatencyWindow::of(&event) {
                         index.latency.push((index.events, w));
+                    }
+                    if let Some(label) = mark(&event.event) {
+                        index.marks.push(Mark {
+                            events_before: index.events,
+                            at_s,
+                            label,
+                        });
                     }
                 }
             }
             index.events += 1;
         }
         Ok(index)
+    }
+
+    /// The number of events up to the trace's clock `at_s`: the first `n` events all have a
+    /// clock at or before it. Reads from the last keyframe before it.
+    pub fn events_until<R: BufRead + Seek>(
+        &self,
+        reader: &mut TraceReader<R>,
+        at_s: f64,
+    ) -> Result<u64, ReplayError> {
+        let mut n = 0;
+        match self.keyframes.iter().rev().find(|k| k.at_s <= at_s) {
+            Some(k) => {
+                reader.seek(k.offset, k.line)?;
+                n = k.events_before;
+            }
+            None => reader.seek(reader.header_bytes(), 1)?,
+        }
+        // The clock is a running maximum: start it from the keyframe's.
+        let mut clock = Clock(
+            self.keyframes
+                .iter()
+                .rev()
+                .find(|k| k.at_s <= at_s)
+                .map_or(f64::MIN, |k| k.at_s),
+        );
+        while let Some(event) = reader.next_skimmed(&[])? {
+            if clock.tick_at(event.at_s()) > at_s {
+                break;
+            }
+            n += 1;
+        }
+        Ok(n)
     }
 
     /// The model after the first `n` events of the trace `reader` reads (the trace this index
@@ -93,4 +157,52 @@ impl Index {
         }
         Ok(model)
     }
+}
+
+/// A trace's clock: the largest `at_s` so far (the job model's `now_s`). Events of several
+/// processes arrive in any order; their clocks differ by their probes' start times.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock(pub f64);
+
+impl Default for Clock {
+    fn default() -> Self {
+        Clock(f64::MIN)
+    }
+}
+
+impl Clock {
+    /// Moves the clock on with `event`; returns its reading.
+    pub fn tick(&mut self, event: &Stamped) -> f64 {
+        self.tick_at(event.at_s)
+    }
+
+    /// Moves the clock on with an event's `at_s`; returns its reading.
+    pub fn tick_at(&mut self, at_s: f64) -> f64 {
+        if at_s.is_finite() {
+            self.0 = self.0.max(at_s);
+        }
+        self.0.max(0.0)
+    }
+}
+
+/// The kinds an index reads whole: latency windows and marks.
+const WHOLE: &[&str] = &["latency", "plan_started", "failure", "rejoin", "lost"];
+
+/// What a mark on the timeline says about `event`, if it is one.
+pub fn mark(event: &Event) -> Option<String> {
+    Some(match event {
+        Event::PlanStarted {
+            strategy,
+            target,
+            purpose,
+            ..
+        } => format!(
+            "{} {strategy} to {target}",
+            purpose.as_deref().unwrap_or("migration")
+        ),
+        Event::Failure { worker, .. } => format!("worker {worker} failed"),
+        Event::Rejoin { worker, .. } => format!("worker {worker} rejoined"),
+        Event::Lost { bins, .. } => format!("bins {bins} lost"),
+        _ => return None,
+    })
 }

@@ -219,7 +219,15 @@ pub fn main() -> ExitCode {
             let (tx, rx) = std::sync::mpsc::channel();
             let commands = dash::source::live(args.addr, token, tx.clone());
             let view = Dash::new(Connection::Connecting(args.addr.to_string()), None);
-            match dash::run(view, rx, tx, Some(commands)) {
+            match dash::run(
+                view,
+                rx,
+                tx,
+                dash::Sinks {
+                    commands: Some(commands),
+                    player: None,
+                },
+            ) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("error: {e:#}");
@@ -428,7 +436,10 @@ fn run_with_dashboard(
         Dash::new(Connection::Connecting(addr.to_string()), recording),
         rx,
         tx,
-        Some(commands),
+        dash::Sinks {
+            commands: Some(commands),
+            player: None,
+        },
     );
     if single {
         control.stop();

@@ -1,7 +1,8 @@
 //! The real binary in a real terminal (tmux): start `megaflux run --record`, move bin 0 to
 //! worker 1, start a fluid plan to uniform, quit; then the trace shows both and the terminal
 //! is back in cooked mode. And with replicas: fail a worker, watch its bins degrade, rejoin
-//! it, watch them recover, quit; the trace shows all of it.
+//! it, watch them recover, quit; the trace shows all of it. And the time machine over a
+//! sample trace: to the second migration, a step, faster, quit.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -80,7 +81,7 @@ fn wait_for_file(path: &Path, what: impl Fn(&str) -> bool) -> String {
     }
 }
 
-/// `megaflux run --record` with `args` in a tmux pane; after it ends, the pane records its
+/// `megaflux` in a tmux pane (`run --record` or `replay`); after it ends, the pane records its
 /// exit status and the terminal's modes.
 struct Dashboard {
     tmux: Session,
@@ -89,14 +90,20 @@ struct Dashboard {
 }
 
 impl Dashboard {
+    /// `megaflux run --record TRACE args`.
     fn start(test: &str, args: &str) -> Self {
+        Self::with(test, |trace| format!("run --record {} {args}", trace.display()))
+    }
+
+    /// `megaflux` with the arguments `args` makes of the scratch trace's path.
+    fn with(test: &str, args: impl FnOnce(&Path) -> String) -> Self {
         let dir: PathBuf = std::env::temp_dir().join(format!("megaflux-{test}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let trace = dir.join("trace.jsonl");
         let command = format!(
-            "{bin} run --record {trace} {args} 2> {err}; echo $? > {done}; stty -a > {stty}; sleep 60",
+            "{bin} {args} 2> {err}; echo $? > {done}; stty -a > {stty}; sleep 60",
             bin = env!("CARGO_BIN_EXE_megaflux"),
-            trace = trace.display(),
+            args = args(&trace),
             err = dir.join("stderr").display(),
             done = dir.join("done").display(),
             stty = dir.join("stty").display(),
@@ -106,8 +113,16 @@ impl Dashboard {
     }
 
     /// Quits with `q`; checks the exit status is 0 and the terminal is back in cooked mode
-    /// with echo; returns the trace.
+    /// with echo; returns the trace it recorded.
     fn quit(self) -> megaflux_probe::record::Trace {
+        self.quit_only();
+        let trace = megaflux_probe::record::read(&self.trace).unwrap();
+        let _ = std::fs::remove_dir_all(&self.dir);
+        trace
+    }
+
+    /// Quits with `q`, and checks as [`Dashboard::quit`] does.
+    fn quit_only(&self) {
         self.tmux.keys(&["q"]);
         let code = wait_for_file(&self.dir.join("done"), |t| t.ends_with('\n'));
         assert_eq!(
@@ -119,9 +134,6 @@ impl Dashboard {
         let modes = wait_for_file(&self.dir.join("stty"), |t| !t.is_empty());
         let words: Vec<&str> = modes.split_whitespace().collect();
         assert!(words.contains(&"icanon") && words.contains(&"echo"), "{modes}");
-        let trace = megaflux_probe::record::read(&self.trace).unwrap();
-        let _ = std::fs::remove_dir_all(&self.dir);
-        trace
     }
 }
 
@@ -206,4 +218,40 @@ fn fail_and_rejoin_a_worker_from_the_dashboard() {
         last.split_whitespace().all(|h| h == "0/1" || h == "1/0"),
         "{last}"
     );
+}
+
+#[test]
+fn replay_a_sample_trace() {
+    let sample = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../traces/keycount-fluid.jsonl");
+    let dash = Dashboard::with("replay", |_| format!("replay {}", sample.display()));
+    let tmux = &dash.tmux;
+    tmux.wait_for("event ");
+    // Back to the start; a step back pauses there.
+    tmux.keys(&["g", "0", "Enter", ","]);
+    tmux.wait_for("⏸ 1x");
+    tmux.keys(&["]", "]"]);
+    tmux.wait_for("migration matched to uniform");
+    let at_mark = event_number(&tmux.screen());
+    tmux.keys(&["."]);
+    tmux.wait_for(&format!("event {}/", at_mark + 1));
+    tmux.keys(&["+", "+"]);
+    tmux.wait_for("⏸ 4x");
+    tmux.keys(&["5"]);
+    tmux.wait_for("Finished migrations");
+    // Play on to the end.
+    tmux.keys(&["Space"]);
+    let events = std::fs::read_to_string(&sample).unwrap().lines().count() - 1;
+    tmux.wait_for(&format!("event {events}/{events}"));
+    dash.quit_only();
+    let _ = std::fs::remove_dir_all(&dash.dir);
+}
+
+/// The `event N/M` number on the replay's timeline.
+fn event_number(screen: &str) -> u64 {
+    let at = screen.find("event ").expect("a timeline");
+    screen[at + 6..]
+        .split('/')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no event number in:\n{screen}"))
 }

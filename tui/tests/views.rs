@@ -133,3 +133,46 @@ fn replicas_failures_and_recovery() {
     d.update(Msg::Action(Action::Rejoin));
     insta::assert_snapshot!("rejoin_80x24", render(&d, 80, 24));
 }
+
+/// The fluid sample in the time machine: after the second mark, one step on, at 2x.
+fn replay() -> Dash {
+    use megaflux_replay::player::{Output, Player, Request};
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../traces/keycount-fluid.jsonl");
+    let mut player = Player::new(record::TraceReader::open(&path).unwrap()).unwrap();
+    let mut d = Dash::new(Connection::Trace("traces/keycount-fluid.jsonl".into()), None);
+    let mut outputs = player.start();
+    for r in [
+        Request::PlayPause,
+        Request::NextMark,
+        Request::NextMark,
+        Request::Step,
+        Request::Faster,
+    ] {
+        outputs.extend(player.request(r));
+    }
+    for o in outputs {
+        d.update(match o {
+            Output::Timeline(t) => Msg::Timeline(t),
+            Output::Reset(m) => Msg::Reset(m),
+            Output::Events(e) => Msg::Events(e),
+            Output::Position(p) => Msg::Position(p),
+            Output::Problem(p) => panic!("{p}"),
+        });
+    }
+    d
+}
+
+#[test]
+fn a_replay_shows_its_timeline() {
+    let mut d = replay();
+    let position = &d.replay.as_ref().unwrap().position;
+    assert!(!position.playing);
+    assert_eq!(position.speed, 2.0);
+    insta::assert_snapshot!("replay_bins_80x24", render(&d, 80, 24));
+    d.update(Msg::Action(Action::Tab(4)));
+    insta::assert_snapshot!("replay_migrations_120x30", render(&d, 120, 30));
+    for a in [Action::GoTo, Action::Digit(2), Action::Step, Action::Digit(5)] {
+        d.update(Msg::Action(a));
+    }
+    insta::assert_snapshot!("replay_goto_80x24", render(&d, 80, 24));
+}

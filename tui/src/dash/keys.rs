@@ -29,7 +29,25 @@ pub enum Action {
     Confirm,
     Back,
     Digit(u8),
+    /// Replays: one event on or back.
+    Step,
+    StepBack,
+    /// Replays: to the next or previous migration or failure.
+    NextMark,
+    PrevMark,
+    Faster,
+    Slower,
+    /// Replays: [`SEEK_STEP_S`] on or back.
+    SeekForward,
+    SeekBack,
+    /// Replays: go to a time (a dialog).
+    GoTo,
+    /// In the go-to dialog: erase the last character.
+    Erase,
 }
+
+/// How far `<` and `>` seek in a replay, in seconds.
+pub const SEEK_STEP_S: f64 = 10.0;
 
 /// One line of the table: the keys, what they are called in the help, and the action.
 pub struct Binding {
@@ -93,8 +111,68 @@ pub const BINDINGS: &[Binding] = &[
     Binding {
         keys: &[KeyCode::Char(' ')],
         label: "space",
-        help: "start or clear a range of bins at the cursor",
+        help: "range of bins from the cursor, or clear it (replay: play/pause)",
         action: Action::Select,
+    },
+    Binding {
+        keys: &[KeyCode::Char('.')],
+        label: ".",
+        help: "replay: one event on (in the go-to dialog: a decimal point)",
+        action: Action::Step,
+    },
+    Binding {
+        keys: &[KeyCode::Char(',')],
+        label: ",",
+        help: "replay: one event back",
+        action: Action::StepBack,
+    },
+    Binding {
+        keys: &[KeyCode::Char(']')],
+        label: "]",
+        help: "replay: next migration or failure",
+        action: Action::NextMark,
+    },
+    Binding {
+        keys: &[KeyCode::Char('[')],
+        label: "[",
+        help: "replay: previous migration or failure",
+        action: Action::PrevMark,
+    },
+    Binding {
+        keys: &[KeyCode::Char('+'), KeyCode::Char('=')],
+        label: "+",
+        help: "replay: faster (up to 64x)",
+        action: Action::Faster,
+    },
+    Binding {
+        keys: &[KeyCode::Char('-')],
+        label: "-",
+        help: "replay: slower (down to 0.25x)",
+        action: Action::Slower,
+    },
+    Binding {
+        keys: &[KeyCode::Char('>')],
+        label: ">",
+        help: "replay: 10 s on",
+        action: Action::SeekForward,
+    },
+    Binding {
+        keys: &[KeyCode::Char('<')],
+        label: "<",
+        help: "replay: 10 s back",
+        action: Action::SeekBack,
+    },
+    Binding {
+        keys: &[KeyCode::Char('g')],
+        label: "g",
+        help: "replay: go to a time (type the seconds, enter)",
+        action: Action::GoTo,
+    },
+    Binding {
+        keys: &[KeyCode::Backspace],
+        label: "backspace",
+        help: "erase (in the go-to dialog)",
+        action: Action::Erase,
     },
     Binding {
         keys: &[KeyCode::Char('o')],
@@ -135,7 +213,7 @@ pub const BINDINGS: &[Binding] = &[
     Binding {
         keys: &[KeyCode::Char('P')],
         label: "P",
-        help: "pause or resume the view (the job goes on)",
+        help: "pause the view, the job goes on (replay: play/pause)",
         action: Action::Pause,
     },
     Binding {
@@ -191,6 +269,9 @@ pub fn action(key: KeyEvent, in_dialog: bool) -> Option<Action> {
 
 /// The status bar's reminder of the main keys.
 pub const HINT: &str = "? help  q quit  tab view  ←→↑↓ bin  space range  m move  p plan  c cancel  P pause";
+/// The reminder in a replay.
+pub const REPLAY_HINT: &str =
+    "? help  q quit  space play/pause  ,. step  [] marks  -+ speed  <> 10 s  g go to";
 
 #[cfg(test)]
 mod tests {

@@ -9,12 +9,14 @@ pub mod keys;
 pub mod model;
 pub mod replay;
 pub mod source;
+pub mod timeline;
 pub mod view;
 
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use megaflux_probe::wire::CommandRequest;
+use megaflux_replay::player::Request;
 use ratatui::crossterm::event::{self, Event as TermEvent};
 
 use model::{Dash, Effect, Msg};
@@ -23,19 +25,26 @@ use view::Theme;
 /// The shortest time between two frames.
 pub const FRAME: Duration = Duration::from_millis(50);
 
-/// Runs the dashboard until the person quits. `messages` feeds it; `commands` (if the
-/// source takes commands) receives what the person asks for.
+/// Where the person's requests go: commands to a live job, requests to a replay's player.
+#[derive(Default)]
+pub struct Sinks {
+    pub commands: Option<tokio::sync::mpsc::Sender<(u64, CommandRequest)>>,
+    pub player: Option<mpsc::Sender<Request>>,
+}
+
+/// Runs the dashboard until the person quits. `messages` feeds it; `sinks` receive what the
+/// person asks for.
 pub fn run(
     mut dash: Dash,
     messages: mpsc::Receiver<Msg>,
     keys_to: mpsc::Sender<Msg>,
-    commands: Option<tokio::sync::mpsc::Sender<(u64, CommandRequest)>>,
+    sinks: Sinks,
 ) -> anyhow::Result<()> {
+    let Sinks { commands, player } = sinks;
     let theme = Theme::from_env();
     let mut terminal = ratatui::try_init()?;
     let result = (|| -> anyhow::Result<()> {
-        let dialog_open = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        spawn_keys(keys_to, std::sync::Arc::clone(&dialog_open));
+        spawn_keys(keys_to);
         let mut last_draw: Option<Instant> = None;
         let mut dirty = true;
         loop {
@@ -50,6 +59,12 @@ pub fn run(
                 for effect in dash.update(msg) {
                     match effect {
                         Effect::Quit => return Ok(()),
+                        Effect::Play(request) => {
+                            let sent = player.as_ref().is_some_and(|p| p.send(request).is_ok());
+                            if !sent {
+                                dash.notice = Some("the player has stopped".into());
+                            }
+                        }
                         Effect::Send { request, command } => {
                             let sent = commands
                                 .as_ref()
@@ -61,7 +76,6 @@ pub fn run(
                     }
                 }
             }
-            dialog_open.store(dash.dialog.is_some(), std::sync::atomic::Ordering::Relaxed);
             if dirty && last_draw.is_none_or(|t| t.elapsed() >= FRAME) {
                 let size = terminal.size()?;
                 dash.row_len = view::bins_per_row(&dash, size.width, size.height);
@@ -75,38 +89,26 @@ pub fn run(
     result
 }
 
-/// Reads the terminal's keys on a thread of its own and sends them as actions.
-fn spawn_keys(out: mpsc::Sender<Msg>, dialog_open: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+/// Reads the terminal's keys on a thread of its own and sends them on.
+fn spawn_keys(out: mpsc::Sender<Msg>) {
     let _ = std::thread::Builder::new()
         .name("megaflux-keys".into())
         .spawn(move || {
             loop {
-                match event::poll(Duration::from_millis(200)) {
+                let msg = match event::poll(Duration::from_millis(200)) {
                     Ok(true) => match event::read() {
-                        Ok(TermEvent::Key(key)) => {
-                            let in_dialog = dialog_open.load(std::sync::atomic::Ordering::Relaxed);
-                            if let Some(action) = keys::action(key, in_dialog)
-                                && out.send(Msg::Action(action)).is_err()
-                            {
-                                return;
-                            }
-                        }
-                        Ok(TermEvent::Resize(..)) => {
-                            if out.send(Msg::Clock(0.0)).is_err() {
-                                return;
-                            }
-                        }
-                        Ok(_) => {}
+                        Ok(TermEvent::Key(key)) => Msg::Key(key),
+                        Ok(TermEvent::Resize(..)) => Msg::Clock(0.0),
+                        Ok(_) => continue,
                         Err(_) => return,
                     },
                     // A tick: redraws what moves with time (ETA, elapsed), and notices the
                     // dashboard has quit.
-                    Ok(false) => {
-                        if out.send(Msg::Clock(0.0)).is_err() {
-                            return;
-                        }
-                    }
+                    Ok(false) => Msg::Clock(0.0),
                     Err(_) => return,
+                };
+                if out.send(msg).is_err() {
+                    return;
                 }
             }
         });

@@ -7,8 +7,11 @@ use std::collections::{BTreeMap, VecDeque};
 use megaflux_probe::event::{Event, Outcome, Phase, Stamped};
 use megaflux_probe::model::JobModel;
 use megaflux_probe::wire::CommandRequest;
+use megaflux_replay::player::{Position, Request, Timeline};
+use ratatui::crossterm::event::KeyEvent;
 
-use super::keys::Action;
+use super::keys::{self, Action};
+use super::timeline::{self, Replay};
 
 /// Lines the log keeps.
 pub const LOG_LINES: usize = 2000;
@@ -127,13 +130,22 @@ pub enum Dialog {
         worker: usize,
         rejoin: bool,
     },
+    /// Replays: go to the time typed so far (seconds on the trace's clock).
+    GoTo {
+        typed: String,
+    },
     Help,
 }
 
 /// What the dashboard asks of the world.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Effect {
-    Send { request: u64, command: CommandRequest },
+    Send {
+        request: u64,
+        command: CommandRequest,
+    },
+    /// Replays: ask the player.
+    Play(Request),
     Quit,
 }
 
@@ -148,9 +160,18 @@ pub enum Msg {
         reason: Option<String>,
     },
     Connection(Connection),
-    /// The probe's clock now (for the views of a live job or a replay position).
+    /// The probe's clock now (for the views of a live job).
     Clock(f64),
     Action(Action),
+    /// A key press, read as an action in the dashboard's state (digits pick a worker in a
+    /// dialog, a view outside one).
+    Key(KeyEvent),
+    /// Replays: the trace's span and marks, sent first.
+    Timeline(Timeline),
+    /// Replays: the job at the player's new position; the view starts over from it.
+    Reset(Box<JobModel>),
+    /// Replays: where the player stands.
+    Position(Position),
 }
 
 /// The dashboard's whole state.
@@ -183,6 +204,8 @@ pub struct Dash {
     pub commandable: bool,
     /// Bins in one row of the bins view as last drawn (for up and down).
     pub row_len: usize,
+    /// The timeline, when the dashboard plays a trace.
+    pub replay: Option<Replay>,
 }
 
 impl Dash {
@@ -208,6 +231,7 @@ impl Dash {
             now_s: 0.0,
             commandable,
             row_len: 32,
+            replay: None,
         }
     }
 
@@ -393,12 +417,45 @@ impl Dash {
                 Vec::new()
             }
             Msg::Action(action) => self.act(action),
+            Msg::Key(key) => match keys::action(key, self.dialog.is_some()) {
+                Some(action) => self.act(action),
+                None => Vec::new(),
+            },
+            Msg::Timeline(timeline) => {
+                self.replay = Some(Replay::new(timeline));
+                Vec::new()
+            }
+            Msg::Reset(model) => {
+                // The events before the new position are in the model, not in the log.
+                self.log.clear();
+                self.history.clear();
+                self.frozen = None;
+                self.job = *model;
+                self.now_s = self.job.now_s;
+                Vec::new()
+            }
+            Msg::Position(position) => {
+                self.now_s = position.at_s;
+                if let Some(r) = self.replay.as_mut() {
+                    r.position = position;
+                }
+                Vec::new()
+            }
         }
     }
 
     fn act(&mut self, action: Action) -> Vec<Effect> {
         if let Some(dialog) = self.dialog.clone() {
             return self.act_in_dialog(dialog, action);
+        }
+        if let Some(replay) = &self.replay {
+            if let Some(request) = replay.request(action) {
+                return vec![Effect::Play(request)];
+            }
+            if action == Action::GoTo {
+                self.dialog = Some(Dialog::GoTo { typed: String::new() });
+                return Vec::new();
+            }
         }
         let bins = self.bins();
         let row = self.row_len.max(1) as isize;
@@ -475,7 +532,16 @@ impl Dash {
             },
             Action::Help => self.dialog = Some(Dialog::Help),
             Action::LogFilter => self.log_filter = self.log_filter.next(),
-            Action::Confirm | Action::Back | Action::Digit(_) => {}
+            Action::Confirm | Action::Back | Action::Digit(_) | Action::Erase => {}
+            Action::Step
+            | Action::StepBack
+            | Action::NextMark
+            | Action::PrevMark
+            | Action::Faster
+            | Action::Slower
+            | Action::SeekForward
+            | Action::SeekBack
+            | Action::GoTo => self.notice = Some("that key is for replays (megaflux replay FILE)".into()),
         }
         Vec::new()
     }
@@ -484,6 +550,21 @@ impl Dash {
         match (dialog, action) {
             (_, Action::Back) | (Dialog::Help, _) => self.dialog = None,
             (_, Action::Quit) => return vec![Effect::Quit],
+            (Dialog::GoTo { typed: text }, action) => {
+                if action == Action::Confirm {
+                    self.dialog = None;
+                    return match text.parse::<f64>() {
+                        Ok(at_s) => vec![Effect::Play(Request::SeekTo(at_s))],
+                        Err(_) => {
+                            self.notice = Some(format!("`{text}` is not a time in seconds"));
+                            Vec::new()
+                        }
+                    };
+                }
+                if let Some(typed) = timeline::typed(&text, action) {
+                    self.dialog = Some(Dialog::GoTo { typed });
+                }
+            }
             (Dialog::Move { bins, worker }, action) => {
                 let peers = self.peers().max(1);
                 match action {

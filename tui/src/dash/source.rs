@@ -1,12 +1,10 @@
-//! Where the dashboard's messages come from: a live collector (over TCP) or a trace file.
-//! Both produce the same [`Msg`]s; tests make them by hand.
+//! Where a live dashboard's messages come from: a collector, over TCP. A replay's come from
+//! its player ([`super::replay`]); both produce the same [`Msg`]s, and tests make them by hand.
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
-use megaflux_probe::record;
 use megaflux_probe::wire::{self, ClientFrame, CommandRequest, ServerFrame};
 use tokio::sync::mpsc;
 
@@ -81,12 +79,4 @@ async fn subscribe(
             }
         }
     }
-}
-
-/// Sends a whole trace's events to `out`.
-pub fn trace(path: &Path, out: &Sender<Msg>) -> Result<(), megaflux_probe::ProbeError> {
-    let trace = record::read(path)?;
-    let _ = out.send(Msg::Connection(Connection::Trace(path.display().to_string())));
-    let _ = out.send(Msg::Events(trace.events));
-    Ok(())
 }

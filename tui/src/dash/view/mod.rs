@@ -7,14 +7,18 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Axis, Block, Chart, Clear, Dataset, GraphType, Paragraph, Row, Table, Tabs, Wrap};
+use ratatui::widgets::{Axis, Block, Chart, Dataset, GraphType, Paragraph, Row, Table, Tabs, Wrap};
 
 use megaflux::size::human as bytes;
 use megaflux_probe::event::Phase;
 use megaflux_probe::model::{JobModel, PlanView};
 
-use super::keys::{BINDINGS, HINT};
-use super::model::{Connection, Dash, Dialog, STRATEGIES, TABS, Tab, describe_bins};
+use super::keys::{HINT, REPLAY_HINT};
+use dialog::draw_dialog;
+
+mod dialog;
+mod timeline;
+use super::model::{Connection, Dash, TABS, Tab, describe_bins};
 
 /// Colours, or none.
 #[derive(Clone, Copy, Debug)]
@@ -87,9 +91,14 @@ fn ms(ns: u64) -> String {
 
 /// Draws the whole dashboard.
 pub fn draw(frame: &mut Frame, dash: &Dash, theme: Theme) {
-    let [tabs, main, status] =
-        Layout::vertical([Constraint::Length(1), Constraint::Min(0), Constraint::Length(1)])
-            .areas(frame.area());
+    let bar = u16::from(dash.replay.is_some());
+    let [tabs, main, timeline_bar, status] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(0),
+        Constraint::Length(bar),
+        Constraint::Length(1),
+    ])
+    .areas(frame.area());
     let titles: Vec<String> = TABS
         .iter()
         .enumerate()
@@ -111,6 +120,9 @@ pub fn draw(frame: &mut Frame, dash: &Dash, theme: Theme) {
         Tab::Migrations => migrations(frame, main, dash, theme),
         Tab::Log => log(frame, main, dash, theme),
     }
+    if let Some(replay) = &dash.replay {
+        timeline::draw(frame, timeline_bar, replay, theme);
+    }
     status_bar(frame, status, dash, theme);
     if let Some(dialog) = &dash.dialog {
         draw_dialog(frame, main, dash, dialog, theme);
@@ -128,7 +140,13 @@ fn status_bar(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
         format!(" {conn} "),
         theme.accent().add_modifier(Modifier::REVERSED),
     )];
-    match (&dash.recording, dash.job.recording) {
+    // A replay shows what was recorded; whether it was being recorded is no news.
+    let recording = if dash.replay.is_some() {
+        None
+    } else {
+        dash.job.recording
+    };
+    match (&dash.recording, recording) {
         (Some(r), Some(false)) => spans.push(Span::styled(
             format!(" ○ rec paused {r} "),
             theme.fg(Color::DarkGray),
@@ -158,7 +176,10 @@ fn status_bar(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
     }
     match &dash.notice {
         Some(n) => spans.push(Span::styled(format!(" {n}"), theme.fg(Color::Yellow))),
-        None => spans.push(Span::styled(format!(" {HINT}"), theme.fg(Color::DarkGray))),
+        None => {
+            let hint = if dash.replay.is_some() { REPLAY_HINT } else { HINT };
+            spans.push(Span::styled(format!(" {hint}"), theme.fg(Color::DarkGray)));
+        }
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }
@@ -726,139 +747,4 @@ fn log(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
         .collect();
     let title = format!("Log ({}; f: filter)", dash.log_filter.name());
     frame.render_widget(Paragraph::new(text).block(Block::bordered().title(title)), area);
-}
-
-fn centered(area: Rect, width: u16, height: u16) -> Rect {
-    let w = width.min(area.width);
-    let h = height.min(area.height);
-    Rect::new(
-        area.x + (area.width - w) / 2,
-        area.y + (area.height - h) / 2,
-        w,
-        h,
-    )
-}
-
-fn draw_dialog(frame: &mut Frame, area: Rect, dash: &Dash, dialog: &Dialog, theme: Theme) {
-    match dialog {
-        Dialog::Help => {
-            let lines: Vec<Line> = BINDINGS
-                .iter()
-                .map(|b| {
-                    Line::from(vec![
-                        Span::styled(format!("{:>10}  ", b.label), theme.accent()),
-                        Span::raw(b.help),
-                    ])
-                })
-                .collect();
-            let r = centered(area, 76, lines.len() as u16 + 2);
-            frame.render_widget(Clear, r);
-            frame.render_widget(
-                Paragraph::new(lines).block(Block::bordered().title("Keys (esc closes)")),
-                r,
-            );
-        }
-        Dialog::Move { bins, worker } => {
-            let before = dash.worker_totals(&[], 0);
-            let after = dash.worker_totals(bins, *worker);
-            let mut lines = vec![
-                Line::styled(
-                    format!("Move {} to worker {worker}?", describe_bins(bins)),
-                    theme.accent(),
-                ),
-                Line::raw("worker: bins, keys before → after"),
-            ];
-            for (w, (b, a)) in before.iter().zip(&after).enumerate() {
-                let mark = if w == *worker { "▶" } else { " " };
-                lines.push(Line::raw(format!(
-                    "{mark} {w}: {} → {} bins, {} → {} keys",
-                    b.0,
-                    a.0,
-                    count(b.1),
-                    count(a.1)
-                )));
-            }
-            lines.push(Line::raw("←→ or a digit: worker   enter: move   esc: cancel"));
-            let r = centered(area, 60, lines.len() as u16 + 2);
-            frame.render_widget(Clear, r);
-            frame.render_widget(
-                Paragraph::new(lines).block(Block::bordered().title("Move bins")),
-                r,
-            );
-        }
-        Dialog::Worker { worker, rejoin } => {
-            let w = *worker as u32;
-            let bins = dash.bins();
-            let primaries = (0..bins).filter(|b| dash.owner(*b) == Some(w)).count();
-            let standbys = (0..bins).filter(|b| dash.standby(*b) == Some(w)).count();
-            let lost = (0..bins)
-                .filter(|b| dash.owner(*b) == Some(w) && dash.standby(*b).is_none())
-                .count();
-            let failed = dash.view().failed.contains(&w);
-            let mut lines = vec![Line::styled(
-                if *rejoin {
-                    format!("Worker {worker} rejoins, empty?")
-                } else {
-                    format!("Fail worker {worker}?")
-                },
-                theme.accent(),
-            )];
-            if *rejoin {
-                lines.push(Line::raw(if failed {
-                    "bins then rebalance onto it (recovery strategy)".to_string()
-                } else {
-                    format!("worker {worker} has not failed: the job will refuse")
-                }));
-            } else if failed {
-                lines.push(Line::raw(format!(
-                    "worker {worker} has failed already: the job will refuse"
-                )));
-            } else {
-                lines.push(Line::raw(format!(
-                    "it holds {primaries} primaries and {standbys} standbys;"
-                )));
-                lines.push(Line::raw(if lost > 0 {
-                    format!("{lost} bins have no other replica: the job stops (exit 3)")
-                } else {
-                    format!(
-                        "their standbys take over; {} bins keep one replica until recovery",
-                        primaries + standbys
-                    )
-                }));
-            }
-            lines.push(Line::raw("←→ or a digit: worker   enter: confirm   esc: cancel"));
-            let r = centered(area, 64, lines.len() as u16 + 2);
-            frame.render_widget(Clear, r);
-            let title = if *rejoin {
-                "Rejoin a worker"
-            } else {
-                "Fail a worker"
-            };
-            frame.render_widget(Paragraph::new(lines).block(Block::bordered().title(title)), r);
-        }
-        Dialog::Plan { strategy, target } => {
-            let targets = dash.targets();
-            let lines = vec![
-                Line::from(vec![
-                    Span::raw("strategy: ◀ "),
-                    Span::styled(STRATEGIES[*strategy], theme.accent()),
-                    Span::raw(" ▶"),
-                ]),
-                Line::from(vec![
-                    Span::raw("target:   ▲ "),
-                    Span::styled(targets.get(*target).cloned().unwrap_or_default(), theme.accent()),
-                    Span::raw(" ▼"),
-                ]),
-                Line::raw(""),
-                Line::raw("uniform: bins spread evenly; pack:N onto workers 0..N;"),
-                Line::raw("drain:W off worker W.  enter: start   esc: cancel"),
-            ];
-            let r = centered(area, 60, lines.len() as u16 + 2);
-            frame.render_widget(Clear, r);
-            frame.render_widget(
-                Paragraph::new(lines).block(Block::bordered().title("Start a plan")),
-                r,
-            );
-        }
-    }
 }

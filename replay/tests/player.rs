@@ -1,0 +1,174 @@
+//! The time machine's player: whatever a person asks in whatever order, the outputs it sent
+//! make the model of the events before its position; jumps land after marks, steps move one
+//! event, seeks to a time stop at the last event at or before it, and playing ends at the
+//! end.
+
+use std::time::Duration;
+
+use megaflux_probe::event::Stamped;
+use megaflux_probe::model::JobModel;
+use megaflux_probe::record::{TraceReader, read};
+use megaflux_replay::player::{FIRST_SPEED, Output, Player, Position, Request, SPEEDS};
+use megaflux_replay::seek::Clock;
+use proptest::prelude::*;
+
+mod common;
+use common::samples;
+
+/// What a viewer of the player's outputs sees.
+struct Viewer {
+    model: JobModel,
+    position: Option<Position>,
+}
+
+impl Viewer {
+    fn new() -> Self {
+        Viewer {
+            model: JobModel::new(),
+            position: None,
+        }
+    }
+
+    fn take(&mut self, outputs: Vec<Output>) {
+        for o in outputs {
+            match o {
+                Output::Reset(model) => self.model = *model,
+                Output::Events(events) => events.iter().for_each(|e| self.model.apply(e)),
+                Output::Position(p) => self.position = Some(p),
+                Output::Timeline(_) => {}
+                Output::Problem(p) => panic!("{p}"),
+            }
+        }
+    }
+
+    fn events(&self) -> u64 {
+        self.position.as_ref().expect("a position").events
+    }
+}
+
+fn replay_all(events: &[Stamped]) -> JobModel {
+    let mut model = JobModel::new();
+    for e in events {
+        model.apply(e);
+    }
+    model
+}
+
+fn player(name: &str) -> (Player<std::io::BufReader<std::fs::File>>, Vec<Stamped>) {
+    let path = samples()
+        .into_iter()
+        .find(|p| p.ends_with(name))
+        .expect("the sample");
+    let events = read(&path).expect("it reads").events;
+    (
+        Player::new(TraceReader::open(&path).expect("it opens")).expect("it indexes"),
+        events,
+    )
+}
+
+#[test]
+fn marks_steps_and_speed() {
+    let (mut player, events) = player("keycount-fluid.jsonl");
+    let mut viewer = Viewer::new();
+    viewer.take(player.start());
+    let marks = player.index().marks.clone();
+    assert_eq!(marks.len(), 2, "{marks:?}");
+    viewer.take(player.request(Request::NextMark));
+    viewer.take(player.request(Request::NextMark));
+    // Just after the second plan started.
+    assert_eq!(viewer.events(), marks[1].events_before + 1);
+    let plan = viewer.model.plan.as_ref().expect("a running plan");
+    assert_eq!(
+        (plan.strategy.as_str(), plan.target.as_str()),
+        ("matched", "uniform")
+    );
+    assert!(viewer.model == replay_all(&events[..viewer.events() as usize]));
+    viewer.take(player.request(Request::Step));
+    assert_eq!(viewer.events(), marks[1].events_before + 2);
+    assert!(!viewer.position.as_ref().expect("a position").playing);
+    viewer.take(player.request(Request::StepBack));
+    viewer.take(player.request(Request::StepBack));
+    assert_eq!(viewer.events(), marks[1].events_before);
+    assert!(viewer.model.plan.as_ref().is_none_or(|p| p.strategy != "matched"));
+    viewer.take(player.request(Request::Faster));
+    assert_eq!(
+        viewer.position.as_ref().expect("a position").speed,
+        SPEEDS[FIRST_SPEED + 1]
+    );
+    for _ in 0..20 {
+        viewer.take(player.request(Request::Slower));
+    }
+    assert_eq!(viewer.position.as_ref().expect("a position").speed, SPEEDS[0]);
+    viewer.take(player.request(Request::PrevMark));
+    assert_eq!(viewer.events(), marks[0].events_before + 1);
+}
+
+#[test]
+fn playing_reaches_the_end_and_seeks_stop_at_the_time() {
+    let (mut player, events) = player("keycount-failover.jsonl");
+    let mut viewer = Viewer::new();
+    viewer.take(player.start());
+    // Half a second of wall clock at 1x plays the first half second of the trace.
+    viewer.take(player.advance(Duration::from_millis(500)));
+    let start = player.index().start_s;
+    let mut clock = Clock::default();
+    let due = events.iter().take_while(|e| clock.tick(e) <= start + 0.5).count() as u64;
+    assert_eq!(viewer.events(), due);
+    viewer.take(player.request(Request::SeekTo(2.0)));
+    let mut clock = Clock::default();
+    let due = events.iter().take_while(|e| clock.tick(e) <= 2.0).count() as u64;
+    assert_eq!(viewer.events(), due);
+    assert!(viewer.model == replay_all(&events[..due as usize]));
+    viewer.take(player.advance(Duration::from_secs(3600)));
+    let end = viewer.position.clone().expect("a position");
+    assert_eq!(end.events, events.len() as u64);
+    assert!(!end.playing);
+    assert!(viewer.model == replay_all(&events));
+}
+
+#[derive(Clone, Debug)]
+enum Ask {
+    Request(Request),
+    Wait(u64),
+}
+
+fn ask() -> impl Strategy<Value = Ask> {
+    prop_oneof![
+        Just(Ask::Request(Request::PlayPause)),
+        Just(Ask::Request(Request::Faster)),
+        Just(Ask::Request(Request::Slower)),
+        (0.0f64..6.0).prop_map(|t| Ask::Request(Request::SeekTo(t))),
+        (-3.0f64..3.0).prop_map(|t| Ask::Request(Request::SeekBy(t))),
+        Just(Ask::Request(Request::Step)),
+        Just(Ask::Request(Request::StepBack)),
+        Just(Ask::Request(Request::NextMark)),
+        Just(Ask::Request(Request::PrevMark)),
+        (0u64..2000).prop_map(Ask::Wait),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_view_is_always_the_events_before_the_position(
+        sample in 0..4usize,
+        asks in proptest::collection::vec(ask(), 1..24),
+    ) {
+        let name = ["keycount-fluid.jsonl", "keycount-failover.jsonl", "q4-batched.jsonl", "cluster-keycount.jsonl"][sample];
+        let (mut player, events) = player(name);
+        let (start, end) = (player.index().start_s, player.index().end_s);
+        let mut viewer = Viewer::new();
+        viewer.take(player.start());
+        for a in asks {
+            match a {
+                Ask::Request(r) => viewer.take(player.request(r)),
+                Ask::Wait(ms) => viewer.take(player.advance(Duration::from_millis(ms))),
+            }
+            let p = viewer.position.clone().expect("a position");
+            prop_assert!(p.events <= events.len() as u64);
+            prop_assert!(p.at_s >= start && p.at_s <= end, "{} not in {}..{}", p.at_s, start, end);
+            prop_assert!(viewer.model == replay_all(&events[..p.events as usize]), "{:?}", p);
+        }
+    }
+}
