@@ -13,19 +13,16 @@ pub enum ReplayError {
     #[error("cannot re-run {0}")]
     Rerun(String),
     /// Writing the output failed.
-    #[error("writing {what}: {source}")]
-    Write {
-        what: String,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The cause is in the message (as in [`ProbeError`]'s).
+    #[error("writing {what}: {cause}")]
+    Write { what: String, cause: std::io::Error },
 }
 
 impl ReplayError {
     pub(crate) fn write(what: &str, source: std::io::Error) -> Self {
         ReplayError::Write {
             what: what.to_string(),
-            source,
+            cause: source,
         }
     }
 

@@ -31,6 +31,8 @@ const PRELOAD_PER_TIME: u64 = 1 << 18;
 const PRELOAD_IN_FLIGHT: u64 = 4;
 /// How far ahead of a stop request the run ends, in epochs (ms).
 const STOP_AHEAD_MS: u64 = 50;
+/// The longest a worker of a [`Pace::Max`] run waits for news with nothing to do.
+const MAX_PACE_PARK: Duration = Duration::from_millis(1);
 /// How often worker 0 samples resident memory.
 const RSS_SAMPLE_EVERY: Duration = Duration::from_millis(100);
 
@@ -59,6 +61,19 @@ impl Shared<'_> {
             return Err(Stopped);
         }
         worker.step();
+        Ok(())
+    }
+
+    /// As [`Shared::step`], but a worker with nothing to do waits up to `park` for news
+    /// instead of spinning: workers that share cores leave them to those that have work.
+    fn step_or_park(&self, worker: &mut Worker, park: Duration) -> Result<(), Stopped> {
+        if let Some((bins, time)) = self.failures.lost() {
+            self.abort.stop(RunError::BinsLost { bins, time });
+        }
+        if self.abort.is_stopped() {
+            return Err(Stopped);
+        }
+        worker.step_or_park(Some(park));
         Ok(())
     }
 }
@@ -234,6 +249,8 @@ pub(super) fn run_worker<J: Job>(
         }
     };
 
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let parks = config.pace == Pace::Max && config.workers > cores;
     let mut panic_at = config
         .panics
         .iter()
@@ -312,7 +329,14 @@ pub(super) fn run_worker<J: Job>(
         if next_epoch > duration_ms {
             break;
         }
-        shared.step(worker)?;
+        // As fast as it goes, with more workers than cores: the next epoch is due when the
+        // output moves, which is news, so a worker with nothing to do gives up its core.
+        // Otherwise spinning is faster (and open loop, the next epoch is due at a time).
+        if parks {
+            shared.step_or_park(worker, MAX_PACE_PARK)?;
+        } else {
+            shared.step(worker)?;
+        }
     }
     // Failures and rejoins taken in the last turns go out (perhaps past the last epoch): a
     // failed worker waits for its failure to be issued before it lets go of what it held.
