@@ -1,11 +1,12 @@
 //! Commands sent through the control handle while a job runs: applied ones move bins,
-//! rejected ones change nothing, and the output stays the same.
+//! rejected ones change nothing, and the output stays the same. Scripted commands (a
+//! re-run's) are taken at exactly their epochs, up to the run's last one, at either pace.
 
 use std::thread;
 use std::time::Duration;
 
 use megaflux::control::{Command, ControlHandle};
-use megaflux::harness::{RunConfig, run};
+use megaflux::harness::{Pace, RunConfig, Scripted, run};
 use megaflux::plan::{Schedule, Strategy, Target};
 use megaflux::workload::Workload;
 
@@ -69,5 +70,67 @@ fn control_handle_commands_move_bins_without_changing_output() {
         assert_eq!(m[1].bins_moved, 138);
         assert!(m[1].completed_s.is_some(), "{:?}", m[1]);
         assert!(m.iter().all(|m| m.bytes_moved > 0));
+    }
+}
+
+#[test]
+fn scripted_commands_are_taken_at_their_epochs_even_the_last() {
+    for pace in [Pace::Max, Pace::OpenLoop] {
+        let last = 400;
+        let config = RunConfig {
+            workers: 3,
+            replicas: 2,
+            duration: Duration::from_millis(last),
+            pace,
+            script: vec![
+                Scripted {
+                    epoch: 150,
+                    command: Command::StartPlan {
+                        schedule: Schedule {
+                            strategy: Strategy::Fluid,
+                            pipelined: false,
+                        },
+                        target: Target::Pack(2),
+                    },
+                },
+                Scripted {
+                    epoch: last - 3,
+                    command: Command::Fail { worker: 2 },
+                },
+                Scripted {
+                    epoch: last,
+                    command: Command::Rejoin { worker: 2 },
+                },
+            ],
+            ..config(Workload::KeyCount)
+        };
+        let baseline = run(
+            RunConfig {
+                script: Vec::new(),
+                ..config.clone()
+            },
+            ControlHandle::new(),
+        )
+        .unwrap()
+        .unwrap();
+        // A command held for but never taken would keep the run from ever ending.
+        let (done, finished) = std::sync::mpsc::channel();
+        thread::spawn(move || {
+            let _ = done.send(run(config, ControlHandle::new()));
+        });
+        let summary = finished
+            .recv_timeout(Duration::from_secs(120))
+            .unwrap_or_else(|_| panic!("{pace:?}: the run never ended"))
+            .unwrap()
+            .unwrap();
+        // One preload time: measured epoch e is time 1 + e.
+        let failed: Vec<(u32, u64)> = summary.failures.iter().map(|f| (f.worker, f.time)).collect();
+        assert_eq!(failed, vec![(2, 1 + last - 3)], "{pace:?}");
+        assert!(
+            summary.failures[0].rejoined_s.is_some(),
+            "{pace:?}: the rejoin at the last epoch"
+        );
+        assert_eq!(summary.migrations.len(), 1, "{pace:?}");
+        assert_eq!(summary.output_digest, baseline.output_digest, "{pace:?}");
     }
 }

@@ -12,7 +12,8 @@ use megaflux::summary::{DuringLatency, MigrationSummary, RecoverySummary, Summar
 pub struct Comparison<'a> {
     pub recorded: &'a Summary,
     pub rerun: &'a Summary,
-    /// Whether the re-run's latencies mean anything (not at `--speed max`).
+    /// Whether each run's latencies mean anything (not at `--speed max`).
+    pub recorded_latency: bool,
     pub rerun_latency: bool,
 }
 
@@ -47,7 +48,7 @@ impl Comparison<'_> {
         t.row("records in / outputs", &counts(a), &counts(b));
         t.row(
             "latency p99 / max",
-            &latency(a.latency_ns.p99, a.latency_ns.max, true),
+            &latency(a.latency_ns.p99, a.latency_ns.max, self.recorded_latency),
             &latency(b.latency_ns.p99, b.latency_ns.max, self.rerun_latency),
         );
         let n = a.migrations.len().max(b.migrations.len());
@@ -70,7 +71,7 @@ impl Comparison<'_> {
             t.row("  steps / bins / bytes", &opt(ma, moved), &opt(mb, moved));
             t.row(
                 "  latency during p99 / max",
-                &opt(ma, |m| during(&m.latency_ns_during, true)),
+                &opt(ma, |m| during(&m.latency_ns_during, self.recorded_latency)),
                 &opt(mb, |m| during(&m.latency_ns_during, self.rerun_latency)),
             );
         }
@@ -108,7 +109,7 @@ impl Comparison<'_> {
                 t.row("  bins / bytes copied", &opt(ra, copied), &opt(rb, copied));
                 t.row(
                     "  latency during p99 / max",
-                    &opt(ra, |r| during(&r.latency_ns_during, true)),
+                    &opt(ra, |r| during(&r.latency_ns_during, self.recorded_latency)),
                     &opt(rb, |r| during(&r.latency_ns_during, self.rerun_latency)),
                 );
             }

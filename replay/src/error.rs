@@ -10,7 +10,7 @@ pub enum ReplayError {
     #[error(transparent)]
     Trace(#[from] ProbeError),
     /// The trace cannot be run again (what it lacks, or what in it is wrong).
-    #[error("cannot re-run {0}")]
+    #[error("cannot re-run: {0}")]
     Rerun(String),
     /// Writing the output failed.
     /// The cause is in the message (as in [`ProbeError`]'s).

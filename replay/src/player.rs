@@ -73,7 +73,8 @@ pub enum Output {
     /// Events to apply, in order.
     Events(Vec<Stamped>),
     Position(Position),
-    /// Reading the trace failed: the player stays where it was.
+    /// Reading the trace failed (a line the index skimmed does not parse, say): the player
+    /// pauses before that line.
     Problem(String),
 }
 
@@ -193,12 +194,13 @@ impl<R: BufRead + Seek> Player<R> {
             return Vec::new();
         }
         self.play_at += wall.as_secs_f64() * SPEEDS[self.speed];
-        let result = self.play_due();
-        self.finish(result)
+        let mut out = self.play_due();
+        out.push(self.position());
+        out
     }
 
-    /// The outputs of a request or a tick, the position last; a failed read is reported and
-    /// stops playing.
+    /// The outputs of a request or a tick, the position last. A failed read is reported and
+    /// stops playing; the player stands where it stood before it.
     fn finish(&mut self, result: Result<Vec<Output>, ReplayError>) -> Vec<Output> {
         let mut out = match result {
             Ok(out) => out,
@@ -220,40 +222,81 @@ impl<R: BufRead + Seek> Player<R> {
         }
     }
 
+    /// The next event. A line that cannot be read leaves the reader where it was.
     fn read(&mut self) -> Result<Option<Stamped>, ReplayError> {
-        match self.next.take() {
-            Some(e) => Ok(Some(e)),
-            None => Ok(self.reader.next_event()?),
+        if let Some(e) = self.next.take() {
+            return Ok(Some(e));
+        }
+        let (offset, line) = (self.reader.offset(), self.reader.line());
+        match self.reader.next_event() {
+            Ok(e) => Ok(e),
+            Err(e) => {
+                self.reader.seek(offset, line)?;
+                Err(e.into())
+            }
         }
     }
 
-    fn play_due(&mut self) -> Result<Vec<Output>, ReplayError> {
+    /// Puts the reader back after the events applied, when a seek failed half way.
+    fn stand_back(&mut self, e: ReplayError) -> ReplayError {
+        self.next = None;
+        match self.index.model_and_clock_after(&mut self.reader, self.done) {
+            Ok(_) => e,
+            Err(again) => again,
+        }
+    }
+
+    /// Sends the events that are due; at a line that cannot be read, those before it and
+    /// the problem, and pauses there.
+    fn play_due(&mut self) -> Vec<Output> {
         let mut batch = Vec::new();
+        let mut clock = self.clock;
+        let mut ended = false;
+        let mut failed = None;
         while batch.len() < BATCH {
-            let Some(event) = self.read()? else {
-                // The end: stop there.
-                self.playing = false;
-                self.play_at = self.index.end_s;
-                break;
+            let event = match self.read() {
+                Ok(Some(event)) => event,
+                Ok(None) => {
+                    ended = true;
+                    break;
+                }
+                // The events before it are played; the player stops before it.
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
             };
-            let mut after = self.clock;
+            let mut after = clock;
             if after.tick(&event) > self.play_at {
                 self.next = Some(event);
                 break;
             }
-            self.clock = after;
-            self.done += 1;
+            clock = after;
             batch.push(event);
+        }
+        self.clock = clock;
+        self.done += batch.len() as u64;
+        if ended {
+            // The end: stop there.
+            self.playing = false;
+            self.play_at = self.index.end_s;
+        }
+        if failed.is_some() {
+            self.playing = false;
+            self.play_at = self.here();
         }
         if batch.len() == BATCH {
             // Too dense to keep up: play on from here rather than fall further behind.
             self.play_at = self.here();
         }
-        Ok(if batch.is_empty() {
-            Vec::new()
-        } else {
-            vec![Output::Events(batch)]
-        })
+        let mut out = Vec::new();
+        if !batch.is_empty() {
+            out.push(Output::Events(batch));
+        }
+        if let Some(e) = failed {
+            out.push(Output::Problem(e.to_string()));
+        }
+        out
     }
 
     fn step(&mut self) -> Result<Vec<Output>, ReplayError> {
@@ -268,7 +311,10 @@ impl<R: BufRead + Seek> Player<R> {
 
     fn seek_to_time(&mut self, at_s: f64) -> Result<Vec<Output>, ReplayError> {
         let at_s = at_s.clamp(self.index.start_s, self.index.end_s.max(self.index.start_s));
-        let n = self.index.events_until(&mut self.reader, at_s)?;
+        let n = match self.index.events_until(&mut self.reader, at_s) {
+            Ok(n) => n,
+            Err(e) => return Err(self.stand_back(e)),
+        };
         let out = self.seek_to_event(n)?;
         // Between events: the position is where it was asked to be.
         self.play_at = at_s.max(self.here());
@@ -276,14 +322,14 @@ impl<R: BufRead + Seek> Player<R> {
     }
 
     fn seek_to_event(&mut self, n: u64) -> Result<Vec<Output>, ReplayError> {
-        let model = self.index.model_after(&mut self.reader, n)?;
-        self.done = n.min(self.index.events);
-        self.clock = if self.done == 0 {
-            Clock::default()
-        } else {
-            Clock(model.now_s)
-        };
+        // Whatever happens, the reader no longer stands after a pending event.
         self.next = None;
+        let (model, clock) = match self.index.model_and_clock_after(&mut self.reader, n) {
+            Ok(found) => found,
+            Err(e) => return Err(self.stand_back(e)),
+        };
+        self.done = n.min(self.index.events);
+        self.clock = clock;
         self.play_at = self.here();
         Ok(vec![Output::Reset(Box::new(model))])
     }

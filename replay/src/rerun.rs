@@ -42,6 +42,8 @@ pub struct Recording {
     pub summary: Summary,
     /// Commands the job rejected (not taken again).
     pub rejected: usize,
+    /// The recording was paused or lost events: commands may be missing from the script.
+    pub gaps: bool,
 }
 
 impl Recording {
@@ -59,6 +61,7 @@ impl Recording {
         let mut base: Option<Time> = None;
         let mut taken: Vec<(Time, Command, usize)> = Vec::new();
         let mut rejected = 0;
+        let mut gaps = false;
         let mut summary = None;
         while let Some(stamped) = reader.next_event()? {
             let line = reader.line();
@@ -90,6 +93,7 @@ impl Recording {
                     time: Some(_),
                     ..
                 } => rejected += 1,
+                Event::Recording { on: false } | Event::Dropped { .. } => gaps = true,
                 Event::Summary { summary: s } => {
                     summary = Some(
                         serde_json::from_value::<Summary>(s)
@@ -115,8 +119,9 @@ impl Recording {
         let mut script = Vec::with_capacity(taken.len());
         for (time, command, line) in taken {
             check_workers(&command, peers).map_err(|e| bad(format!("line {line}: {e}")))?;
+            // A command is taken in a turn of the measured loop, at epoch 1 at the earliest.
             script.push(Scripted {
-                epoch: time.saturating_sub(base),
+                epoch: time.saturating_sub(base).max(1),
                 command,
             });
         }
@@ -133,6 +138,7 @@ impl Recording {
             processes: (header.processes as usize).max(1),
             summary,
             rejected,
+            gaps,
         })
     }
 
@@ -148,7 +154,7 @@ impl Recording {
             // Standbys are placed on the next process: one process would place them elsewhere.
             if config.replicas > 1 {
                 return Err(ReplayError::Rerun(format!(
-                    "the recorded job ran on {} processes with replicas: re-run it on as many (give timely's -n/-p/-h after --)",
+                    "its job ran on {} processes with replicas, whose standbys are placed by process: re-run it on as many (timely's -n/-p/-h after --)",
                     self.processes
                 )));
             }

@@ -33,7 +33,7 @@ pub struct KeyframeAt {
 pub struct Mark {
     /// Events before it.
     pub events_before: u64,
-    /// The trace's clock there (see [`Index::clock_after`]).
+    /// The trace's clock there (see [`Clock`]).
     pub at_s: f64,
     pub label: String,
 }
@@ -133,9 +133,20 @@ impl Index {
         reader: &mut TraceReader<R>,
         n: u64,
     ) -> Result<JobModel, ReplayError> {
+        Ok(self.model_and_clock_after(reader, n)?.0)
+    }
+
+    /// The model after the first `n` events, and the trace's clock there; the reader is left
+    /// just after them.
+    pub fn model_and_clock_after<R: BufRead + Seek>(
+        &self,
+        reader: &mut TraceReader<R>,
+        n: u64,
+    ) -> Result<(JobModel, Clock), ReplayError> {
         let n = n.min(self.events);
         let mut model = JobModel::new();
         let mut done = 0;
+        let mut clock = Clock::default();
         match self.keyframes.iter().rev().find(|k| k.events_before < n) {
             Some(k) => {
                 reader.seek(k.offset, k.line)?;
@@ -147,15 +158,18 @@ impl Index {
                     .map(|(_, w)| w.clone())
                     .collect();
                 done = k.events_before;
+                // The clock with the keyframe, which the loop applies first.
+                clock = Clock(k.at_s);
             }
             None => reader.seek(reader.header_bytes(), 1)?,
         }
         while done < n {
             let Some(event) = reader.next_event()? else { break };
+            clock.tick(&event);
             model.apply(&event);
             done += 1;
         }
-        Ok(model)
+        Ok((model, clock))
     }
 }
 

@@ -13,7 +13,7 @@ use megaflux_replay::seek::Clock;
 use proptest::prelude::*;
 
 mod common;
-use common::samples;
+use common::sample;
 
 /// What a viewer of the player's outputs sees.
 struct Viewer {
@@ -55,10 +55,7 @@ fn replay_all(events: &[Stamped]) -> JobModel {
 }
 
 fn player(name: &str) -> (Player<std::io::BufReader<std::fs::File>>, Vec<Stamped>) {
-    let path = samples()
-        .into_iter()
-        .find(|p| p.ends_with(name))
-        .expect("the sample");
+    let path = sample(name);
     let events = read(&path).expect("it reads").events;
     (
         Player::new(TraceReader::open(&path).expect("it opens")).expect("it indexes"),
@@ -124,6 +121,56 @@ fn playing_reaches_the_end_and_seeks_stop_at_the_time() {
     assert_eq!(end.events, events.len() as u64);
     assert!(!end.playing);
     assert!(viewer.model == replay_all(&events));
+}
+
+#[test]
+fn an_unreadable_line_is_reported_and_the_player_stays_before_it() {
+    let path = sample("keycount-fluid.jsonl");
+    let text = std::fs::read_to_string(&path).expect("it reads");
+    // Line 300 keeps its clock and kind (so the index counts it) but loses its fields.
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let at_s = serde_json::from_str::<serde_json::Value>(&lines[299]).expect("JSON")["at_s"].clone();
+    lines[299] = format!(r#"{{"at_s":{at_s},"process":0,"kind":"sampled"}}"#);
+    let bytes = (lines.join("\n") + "\n").into_bytes();
+    let events = megaflux_probe::record::read_from(text.as_bytes(), "sample")
+        .expect("it reads")
+        .events;
+    let mut player = Player::new(TraceReader::new(std::io::Cursor::new(bytes), "broken").expect("a header"))
+        .expect("it indexes");
+    let mut viewer = Viewer::new();
+    viewer.take(player.start());
+    let mut problems = Vec::new();
+    for _ in 0..3 {
+        for o in player.advance(Duration::from_secs(10)) {
+            match o {
+                Output::Problem(p) => problems.push(p),
+                o => viewer.take(vec![o]),
+            }
+        }
+        // The events before the bad line (line 300 is event 299, the header being line 1).
+        assert_eq!(viewer.events(), 298);
+        assert!(!viewer.position.as_ref().expect("a position").playing);
+        assert!(viewer.model == replay_all(&events[..298]));
+        viewer.take(player.request(Request::PlayPause));
+    }
+    assert!(problems.iter().all(|p| p.contains("line 300")), "{problems:?}");
+    // Stepping back works; seeking past the line meets it, and the player stays.
+    viewer.take(player.request(Request::StepBack));
+    assert_eq!(viewer.events(), 297);
+    let out = player.request(Request::SeekTo(100.0));
+    assert!(
+        out.iter()
+            .any(|o| matches!(o, Output::Problem(p) if p.contains("line 300")))
+    );
+    viewer.take(
+        out.into_iter()
+            .filter(|o| !matches!(o, Output::Problem(_)))
+            .collect(),
+    );
+    assert_eq!(viewer.events(), 297);
+    viewer.take(player.request(Request::Step));
+    assert_eq!(viewer.events(), 298);
+    assert!(viewer.model == replay_all(&events[..298]));
 }
 
 #[derive(Clone, Debug)]

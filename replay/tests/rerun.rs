@@ -12,7 +12,7 @@ use megaflux_replay::compare::Comparison;
 use megaflux_replay::rerun::{Options, Recording};
 
 mod common;
-use common::samples;
+use common::{sample, samples};
 
 fn run(recording: &Recording, options: &Options) -> Summary {
     let config = recording.rerun(options).expect("the sample re-runs");
@@ -37,6 +37,7 @@ fn every_sample_reruns_to_its_digest() {
         let comparison = Comparison {
             recorded: &recording.summary,
             rerun: &rerun,
+            recorded_latency: true,
             rerun_latency: false,
         };
         assert!(
@@ -77,10 +78,7 @@ fn every_sample_reruns_to_its_digest() {
 
 #[test]
 fn other_strategies_give_the_same_digest_and_other_figures() {
-    let path = samples()
-        .into_iter()
-        .find(|p| p.ends_with("keycount-fluid.jsonl"))
-        .expect("the fluid sample");
+    let path = sample("keycount-fluid.jsonl");
     let recording = Recording::read(&path).expect("it reads");
     let all_at_once = Schedule {
         strategy: Strategy::AllAtOnce,
@@ -109,10 +107,7 @@ fn other_strategies_give_the_same_digest_and_other_figures() {
 
 #[test]
 fn commands_keep_their_recorded_epochs() {
-    let path = samples()
-        .into_iter()
-        .find(|p| p.ends_with("keycount-failover.jsonl"))
-        .expect("the failover sample");
+    let path = sample("keycount-failover.jsonl");
     let recording = Recording::read(&path).expect("it reads");
     let script: Vec<(u64, &Command)> = recording.script.iter().map(|s| (s.epoch, &s.command)).collect();
     // `--fail 1@1 --rejoin 1@2.5`, taken at times 1001 and 2501 with a preload of one time.
@@ -129,10 +124,7 @@ fn commands_keep_their_recorded_epochs() {
 
 /// A trace from the sample's first `lines` lines, with `edit` applied to each.
 fn cut(lines: usize, edit: impl Fn(&str) -> String) -> tempfile::NamedTempFile {
-    let path = samples()
-        .into_iter()
-        .find(|p| p.ends_with("keycount-fluid.jsonl"))
-        .expect("the fluid sample");
+    let path = sample("keycount-fluid.jsonl");
     let text = std::fs::read_to_string(path).expect("it reads");
     let mut file = tempfile::NamedTempFile::new().expect("a temporary file");
     for line in text.lines().take(lines) {

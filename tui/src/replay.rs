@@ -131,6 +131,11 @@ fn rerun(args: &ReplayArgs) -> anyhow::Result<bool> {
             String::new()
         }
     );
+    if recording.gaps {
+        eprintln!(
+            "megaflux: warning: the recording was paused or lost events, so commands the job took then may be missing from the re-run"
+        );
+    }
     let probe = ProbeArgs {
         record: args.record.clone(),
         serve: dashboard.then_some(LOOPBACK_ANY),
@@ -140,16 +145,27 @@ fn rerun(args: &ReplayArgs) -> anyhow::Result<bool> {
     let control = ControlHandle::new();
     let observer = observe::start(&config, &probe, &control)?;
     let (ran, finished) = run_observed(config, observer, dashboard, &probe, control, run_with_progress);
-    let summary = ran?.context("the re-run ended without a summary")?;
+    let ran = ran?;
     finished?;
+    let Some(summary) = ran else {
+        // A cluster's other processes: process 0 compares.
+        eprintln!("megaflux: this process's part of the re-run is done; process 0 compares the runs");
+        return Ok(true);
+    };
     let comparison = Comparison {
         recorded: &recording.summary,
         rerun: &summary,
+        recorded_latency: recording.config.pace == Pace::OpenLoop,
         rerun_latency: options.pace == Pace::OpenLoop,
     };
     print!("{}", comparison.table());
     println!("{}", serde_json::to_string(&summary)?);
-    if !comparison.digests_match() {
+    if summary.duration_s < recording.summary.duration_s {
+        eprintln!(
+            "megaflux: the re-run stopped after {:.1} of {:.1} s (the dashboard quit): its outputs cannot match",
+            summary.duration_s, recording.summary.duration_s
+        );
+    } else if !comparison.digests_match() {
         eprintln!("megaflux: the re-run's outputs differ from the recorded run's");
     }
     Ok(comparison.digests_match())

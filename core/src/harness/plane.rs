@@ -28,7 +28,8 @@ pub(crate) struct ControlPlane {
     input: InputHandleVec<Time, ControlInst>,
     migrations: VecDeque<MigrationSpec>,
     timed: VecDeque<(f64, Timed)>,
-    /// Recorded commands not taken yet, by epoch; and plans that came due while another ran.
+    /// Recorded commands not taken yet, by epoch; and plans that came due while another ran,
+    /// with the cancels and moves recorded after them.
     script: VecDeque<Scripted>,
     plans_due: VecDeque<Command>,
     /// The logical time of measured epoch 0 (the preload's times come before it), once the
@@ -81,6 +82,14 @@ impl ControlPlane {
         self.driver.busy() || self.driver.urgent() || !self.plans_due.is_empty()
     }
 
+    /// Whether the control input is held for a recorded command at or before `limit` (the
+    /// run must go on until it is taken).
+    pub(crate) fn holds_for(&self, limit: Time) -> bool {
+        self.base
+            .zip(self.script.front())
+            .is_some_and(|(base, s)| base + s.epoch <= limit)
+    }
+
     /// The time the control input stands at.
     pub(crate) fn time(&self) -> Time {
         *self.input.time()
@@ -116,8 +125,13 @@ impl ControlPlane {
                 break;
             };
             match command {
-                Command::StartPlan { .. } => self.plans_due.push_back(command),
-                command => self.take(command, None, now_s, time),
+                // Failures and rejoins happen at their time whatever the plans do.
+                Command::Fail { .. } | Command::Rejoin { .. } => self.take(command, None, now_s, time),
+                // Plans wait for the running one, and what came after a waiting plan (a
+                // cancel, a move) waits behind it.
+                Command::StartPlan { .. } | Command::CancelPlan | Command::MoveBins { .. } => {
+                    self.plans_due.push_back(command)
+                }
             }
         }
         while self.timed.front().is_some_and(|(at, _)| *at <= now_s) {
@@ -141,10 +155,13 @@ impl ControlPlane {
                 time,
             );
         }
-        while !self.driver.busy()
-            && let Some(command) = self.plans_due.pop_front()
-        {
-            self.take(command, None, now_s, time);
+        while let Some(command) = self.plans_due.front() {
+            if matches!(command, Command::StartPlan { .. }) && self.driver.busy() {
+                break;
+            }
+            if let Some(command) = self.plans_due.pop_front() {
+                self.take(command, None, now_s, time);
+            }
         }
         while !self.driver.busy() && self.migrations.front().is_some_and(|m| m.at_secs <= now_s) {
             if let Some(m) = self.migrations.pop_front() {

@@ -266,7 +266,11 @@ pub(super) fn run_worker<J: Job>(
         // A stop ends the run `STOP_AHEAD_MS` later, so that every worker of the process
         // learns the last epoch before it reaches it.
         if index == 0 && shared.control.stop_requested() {
-            shared.control.set_end(now.as_millis() as u64 + STOP_AHEAD_MS);
+            let reached = match config.pace {
+                Pace::OpenLoop => now.as_millis() as u64,
+                Pace::Max => next_epoch - 1,
+            };
+            shared.control.set_end(reached + STOP_AHEAD_MS);
         }
         if let Some(end) = shared.control.end() {
             duration_ms = duration_ms.min(end);
@@ -326,7 +330,9 @@ pub(super) fn run_worker<J: Job>(
             let output = || probe.with_frontier(|f| f.first().copied());
             sampler.maybe_sample(now, records_in, time_of(next_epoch), output);
         }
-        if next_epoch > duration_ms {
+        // A recorded command due by the last epoch holds the control input: the next turn
+        // takes it, or the run could never finish.
+        if next_epoch > duration_ms && !plane.as_ref().is_some_and(|p| p.holds_for(time_of(duration_ms))) {
             break;
         }
         // As fast as it goes, with more workers than cores: the next epoch is due when the

@@ -14,3 +14,12 @@ pub fn samples() -> Vec<PathBuf> {
     assert!(!traces.is_empty(), "no sample traces in {}", dir.display());
     traces
 }
+
+/// The sample trace whose file name is `name`.
+#[allow(dead_code)] // Not every test crate picks one sample.
+pub fn sample(name: &str) -> PathBuf {
+    samples()
+        .into_iter()
+        .find(|p| p.ends_with(name))
+        .unwrap_or_else(|| panic!("no sample {name}"))
+}

@@ -172,6 +172,8 @@ pub enum Msg {
     Reset(Box<JobModel>),
     /// Replays: where the player stands.
     Position(Position),
+    /// Something went wrong that the person should know of (a replay's unreadable line).
+    Problem(String),
 }
 
 /// The dashboard's whole state.
@@ -432,6 +434,11 @@ impl Dash {
                 self.frozen = None;
                 self.job = *model;
                 self.now_s = self.job.now_s;
+                Vec::new()
+            }
+            Msg::Problem(text) => {
+                self.push_log(self.now_s, LogKind::Problem, text.clone());
+                self.notice = Some(text);
                 Vec::new()
             }
             Msg::Position(position) => {
@@ -740,19 +747,30 @@ impl Dash {
             Event::Command {
                 outcome,
                 command,
+                request,
+                time,
                 reason,
                 ..
-            } => Some((
-                if *outcome == Outcome::Rejected {
-                    LogKind::Problem
-                } else {
-                    LogKind::Command
-                },
-                match reason {
-                    Some(r) => format!("{}: {command}: {r}", outcome.name()),
-                    None => format!("{}: {command}", outcome.name()),
-                },
-            )),
+            } => {
+                // The request as a person would say it (traces before format 2 have only
+                // the command's Rust form).
+                let what = request
+                    .as_ref()
+                    .and_then(|r| serde_json::from_value::<CommandRequest>(r.clone()).ok())
+                    .map_or_else(|| command.clone(), |r| describe_request(&r));
+                let at = time.map_or(String::new(), |t| format!(" at time {t}"));
+                Some((
+                    if *outcome == Outcome::Rejected {
+                        LogKind::Problem
+                    } else {
+                        LogKind::Command
+                    },
+                    match reason {
+                        Some(r) => format!("{}: {what}{at}: {r}", outcome.name()),
+                        None => format!("{}: {what}{at}", outcome.name()),
+                    },
+                ))
+            }
             Event::Dropped { place, count } => Some((
                 LogKind::Problem,
                 format!("process {} dropped {count} events ({place})", e.process),
@@ -812,12 +830,36 @@ fn worker_name(w: Option<u32>) -> String {
     w.map_or("?".into(), |w| format!("worker {w}"))
 }
 
-/// "bin 3" or "bins 3-9".
+/// A command as the log says it: `move bins 1-3 to worker 2`, `fluid plan to pack:1`.
+pub fn describe_request(r: &CommandRequest) -> String {
+    match r {
+        CommandRequest::MoveBins {
+            bins,
+            worker,
+            standby,
+        } => format!(
+            "move {}{} to worker {worker}",
+            if *standby { "the standbys of " } else { "" },
+            describe_bins(bins)
+        ),
+        CommandRequest::StartPlan { schedule, target } => format!("{schedule} plan to {target}"),
+        CommandRequest::CancelPlan => "cancel the running plan".into(),
+        CommandRequest::Record { on: true } => "resume recording".into(),
+        CommandRequest::Record { on: false } => "pause recording".into(),
+        CommandRequest::Fail { worker } => format!("fail worker {worker}"),
+        CommandRequest::Rejoin { worker } => format!("rejoin worker {worker}"),
+    }
+}
+
+/// "bin 3", "bins 3-9" or "bins 0-3,7" (sorted, each bin once).
 pub fn describe_bins(bins: &[usize]) -> String {
-    match bins {
+    let mut sorted: Vec<u32> = bins.iter().map(|b| *b as u32).collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    match sorted.as_slice() {
         [] => "no bins".into(),
         [one] => format!("bin {one}"),
-        [first, .., last] => format!("bins {first}-{last}"),
+        many => format!("bins {}", megaflux::bins::list(many)),
     }
 }
 

@@ -31,7 +31,7 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
                     Output::Reset(m) => Msg::Reset(m),
                     Output::Events(e) => Msg::Events(e),
                     Output::Position(p) => Msg::Position(p),
-                    Output::Problem(p) => Msg::Connection(Connection::Closed(p)),
+                    Output::Problem(p) => Msg::Problem(p),
                 };
                 out.send(msg).is_ok()
             })
