@@ -1,5 +1,6 @@
-//! Open-loop latency: per epoch, the wall time at which the output frontier passed the
-//! epoch minus the epoch's scheduled close, in HdrHistograms overall and per window.
+//! Open-loop latency, per record: the wall time at which the output frontier passed the
+//! record's epoch minus the time the record was due (its place in the schedule), in
+//! HdrHistograms overall and per window.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -49,9 +50,29 @@ pub struct WindowStats {
     pub latency_ns: Percentiles,
 }
 
-/// Records the latency of each epoch as the output frontier passes it.
+/// The first record of measured epoch `epoch` (1-based, 1 ms each) at `rate` records/s:
+/// record `i` is due `i / rate` seconds into the run, and goes in with the epoch that closes
+/// next (at or after its due time).
+pub fn first_record(epoch: Time, rate: u64) -> u64 {
+    (epoch.saturating_sub(1) as u128 * rate as u128).div_ceil(1000) as u64
+}
+
+/// When record `i` is due at `rate` records/s, in nanoseconds since the run began.
+pub fn due_ns(i: u64, rate: u64) -> u64 {
+    (i as u128 * 1_000_000_000 / rate.max(1) as u128) as u64
+}
+
+/// The latency of every record, as its user feels it: from the moment it was due to the
+/// moment the output frontier passed its epoch, so the wait for its epoch to close counts
+/// (the Megaphone reference measures records from their due time too). It keeps the moment
+/// each epoch completed, and expands epochs into their records when asked.
 pub struct LatencyRecorder {
+    rate: u64,
+    /// Per measured epoch, in order: the nanoseconds after the start at which it completed.
     epochs: Vec<(Time, u64)>,
+    /// The records of every epoch so far, and of the timeline window being filled.
+    all: Histogram<u64>,
+    window: Histogram<u64>,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -62,20 +83,24 @@ fn histogram() -> Histogram<u64> {
     }
 }
 
-impl Default for LatencyRecorder {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl LatencyRecorder {
-    pub fn new() -> Self {
-        LatencyRecorder { epochs: Vec::new() }
+    /// A recorder for a run of `rate` records per second.
+    pub fn new(rate: u64) -> Self {
+        LatencyRecorder {
+            rate,
+            epochs: Vec::new(),
+            all: histogram(),
+            window: histogram(),
+        }
     }
 
-    /// Records that epoch `epoch` completed `latency_ns` after its scheduled close.
-    pub fn record(&mut self, epoch: Time, latency_ns: u64) {
-        self.epochs.push((epoch, latency_ns));
+    /// Records that epoch `epoch` completed `done_ns` after the run began: each of its
+    /// records waited from its due time until then.
+    pub fn record(&mut self, epoch: Time, done_ns: u64) {
+        self.epochs.push((epoch, done_ns));
+        for h in [&mut self.all, &mut self.window] {
+            add_epoch(h, self.rate, epoch, done_ns);
+        }
     }
 
     /// Number of epochs recorded.
@@ -88,31 +113,21 @@ impl LatencyRecorder {
         self.epochs.is_empty()
     }
 
-    /// Percentiles over the epochs whose close falls in `[from_ms, to_ms]`.
+    /// Percentiles over the records of the epochs whose close falls in `[from_ms, to_ms]`.
     pub fn between(&self, from_ms: u64, to_ms: u64) -> Percentiles {
         let mut h = histogram();
-        for (_, l) in self.epochs.iter().filter(|(e, _)| (from_ms..=to_ms).contains(e)) {
-            h.saturating_record(*l);
+        for (e, done) in self.epochs.iter().filter(|(e, _)| (from_ms..=to_ms).contains(e)) {
+            add_epoch(&mut h, self.rate, *e, *done);
         }
         Percentiles::of(&h)
     }
 
-    /// Reports window `window` (epochs `window * WINDOW_MS + 1 ..= (window + 1) * WINDOW_MS`)
-    /// as a `megaflux::latency` event: its percentiles and its histogram, serialized with
-    /// HdrHistogram's V2 format and base64-encoded.
-    pub fn report_window(&self, window: u64) {
-        let (from, to) = (window * WINDOW_MS + 1, (window + 1) * WINDOW_MS);
-        let mut h = histogram();
-        // Epochs are recorded in order: the window is at the end.
-        for (_, l) in self
-            .epochs
-            .iter()
-            .rev()
-            .skip_while(|(e, _)| *e > to)
-            .take_while(|(e, _)| *e >= from)
-        {
-            h.saturating_record(*l);
-        }
+    /// Reports window `window` (epochs `window * WINDOW_MS + 1 ..= (window + 1) * WINDOW_MS`,
+    /// the epochs recorded since the last report) as a `megaflux::latency` event: the
+    /// percentiles of its records and their histogram, serialized with HdrHistogram's V2
+    /// format and base64-encoded.
+    pub fn report_window(&mut self, window: u64) {
+        let h = std::mem::replace(&mut self.window, histogram());
         let p = Percentiles::of(&h);
         let mut bytes = Vec::new();
         let encoded = match V2Serializer::new().serialize(&h, &mut bytes) {
@@ -129,18 +144,15 @@ impl LatencyRecorder {
         );
     }
 
-    /// Percentiles over every epoch.
+    /// Percentiles over every record.
     pub fn overall(&self) -> Percentiles {
-        self.between(0, u64::MAX)
+        Percentiles::of(&self.all)
     }
 
-    /// The complementary CDF of all epochs' latencies: (latency, fraction of epochs slower),
-    /// at quantiles dense enough for a log-scale plot down to one in 100,000.
+    /// The complementary CDF of all records' latencies: (latency, fraction of records
+    /// slower), at quantiles dense enough for a log-scale plot down to one in 100,000.
     pub fn ccdf(&self) -> Vec<(u64, f64)> {
-        let mut h = histogram();
-        for (_, l) in &self.epochs {
-            h.saturating_record(*l);
-        }
+        let h = &self.all;
         if h.is_empty() {
             return Vec::new();
         }
@@ -158,16 +170,16 @@ impl LatencyRecorder {
             .collect()
     }
 
-    /// The timeline, one entry per `WINDOW_MS` window.
+    /// The timeline, one entry per `WINDOW_MS` window of epochs, over their records.
     pub fn timeline(&self) -> Vec<WindowStats> {
         let Some(last) = self.epochs.iter().map(|(e, _)| *e).max() else {
             return Vec::new();
         };
         let windows = last.div_ceil(WINDOW_MS) as usize;
         let mut hs: Vec<Histogram<u64>> = (0..windows).map(|_| histogram()).collect();
-        for (e, l) in &self.epochs {
+        for (e, done) in &self.epochs {
             let w = (e.saturating_sub(1) / WINDOW_MS) as usize;
-            hs[w].saturating_record(*l);
+            add_epoch(&mut hs[w], self.rate, *e, *done);
         }
         hs.iter()
             .enumerate()
@@ -179,24 +191,63 @@ impl LatencyRecorder {
     }
 }
 
+/// Adds the latency of each record of `epoch`, completed `done_ns` into the run, to `h`.
+fn add_epoch(h: &mut Histogram<u64>, rate: u64, epoch: Time, done_ns: u64) {
+    for i in first_record(epoch, rate)..first_record(epoch + 1, rate) {
+        // A record is never done before it is due; 1 ns keeps it in the histogram.
+        h.saturating_record(done_ns.saturating_sub(due_ns(i, rate)).max(1));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn percentiles_and_windows() {
-        let mut r = LatencyRecorder::new();
+    fn every_record_counts_from_its_due_time() {
+        // 2000 records/s: epoch e holds the records due at e-1 ms and e-0.5 ms.
+        let mut r = LatencyRecorder::new(2000);
         for e in 1..=500 {
-            r.record(e, if e == 300 { 50_000_000 } else { 1_000_000 });
+            let late = if e == 300 { 50_000_000 } else { 0 };
+            r.record(e, e * 1_000_000 + late);
         }
         let all = r.overall();
-        assert_eq!(all.count, 500);
-        assert!((999_000..=1_001_000).contains(&all.p50));
-        assert!(all.max >= 49_900_000);
+        assert_eq!(all.count, 1000);
+        // Half the records waited 1 ms for their epoch to close, half 0.5 ms.
+        assert!(
+            (499_000..=501_000).contains(&r.between(1, 250).p50),
+            "{:?}",
+            r.between(1, 250)
+        );
+        assert!(all.p99 >= 999_000 && all.p99 <= 1_001_000, "{all:?}");
+        assert!(all.max >= 50_900_000, "{all:?}");
         let tl = r.timeline();
         assert_eq!(tl.len(), 2);
-        assert!(tl[0].latency_ns.max < 2_000_000);
-        assert!(tl[1].latency_ns.max >= 49_900_000);
-        assert_eq!(r.between(1, 250).count, 250);
+        assert_eq!(tl[0].latency_ns.count, 500);
+        assert!(tl[0].latency_ns.max < 1_100_000);
+        assert!(tl[1].latency_ns.max >= 50_900_000);
+        assert_eq!(r.between(1, 250).count, 500);
+    }
+
+    #[test]
+    fn records_split_exactly_into_epochs() {
+        for rate in [1, 7, 999, 1000, 1001, 400_000, 3_333_333] {
+            let mut next = 0;
+            for e in 1..=2000 {
+                let (lo, hi) = (first_record(e, rate), first_record(e + 1, rate));
+                assert_eq!(lo, next, "rate {rate}, epoch {e}");
+                next = hi;
+                for i in lo..hi {
+                    // Due within the epoch's millisecond, closing at its end.
+                    let due = due_ns(i, rate);
+                    assert!(
+                        due < e * 1_000_000 && due + 1_000_000 >= e * 1_000_000,
+                        "rate {rate}, record {i}"
+                    );
+                }
+            }
+            assert_eq!(next, first_record(2001, rate));
+            assert_eq!(next, (2000 * rate as u128).div_ceil(1000) as u64);
+        }
     }
 }

@@ -18,7 +18,7 @@ use crate::bins::hash_key;
 use crate::config::ControlInst;
 use crate::control::ControlHandle;
 use crate::failure::Failures;
-use crate::latency::{LatencyRecorder, WINDOW_MS};
+use crate::latency::{LatencyRecorder, WINDOW_MS, first_record};
 use crate::operator::StatefulConfig;
 use crate::rss;
 use crate::sampler::{self, Sampler};
@@ -224,12 +224,12 @@ pub(super) fn run_worker<J: Job>(
     let start = *shared.start.get_or_init(Instant::now);
     tracing::info!(target: "megaflux::job", phase = "started", worker = index, peers, base);
     let mut duration_ms = config.duration.as_millis() as u64;
-    let mut latency = LatencyRecorder::new();
+    let mut latency = LatencyRecorder::new(config.rate);
     // The first epoch whose latency is not yet known, and the first not yet sent.
     let mut next_measured: u64 = 1;
     let mut next_epoch: u64 = 1;
     let rate = config.rate;
-    let first_of = |epoch: u64| -> u64 { ((epoch - 1) as u128 * rate as u128).div_ceil(1000) as u64 };
+    let first_of = |epoch: u64| first_record(epoch, rate);
     let samples_rss = index.is_multiple_of(config.workers);
     let mut rss_samples: Vec<(f64, u64)> = Vec::new();
     let mut last_rss = start - RSS_SAMPLE_EVERY;
@@ -237,11 +237,7 @@ pub(super) fn run_worker<J: Job>(
     let frontier = || probe.with_frontier(|f| f.first().copied().unwrap_or(Time::MAX));
     let measure = |latency: &mut LatencyRecorder, next_measured: &mut u64, until: u64| {
         while *next_measured < until && !probe.less_equal(&time_of(*next_measured)) {
-            let close = Duration::from_millis(*next_measured);
-            latency.record(
-                *next_measured,
-                start.elapsed().saturating_sub(close).as_nanos() as u64,
-            );
+            latency.record(*next_measured, start.elapsed().as_nanos() as u64);
             if observed && next_measured.is_multiple_of(WINDOW_MS) {
                 latency.report_window(*next_measured / WINDOW_MS - 1);
             }
