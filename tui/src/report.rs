@@ -263,7 +263,7 @@ fn draw(path: &Path, series: &[Series]) -> anyhow::Result<()> {
         * 1.5;
     let mut ccdf = ChartBuilder::on(&bottom)
         .caption(
-            "latency CCDF: fraction of epochs slower than x",
+            "latency CCDF: fraction of records slower than x",
             ("sans-serif", 20),
         )
         .margin(12)

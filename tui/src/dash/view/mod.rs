@@ -499,7 +499,7 @@ fn latency(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
     let [head, chart_area] = Layout::vertical([Constraint::Length(1), Constraint::Min(3)]).areas(area);
     let current = match windows.last() {
         Some(w) => format!(
-            "last window (t {:.2} s, {} epochs): p50 {}  p99 {}  max {}",
+            "last window (t {:.2} s, {} records): p50 {}  p99 {}  max {}",
             w.t_s,
             w.count,
             ms(w.p50),
