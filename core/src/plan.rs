@@ -154,7 +154,11 @@ impl FromStr for Target {
             Some(("drain", w)) => Ok(Target::Drain(number(w, "worker index")?)),
             Some(("map", list)) => list
                 .split(',')
-                .map(|w| number(w.trim(), "worker index").map(|w| w as u32))
+                .map(|w| {
+                    let n = number(w.trim(), "worker index")?;
+                    // Worker indices are u32 everywhere: a larger one must not wrap to another.
+                    u32::try_from(n).map_err(|_| bad(&format!("worker {n} is out of range")))
+                })
                 .collect::<Result<Map, _>>()
                 .map(Target::Map),
             _ => Err(bad("expected uniform, pack:N, drain:W or map:W,W,...")),
@@ -170,6 +174,7 @@ impl Target {
         let invalid = |m: String| Err(ConfigError::Invalid(m));
         match self {
             Target::Uniform => Ok(crate::config::uniform(bins, workers)),
+            Target::Pack(0) => invalid("target pack:0 leaves the bins no worker".to_string()),
             Target::Pack(n) if *n > workers => invalid(format!(
                 "target pack:{n} needs {n} workers but the job has {workers}"
             )),
@@ -228,6 +233,7 @@ impl Target {
         let goal: Map = match self {
             Target::Uniform if alive.len() == workers => uniform(bins, workers),
             Target::Uniform => (0..bins).map(|b| alive[b % alive.len()]).collect(),
+            Target::Pack(0) => return Err(invalid("target pack:0 leaves the bins no worker".to_string())),
             Target::Pack(n) if *n > alive.len() => {
                 return Err(invalid(format!(
                     "target pack:{n} needs {n} live workers but the job has {}",
@@ -510,6 +516,16 @@ mod tests {
         assert_eq!(Target::Pack(1).resolve(&cur, 2).unwrap(), vec![0; 8]);
         assert_eq!(Target::Drain(0).resolve(&cur, 2).unwrap(), vec![1; 8]);
         assert!(Target::Pack(3).resolve(&cur, 2).is_err());
+        // Built in code rather than parsed, pack:0 is refused too (it would divide by zero).
+        assert!(Target::Pack(0).resolve(&cur, 2).is_err());
+        assert!(
+            Target::Pack(0)
+                .goal(&crate::config::single(&cur), 2, 2, &[true; 2])
+                .is_err()
+        );
+        for bad in ["map:4294967296", "map:0,4294967297", "pack:0", "map:-1"] {
+            assert!(bad.parse::<Target>().is_err(), "{bad}");
+        }
         assert!(Target::Drain(2).resolve(&cur, 2).is_err());
         assert!(Target::Map(vec![0; 7]).resolve(&cur, 2).is_err());
         assert!(Target::Map(vec![2; 8]).resolve(&cur, 2).is_err());

@@ -83,18 +83,9 @@ pub struct Host {
 impl Host {
     /// This machine.
     pub fn this() -> Self {
-        let memory_bytes = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
-            let kb = m.lines().find_map(|l| l.strip_prefix("MemTotal:"))?;
-            kb.trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<u64>()
-                .ok()
-                .map(|kb| kb * 1024)
-        });
         Host {
             cores: std::thread::available_parallelism().map_or(1, usize::from),
-            memory_bytes,
+            memory_bytes: megaflux::rss::total_memory(),
         }
     }
 }

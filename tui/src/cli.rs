@@ -348,7 +348,7 @@ fn run_config(args: &RunArgs, dashboard: bool) -> Result<RunConfig, ConfigError>
         rate: args.rate,
         // A cluster's processes must agree on the length, and only process 0 has a dashboard.
         duration: Duration::from_secs_f64(args.duration.unwrap_or(
-            if dashboard && observe::cluster_position(&args.timely).0 == 1 {
+            if dashboard && harness::cluster_position(&args.timely)?.processes == 1 {
                 DASHBOARD_SECS
             } else {
                 HEADLESS_SECS
@@ -424,7 +424,7 @@ fn run_with_dashboard(
     addr: SocketAddr,
     control: ControlHandle,
 ) -> anyhow::Result<Option<Summary>> {
-    let single = observe::cluster_position(&config.timely_args).0 == 1;
+    let single = harness::cluster_position(&config.timely_args)?.processes == 1;
     let (tx, rx) = std::sync::mpsc::channel();
     let commands = dash::source::live(addr, token, tx.clone());
     let job_control = control.clone();

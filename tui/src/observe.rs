@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use megaflux::config::{replicated, single, uniform};
 use megaflux::control::ControlHandle;
-use megaflux::harness::RunConfig;
+use megaflux::harness::{RunConfig, cluster_position};
 use megaflux_probe::collector::{Collector, CollectorConfig, CollectorReport};
 use megaflux_probe::export::Exporter;
 use megaflux_probe::layer::EVENT_QUEUE;
@@ -73,28 +73,14 @@ fn host_list(timely_args: &[String]) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// `-n` and `-p` from timely's arguments: (processes, this process).
-pub fn cluster_position(timely_args: &[String]) -> (u32, u32) {
-    let value = |short: &str, long: &str| {
-        timely_args
-            .iter()
-            .position(|a| a == short || a == long)
-            .and_then(|i| timely_args.get(i + 1))
-            .and_then(|v| v.parse::<u32>().ok())
-    };
-    (
-        value("-n", "--processes").unwrap_or(1),
-        value("-p", "--process").unwrap_or(0),
-    )
-}
-
 /// Sets up tracing and, if asked for, the collector or exporter of this process.
 pub fn start(config: &RunConfig, probe: &ProbeArgs, control: &ControlHandle) -> anyhow::Result<Observer> {
     if !probe.wanted() {
         install_tracing(None);
         return Ok(Observer::None);
     }
-    let (processes, process) = cluster_position(&config.timely_args);
+    let cluster = cluster_position(&config.timely_args)?;
+    let (processes, process) = (cluster.processes as u32, cluster.process as u32);
     let (layer, queue) = ProbeLayer::new(process, EVENT_QUEUE);
     let json = serde_json::to_value(config).context("describing the job")?;
     let workers = config.workers as u32;
@@ -185,20 +171,5 @@ impl Observer {
                 Ok(Some(report))
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_the_cluster_position() {
-        let args: Vec<String> = ["-n", "2", "-p", "1", "-h", "hosts"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        assert_eq!(cluster_position(&args), (2, 1));
-        assert_eq!(cluster_position(&[]), (1, 0));
     }
 }

@@ -172,3 +172,35 @@ fn bad_replica_and_failure_flags_are_rejected() {
         assert_usage_error(&all, names);
     }
 }
+
+#[test]
+fn cluster_arguments_and_sizes_are_checked_before_anything_runs() {
+    // Timely's own forms of -n and -p, with a process index that is not in the cluster.
+    assert_usage_error(
+        &["run", "--headless", "--", "-n", "2", "-p", "2"],
+        "-p 2 is not a process of -n 2",
+    );
+    assert_usage_error(
+        &["run", "--headless", "--", "-n2", "-p7"],
+        "-p 7 is not a process of -n 2",
+    );
+    assert_usage_error(
+        &["run", "--headless", "--", "--processes=x"],
+        "bad timely arguments",
+    );
+    assert_usage_error(
+        &[
+            "run",
+            "--headless",
+            "--workload",
+            "hashcount",
+            "--keys",
+            "100000000000000",
+        ],
+        "more than this machine's",
+    );
+    assert_usage_error(
+        &["run", "--headless", "--migrate", "fluid@1:map:4294967296"],
+        "out of range",
+    );
+}

@@ -283,6 +283,7 @@ pub fn validate(config: &RunConfig) -> Result<(), ConfigError> {
     }
     // Targets and workers are checked against the whole job's worker count.
     let (_, processes) = timely_config(config)?;
+    check_memory(config, processes, crate::rss::total_memory())?;
     let peers = config.workers * processes;
     if config.replicas > peers {
         return invalid(format!(
@@ -316,6 +317,32 @@ pub fn validate(config: &RunConfig) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// Refuses key counts whose state cannot fit in this machine's `memory` (its share of them,
+/// in a cluster), before the preload fills it for minutes and the system kills the job.
+fn check_memory(config: &RunConfig, processes: usize, memory: Option<u64>) -> Result<(), ConfigError> {
+    let (Some(per_key), Some(memory)) = (config.workload.bytes_per_key(), memory) else {
+        return Ok(());
+    };
+    let share = config.keys / processes.max(1) as u64;
+    let needed = share
+        .saturating_mul(per_key)
+        .saturating_mul(config.replicas as u64);
+    if needed > memory {
+        return Err(ConfigError::Invalid(format!(
+            "--keys {} needs about {} of state in this process ({per_key} bytes a key{}), more than this machine's {}",
+            config.keys,
+            crate::size::human(needed),
+            if config.replicas > 1 {
+                ", twice with --replicas 2"
+            } else {
+                ""
+            },
+            crate::size::human(memory)
+        )));
+    }
+    Ok(())
+}
+
 fn timely_args(config: &RunConfig) -> Vec<String> {
     let mut args = vec!["-w".to_string(), config.workers.to_string()];
     args.extend(config.timely_args.iter().cloned());
@@ -324,12 +351,37 @@ fn timely_args(config: &RunConfig) -> Vec<String> {
 
 /// Timely's configuration for the run, and the number of processes in the job.
 pub(crate) fn timely_config(config: &RunConfig) -> Result<(timely::Config, usize), ConfigError> {
-    let (timely, addresses) = cluster(config)?;
-    Ok((timely, addresses.len().max(1)))
+    let (timely, cluster) = parse_cluster(config)?;
+    Ok((timely, cluster.processes))
 }
 
 /// Timely's configuration for the run, and the address of every process (empty for one).
 pub(crate) fn cluster(config: &RunConfig) -> Result<(timely::Config, Vec<String>), ConfigError> {
+    let (timely, cluster) = parse_cluster(config)?;
+    Ok((timely, cluster.addresses))
+}
+
+/// Where a process stands in its job, as timely reads its arguments.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cluster {
+    pub processes: usize,
+    /// This process's index.
+    pub process: usize,
+    /// Every process's address (empty for one process).
+    pub addresses: Vec<String>,
+}
+
+/// The cluster timely's arguments (`-n`, `-p`, `-h`, in any of the forms timely's own parser
+/// takes: `-n 2`, `-n2`, `--processes=2`) describe: the one parser of them in megaflux.
+pub fn cluster_position(timely_args: &[String]) -> Result<Cluster, ConfigError> {
+    let config = RunConfig {
+        timely_args: timely_args.to_vec(),
+        ..RunConfig::default()
+    };
+    Ok(parse_cluster(&config)?.1)
+}
+
+fn parse_cluster(config: &RunConfig) -> Result<(timely::Config, Cluster), ConfigError> {
     let args = timely_args(config);
     let bad = |e: String| ConfigError::Invalid(format!("bad timely arguments {:?}: {e}", config.timely_args));
     // Only the communication parser reports left-over words; timely's own ignores them.
@@ -337,14 +389,30 @@ pub(crate) fn cluster(config: &RunConfig) -> Result<(timely::Config, Vec<String>
     if !free.is_empty() {
         return Err(bad(format!("unexpected {free:?}")));
     }
-    let addresses = match communication {
-        timely::CommunicationConfig::Cluster { addresses, .. } => addresses,
-        _ => Vec::new(),
+    let cluster = match communication {
+        timely::CommunicationConfig::Cluster {
+            process, addresses, ..
+        } => {
+            if process >= addresses.len() {
+                return Err(bad(format!(
+                    "-p {process} is not a process of -n {}: processes are numbered 0 to {}",
+                    addresses.len(),
+                    addresses.len() - 1
+                )));
+            }
+            Cluster {
+                processes: addresses.len(),
+                process,
+                addresses,
+            }
+        }
+        _ => Cluster {
+            processes: 1,
+            process: 0,
+            addresses: Vec::new(),
+        },
     };
-    Ok((
-        timely::Config::from_args(args.into_iter()).map_err(bad)?,
-        addresses,
-    ))
+    Ok((timely::Config::from_args(args.into_iter()).map_err(bad)?, cluster))
 }
 
 #[cfg(test)]
@@ -393,6 +461,55 @@ mod tests {
         ] {
             assert!(validate(&bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn keys_must_fit_in_memory() {
+        let config = |keys| RunConfig {
+            keys,
+            workload: crate::workload::Workload::HashCount,
+            ..RunConfig::default()
+        };
+        let gib = 1u64 << 30;
+        assert!(check_memory(&config(1 << 20), 1, Some(gib)).is_ok());
+        let e = check_memory(&config(1 << 30), 1, Some(gib))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--keys 1073741824 needs about 32.0 GiB"), "{e}");
+        // Spread over 64 processes, each holds 0.5 GiB.
+        assert!(check_memory(&config(1 << 30), 64, Some(gib)).is_ok());
+        assert!(check_memory(&config(u64::MAX), 1, Some(gib)).is_err());
+        assert!(check_memory(&config(u64::MAX), 1, None).is_ok());
+    }
+
+    #[test]
+    fn the_cluster_is_read_as_timely_reads_it() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        for forms in [
+            args(&["-n", "2", "-p", "1"]),
+            args(&["-n2", "-p1"]),
+            args(&["--processes=2", "--process=1"]),
+        ] {
+            let c = cluster_position(&forms).unwrap();
+            assert_eq!(
+                (c.processes, c.process, c.addresses.len()),
+                (2, 1, 2),
+                "{forms:?}"
+            );
+        }
+        assert_eq!(cluster_position(&[]).unwrap().processes, 1);
+        for bad in [
+            args(&["-n", "2", "-p", "2"]),
+            args(&["-n", "x"]),
+            args(&["stray"]),
+        ] {
+            let e = cluster_position(&bad).unwrap_err().to_string();
+            assert!(e.contains("bad timely arguments"), "{bad:?}: {e}");
+        }
+        let e = cluster_position(&args(&["-n", "2", "-p", "2"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("-p 2 is not a process of -n 2"), "{e}");
     }
 
     #[test]

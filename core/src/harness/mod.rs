@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 pub use config::{
-    DEFAULT_RECOVERY, MAX_PACE_AHEAD, MAX_REPLICAS, Pace, RunConfig, Scripted, WorkerAt, validate,
+    Cluster, DEFAULT_RECOVERY, MAX_PACE_AHEAD, MAX_REPLICAS, Pace, RunConfig, Scripted, WorkerAt,
+    cluster_position, validate,
 };
 
 use crate::Time;

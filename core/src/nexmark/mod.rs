@@ -20,6 +20,7 @@ pub use queries::Output;
 
 use crate::Time;
 use crate::config::ControlInst;
+use crate::error::ConfigError;
 use crate::operator::StatefulConfig;
 use crate::workload::Job;
 
@@ -28,9 +29,25 @@ use crate::workload::Job;
 const AUCTION_PROPORTION: u64 = 3;
 const EVENT_PROPORTION: u64 = 50;
 
-/// One of the eight queries.
+/// One of the eight queries: its number is 1 to 8 (only [`Query::new`] and parsing make one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Query(pub u8);
+pub struct Query(u8);
+
+impl Query {
+    /// Query `q<number>`, if there is one.
+    pub fn new(number: u8) -> Result<Query, ConfigError> {
+        match number {
+            1..=8 => Ok(Query(number)),
+            n => Err(ConfigError::Invalid(format!(
+                "there is no NEXMark query q{n} (q1 to q8)"
+            ))),
+        }
+    }
+
+    pub fn number(self) -> u8 {
+        self.0
+    }
+}
 
 impl fmt::Display for Query {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -39,11 +56,13 @@ impl fmt::Display for Query {
 }
 
 impl FromStr for Query {
-    type Err = ();
-    fn from_str(s: &str) -> Result<Self, ()> {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
         match s.strip_prefix('q').and_then(|n| n.parse::<u8>().ok()) {
-            Some(n @ 1..=8) => Ok(Query(n)),
-            _ => Err(()),
+            Some(n) => Query::new(n),
+            None => Err(ConfigError::Invalid(format!(
+                "`{s}` is not a NEXMark query (q1 to q8)"
+            ))),
         }
     }
 }

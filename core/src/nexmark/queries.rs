@@ -462,6 +462,7 @@ pub(crate) fn build<'s, B: Backend<'s>>(
                 }
             },
         ),
+        // `Query` holds 1 to 8 only.
         other => unreachable!("query q{other} does not exist"),
     }
 }

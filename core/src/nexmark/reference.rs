@@ -155,6 +155,7 @@ pub fn outputs(query: Query, params: NexmarkParams, events: &[(Time, Event)]) ->
                 }
             }
         }
+        // `Query` holds 1 to 8 only.
         other => unreachable!("query q{other} does not exist"),
     }
     for v in out.values_mut() {
