@@ -1,5 +1,7 @@
-//! A real two-process timely cluster on loopback gives the same output digest as one process,
-//! and process 0's collector records the events of both.
+//! A real two-process timely cluster on loopback gives the same output digest as one process
+//! (for a workload with scheduled later work too: a cluster drains it, one process drops
+//! it, both count the outputs up to the last epoch), and process 0's collector records the
+//! events of both.
 
 use std::process::Command;
 
@@ -167,4 +169,38 @@ fn check_trace(path: &std::path::Path) {
     assert!(bins.iter().all(|b| b.owner.is_some()));
     assert_eq!(bins.iter().map(|b| b.keys).sum::<u64>(), 20000);
     assert_eq!(model.dropped_total(), 0);
+}
+
+#[test]
+fn scheduled_work_ends_with_the_run_in_a_cluster_too() {
+    let job = &[
+        "run",
+        "--headless",
+        "--workload",
+        "q4",
+        "--rate",
+        "20000",
+        "--in-flight-auctions",
+        "2000",
+        "--duration",
+        "2",
+        "--migrate",
+        "fluid@0.7:pack:1",
+    ];
+    let cluster = Cluster::new("cluster-q4");
+    let [out0, out1] = cluster.run(job, "1");
+    assert!(out0.status.success(), "{}", String::from_utf8_lossy(&out0.stderr));
+    assert!(out1.status.success(), "{}", String::from_utf8_lossy(&out1.stderr));
+    let two = summary(&out0);
+    let mut single = job.to_vec();
+    single.extend(["--workers", "2"]);
+    let one = Command::new(env!("CARGO_BIN_EXE_megaflux"))
+        .args(&single)
+        .output()
+        .unwrap();
+    assert!(one.status.success(), "{}", String::from_utf8_lossy(&one.stderr));
+    let one = summary(&one);
+    assert!(one["outputs"].as_u64().unwrap() > 0);
+    assert_eq!(two["outputs"], one["outputs"]);
+    assert_eq!(two["output_digest"], one["output_digest"]);
 }

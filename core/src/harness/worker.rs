@@ -101,6 +101,10 @@ pub(super) fn run_worker<J: Job>(
     let mut control = InputHandleVec::<Time, ControlInst>::new();
     let probe = ProbeHandle::new();
     let digest = Rc::new(RefCell::new((0u64, 0u64)));
+    // The last logical time whose outputs belong to the run, once the run has ended: a
+    // cluster drains its scheduled later work (Q4's auction closings, say) and one process
+    // drops it, but both count only the outputs up to the last epoch.
+    let last_time = Rc::new(std::cell::Cell::new(Time::MAX));
     let mut stateful = if config.replicas > 1 {
         StatefulConfig::replicated(bins, peers, config.workers)
     } else {
@@ -115,6 +119,7 @@ pub(super) fn run_worker<J: Job>(
     let main_dataflow = worker.next_dataflow_index();
     {
         let digest = Rc::clone(&digest);
+        let last_time = Rc::clone(&last_time);
         let probe = probe.clone();
         let native = config.native;
         let (data, control) = (&mut data, &mut control);
@@ -133,6 +138,7 @@ pub(super) fn run_worker<J: Job>(
                 .inspect_core(move |event| {
                     if let Ok((stamp, batch)) = event
                         && let Some(&time) = stamp.least()
+                        && time <= last_time.get()
                     {
                         let mut d = digest.borrow_mut();
                         for out in batch.iter() {
@@ -361,6 +367,7 @@ pub(super) fn run_worker<J: Job>(
             plane.retire(frontier(), start.elapsed().as_secs_f64());
         }
     }
+    last_time.set(time_of(duration_ms));
     let driver = plane.map(|p| {
         let mut driver = p.close();
         driver.retire(frontier(), start.elapsed().as_secs_f64());
