@@ -551,7 +551,7 @@ fn check(op: Op, case: &Case, real: bool) -> Result<(), TestCaseError> {
 
 proptest! {
     // Shrinking is bounded in time: a case that gets stuck costs `STUCK_AFTER` a try.
-    #![proptest_config(ProptestConfig { cases: 24, max_shrink_time: 120_000, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 128, max_shrink_time: 120_000, ..ProptestConfig::default() })]
 
     #[test]
     fn unary_sum_survives_a_failure_anywhere(case in arb_case()) {
@@ -572,6 +572,14 @@ proptest! {
     fn order_sensitive_replicas_stay_identical(case in arb_case()) {
         check(Op::Append, &case, false)?;
     }
+
+}
+
+proptest! {
+    // 24 cases, not 128: about one run in 10,000 of the real plan driver on 4 workers with a
+    // failure during a pipelined plan stalls (an open bug, issue 9's closing note); at 128
+    // cases (768 runs) CI would fail on it about one time in 13. It goes to 128 with the fix.
+    #![proptest_config(ProptestConfig { cases: 24, max_shrink_time: 120_000, ..ProptestConfig::default() })]
 
     #[test]
     fn the_plan_driver_survives_failures_during_plans_and_recoveries(case in arb_case()) {

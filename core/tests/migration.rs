@@ -1,11 +1,13 @@
 //! Property tests: any migration schedule gives, at every time, the same multiset of outputs
-//! as no migration and as a plain sequential model, on 1, 2 and 4 workers.
+//! as no migration and as a plain sequential model, on 1, 2 and 4 workers, with bins split
+//! into chunks of any size; and every change of a bin's owner really moved the bin.
 
 use std::collections::BTreeMap;
+use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
-use megaflux::config::{single, uniform};
-use megaflux::plan::{self, Strategy as Plan};
+use megaflux::config::{next_placement, single, uniform};
+use megaflux::plan::Strategy as Plan;
 use megaflux::{Bins, ControlInst, StatefulConfig, Time};
 use proptest::prelude::*;
 
@@ -23,16 +25,39 @@ struct Case {
     right: Vec<(Time, Rec)>,
     control: Vec<(Time, ControlInst)>,
     steps: Vec<u8>,
+    /// The largest state message: small ones split every bin into many chunks.
+    chunk_bytes: usize,
+}
+
+/// What the F operators shipped in one run, over all workers.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Shipped {
+    bins: u64,
+    chunks: u64,
 }
 
 fn run(op: Op, case: &Case, workers: usize, with_control: bool) -> BTreeMap<Time, Vec<Out>> {
+    run_counting(op, case, workers, with_control).0
+}
+
+/// Runs `case`; returns its outputs by time and what was shipped.
+fn run_counting(
+    op: Op,
+    case: &Case,
+    workers: usize,
+    with_control: bool,
+) -> (BTreeMap<Time, Vec<Out>>, Shipped) {
     let results: Arc<Mutex<Vec<(Time, Out)>>> = Arc::default();
+    let shipped: Arc<Mutex<Shipped>> = Arc::default();
     let sink = Arc::clone(&results);
+    let shipped_sink = Arc::clone(&shipped);
     let case = Arc::new(case.clone());
     let guards = timely::execute(timely::Config::process(workers), move |worker| {
         let index = worker.index();
         let peers = worker.peers();
-        let config = StatefulConfig::uniform(Bins::new(BINS).unwrap(), peers);
+        let mut config = StatefulConfig::uniform(Bins::new(BINS).unwrap(), peers);
+        config.chunk_bytes = case.chunk_bytes;
+        let transfers = Rc::clone(&config.transfers);
         let sink = Arc::clone(&sink);
         let (
             common::Inputs {
@@ -79,6 +104,11 @@ fn run(op: Op, case: &Case, workers: usize, with_control: bool) -> BTreeMap<Time
         while !probe.done() {
             worker.step();
         }
+        let mut total = shipped_sink.lock().unwrap();
+        for t in transfers.borrow().values() {
+            total.bins += t.bins;
+            total.chunks += t.chunks;
+        }
     })
     .expect("timely starts");
     for r in guards.join() {
@@ -91,7 +121,34 @@ fn run(op: Op, case: &Case, workers: usize, with_control: bool) -> BTreeMap<Time
     for v in by_time.values_mut() {
         v.sort_unstable();
     }
-    by_time
+    let shipped = *shipped.lock().unwrap();
+    (by_time, shipped)
+}
+
+/// How many times a bin changes owner under `control` on `workers` workers: the bins each
+/// time's instructions leave on another worker than before that time (the instructions of
+/// one time apply in `ControlInst` order, as `next_placement` applies them).
+fn owner_changes(control: &[(Time, ControlInst)], workers: usize) -> u64 {
+    let mut placement = single(&uniform(BINS, workers));
+    let mut times: Vec<Time> = control.iter().map(|(t, _)| *t).collect();
+    times.sort_unstable();
+    times.dedup();
+    let mut changes = 0;
+    for t in times {
+        let mut insts: Vec<ControlInst> = control
+            .iter()
+            .filter(|(ct, _)| *ct == t)
+            .map(|(_, i)| i.clone())
+            .collect();
+        let next = next_placement(&placement, &mut insts, workers);
+        changes += placement
+            .iter()
+            .zip(&next)
+            .filter(|(a, b)| a.primary != b.primary)
+            .count() as u64;
+        placement = next;
+    }
+    changes
 }
 
 fn arb_case(max_workers: u32) -> impl Strategy<Value = Case> {
@@ -105,12 +162,14 @@ fn arb_case(max_workers: u32) -> impl Strategy<Value = Case> {
         recs(),
         proptest::collection::vec((0u64..26, inst), 0..30),
         proptest::collection::vec(0u8..3, 30),
+        prop_oneof![Just(megaflux::operator::DEFAULT_CHUNK_BYTES), 1usize..200],
     )
-        .prop_map(|(left, right, control, steps)| Case {
+        .prop_map(|(left, right, control, steps, chunk_bytes)| Case {
             left,
             right,
             control,
             steps,
+            chunk_bytes,
         })
 }
 
@@ -130,38 +189,33 @@ fn arb_plans() -> impl Strategy<Value = Plans> {
     )
 }
 
-/// The control instructions of `plans` for a job of `workers` workers.
-fn plan_control(plans: &Plans, workers: usize) -> Vec<(Time, ControlInst)> {
-    let mut placement = single(&uniform(BINS, workers));
-    let mut control = Vec::new();
-    for (strategy, target, start) in plans {
-        let target = single(&target.iter().map(|w| w % workers as u32).collect());
-        let steps = plan::steps(*strategy, plan::changes(&placement, &target));
-        for (i, step) in steps.into_iter().enumerate() {
-            for c in step {
-                control.push((
-                    start + i as u64,
-                    ControlInst::Move {
-                        bin: c.bin,
-                        worker: c.to.primary,
-                    },
-                ));
-            }
-        }
-        placement = target;
-    }
-    control
-}
-
 fn check_plans(op: Op, case: &Case, plans: &Plans) -> Result<(), TestCaseError> {
     for workers in [2usize, 4] {
         let expected = model(op, &case.left, &case.right, workers);
         let case = Case {
-            control: plan_control(plans, workers),
+            control: common::plan_control(plans, BINS, workers),
             ..case.clone()
         };
-        let moved = run(op, &case, workers, true);
+        let (moved, shipped) = run_counting(op, &case, workers, true);
         prop_assert_eq!(&moved, &expected, "pipelined plans, {} workers", workers);
+        check_shipped(&case, workers, shipped)?;
+    }
+    Ok(())
+}
+
+/// Every change of owner shipped its bin once; small chunks split bins (an empty bin's
+/// encoding has a few bytes already).
+fn check_shipped(case: &Case, workers: usize, shipped: Shipped) -> Result<(), TestCaseError> {
+    let changes = owner_changes(&case.control, workers);
+    prop_assert_eq!(shipped.bins, changes, "bins shipped, {} workers", workers);
+    prop_assert!(shipped.chunks >= shipped.bins);
+    if case.chunk_bytes < 4 && changes > 0 {
+        prop_assert!(
+            shipped.chunks > shipped.bins,
+            "{:?} with chunks of {} bytes",
+            shipped,
+            case.chunk_bytes
+        );
     }
     Ok(())
 }
@@ -181,14 +235,15 @@ fn check(op: Op, case: &Case) -> Result<(), TestCaseError> {
         }
         let still = run(op, &case, workers, false);
         prop_assert_eq!(&still, &expected, "no migration, {} workers", workers);
-        let moved = run(op, &case, workers, true);
+        let (moved, shipped) = run_counting(op, &case, workers, true);
         prop_assert_eq!(&moved, &expected, "with migration, {} workers", workers);
+        check_shipped(&case, workers, shipped)?;
     }
     Ok(())
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
     #[test]
     fn unary_sum_is_schedule_independent(case in arb_case(4)) {
@@ -232,6 +287,7 @@ fn bins_ping_pong_every_time() {
         right: Vec::new(),
         control,
         steps: vec![0; 40],
+        chunk_bytes: 3,
     };
     for op in [Op::Sum, Op::Window, Op::Append] {
         let expected = model(op, &case.left, &case.right, 2);

@@ -1,15 +1,21 @@
-//! Each NEXMark query, on migrateable operators under a migration schedule and as its
-//! native twin, gives at every time the outputs of a plain sequential implementation.
+//! Each NEXMark query, on migrateable operators under a migration schedule (single moves and
+//! whole maps, or pipelined plans with bins split into small chunks) and as its native twin,
+//! gives at every time the outputs of a plain sequential implementation; the migrating runs
+//! really move bins.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use megaflux::config::uniform;
 use megaflux::nexmark::events::Source;
 use megaflux::nexmark::{Event, NexmarkJob, NexmarkParams, Output, Query, reference};
+use megaflux::plan::Strategy;
 use megaflux::workload::Job;
 use megaflux::{Bins, ControlInst, StatefulConfig, Time};
 use timely::dataflow::operators::{Inspect, Probe};
 use timely::dataflow::{InputHandleVec, ProbeHandle};
+
+mod common;
 
 const RATE: u64 = 4_000;
 const EVENTS: u64 = 6_000;
@@ -33,6 +39,16 @@ fn events() -> Vec<(Time, Event)> {
             (t, source.next_at(t))
         })
         .collect()
+}
+
+/// Pipelined plans, one step per millisecond: `fluid` onto worker 0 from time 100, then
+/// `batched:3` back to every worker from time 600.
+fn pipelined(workers: u32) -> Vec<(Time, ControlInst)> {
+    let plans = [
+        (Strategy::Fluid, vec![0; BINS], 100),
+        (Strategy::Batched(3), uniform(BINS, workers as usize), 600),
+    ];
+    common::plan_control(&plans, BINS, workers as usize)
 }
 
 /// Moves every few milliseconds: single bins, back and forth, and whole maps.
@@ -63,19 +79,36 @@ fn schedule(workers: u32) -> Vec<(Time, ControlInst)> {
     control
 }
 
+/// How a run migrates.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Mode {
+    Native,
+    Moves,
+    /// Pipelined plans, state in chunks of this many bytes.
+    Pipelined(usize),
+}
+
+/// Runs `query`; returns its outputs by time and the bins its operators shipped.
 fn run(
     query: Query,
     workers: usize,
-    native: bool,
+    mode: Mode,
     events: Arc<Vec<(Time, Event)>>,
-) -> BTreeMap<Time, Vec<Output>> {
+) -> (BTreeMap<Time, Vec<Output>>, u64) {
     let results: Arc<Mutex<Vec<(Time, Output)>>> = Arc::default();
+    let shipped: Arc<Mutex<u64>> = Arc::default();
     let sink = Arc::clone(&results);
+    let shipped_sink = Arc::clone(&shipped);
+    let native = mode == Mode::Native;
     let guards = timely::execute(timely::Config::process(workers), move |worker| {
         let (index, peers) = (worker.index(), worker.peers());
         let mut data = InputHandleVec::<Time, Event>::new();
         let mut control = InputHandleVec::<Time, ControlInst>::new();
-        let config = StatefulConfig::uniform(Bins::new(BINS).unwrap(), peers);
+        let mut config = StatefulConfig::uniform(Bins::new(BINS).unwrap(), peers);
+        if let Mode::Pipelined(chunk_bytes) = mode {
+            config.chunk_bytes = chunk_bytes;
+        }
+        let transfers = std::rc::Rc::clone(&config.transfers);
         let job = NexmarkJob::new(query, RATE, params());
         let sink = Arc::clone(&sink);
         let probe = ProbeHandle::new();
@@ -94,7 +127,10 @@ fn run(
             })
             .probe_with(&probe);
         });
-        let control_plan = schedule(peers as u32);
+        let control_plan = match mode {
+            Mode::Pipelined(_) => pipelined(peers as u32),
+            _ => schedule(peers as u32),
+        };
         let end = events.last().map_or(0, |(t, _)| *t) + 1;
         let mut next = 0;
         for t in 1..end {
@@ -117,6 +153,7 @@ fn run(
         while !probe.done() {
             worker.step();
         }
+        *shipped_sink.lock().unwrap() += transfers.borrow().values().map(|t| t.bins).sum::<u64>();
     })
     .expect("timely starts");
     for r in guards.join() {
@@ -129,7 +166,8 @@ fn run(
     for v in by_time.values_mut() {
         v.sort_unstable();
     }
-    by_time
+    let shipped = *shipped.lock().unwrap();
+    (by_time, shipped)
 }
 
 #[test]
@@ -146,16 +184,15 @@ fn every_query_matches_its_sequential_reference() {
             "{query}: the reference produces nothing on this stream"
         );
         for workers in [1, 2, 3] {
-            assert_eq!(
-                run(query, workers, true, Arc::clone(&events)),
-                expected,
-                "{query} native, {workers} workers"
-            );
-            assert_eq!(
-                run(query, workers, false, Arc::clone(&events)),
-                expected,
-                "{query} migrating, {workers} workers"
-            );
+            for mode in [Mode::Native, Mode::Moves, Mode::Pipelined(7)] {
+                let (outputs, shipped) = run(query, workers, mode, Arc::clone(&events));
+                assert_eq!(outputs, expected, "{query} {mode:?}, {workers} workers");
+                // Each stateful operator ships each bin that changes owner (Q1 and Q2 keep
+                // no state).
+                if mode != Mode::Native && workers > 1 && q >= 3 {
+                    assert!(shipped > 0, "{query} {mode:?}, {workers} workers: nothing moved");
+                }
+            }
         }
     }
 }

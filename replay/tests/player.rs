@@ -195,7 +195,7 @@ fn ask() -> impl Strategy<Value = Ask> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
     #[test]
     fn the_view_is_always_the_events_before_the_position(

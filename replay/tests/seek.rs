@@ -99,7 +99,7 @@ fn the_samples_have_keyframes_to_seek_from() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
     #[test]
     fn seeking_equals_replaying_from_the_start(

@@ -233,3 +233,34 @@ pub fn model(
     }
     out
 }
+
+/// The control instructions of pipelined plans (strategy, target primaries, start) on `bins`
+/// bins and `workers` workers, starting from the uniform map: one step per time from each
+/// plan's start, each step's moves at its time. Targets fold onto existing workers.
+pub fn plan_control(
+    plans: &[(megaflux::plan::Strategy, Vec<u32>, Time)],
+    bins: usize,
+    workers: usize,
+) -> Vec<(Time, ControlInst)> {
+    use megaflux::config::{single, uniform};
+    use megaflux::plan;
+    let mut placement = single(&uniform(bins, workers));
+    let mut control = Vec::new();
+    for (strategy, target, start) in plans {
+        let target = single(&target.iter().map(|w| w % workers as u32).collect());
+        let steps = plan::steps(*strategy, plan::changes(&placement, &target));
+        for (i, step) in steps.into_iter().enumerate() {
+            for c in step {
+                control.push((
+                    start + i as u64,
+                    ControlInst::Move {
+                        bin: c.bin,
+                        worker: c.to.primary,
+                    },
+                ));
+            }
+        }
+        placement = target;
+    }
+    control
+}
