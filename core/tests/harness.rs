@@ -6,7 +6,7 @@ use std::thread;
 use std::time::Duration;
 
 use megaflux::control::{Command, ControlHandle};
-use megaflux::harness::{Pace, RunConfig, Scripted, run};
+use megaflux::harness::{Idle, Pace, RunConfig, Scripted, run};
 use megaflux::plan::{Schedule, Strategy, Target};
 use megaflux::workload::Workload;
 
@@ -133,4 +133,29 @@ fn scripted_commands_are_taken_at_their_epochs_even_the_last() {
         assert_eq!(summary.migrations.len(), 1, "{pace:?}");
         assert_eq!(summary.output_digest, baseline.output_digest, "{pace:?}");
     }
+}
+
+#[test]
+fn parked_workers_give_the_same_outputs() {
+    let config = RunConfig {
+        duration: Duration::from_millis(600),
+        rate: 5_000,
+        // One step, issued at once: what it moves does not depend on how fast the run goes.
+        migrations: vec!["all-at-once@0.2:pack:1".parse().unwrap()],
+        ..config(Workload::HashCount)
+    };
+    let spin = run(config.clone(), ControlHandle::new()).unwrap().unwrap();
+    let park = run(
+        RunConfig {
+            idle: Idle::Park,
+            ..config
+        },
+        ControlHandle::new(),
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!(park.output_digest, spin.output_digest);
+    assert_eq!(park.records_in, spin.records_in);
+    assert_eq!(park.migrations.len(), 1);
+    assert_eq!(park.migrations[0].bins_moved, spin.migrations[0].bins_moved);
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use megaflux::harness::{self, RunConfig, RunError, WorkerAt};
+use megaflux::harness::{self, Idle, RunConfig, RunError, WorkerAt};
 use megaflux::nexmark::NexmarkParams;
 use megaflux::plan::{MigrationSpec, Schedule};
 use megaflux::summary::Summary;
@@ -123,6 +123,11 @@ struct RunArgs {
     /// NEXMark: auctions open at any time (state of Q3, Q4, Q6).
     #[arg(long, default_value_t = NexmarkParams::default().in_flight_auctions, value_parser = parse_auctions)]
     in_flight_auctions: usize,
+    /// What a worker with nothing to do does: spin (lowest latency, a busy core per worker)
+    /// or park (waits for news until its next epoch: little CPU at low rates, but on a
+    /// shared machine a parked core can wake late).
+    #[arg(long, default_value = "spin", value_parser = parse_idle)]
+    idle: Idle,
     /// Largest state message in bytes.
     #[arg(long, default_value_t = megaflux::operator::DEFAULT_CHUNK_BYTES, value_parser = parse_chunk)]
     chunk_bytes: usize,
@@ -180,6 +185,10 @@ fn parse_worker_at(s: &str) -> Result<WorkerAt, String> {
 }
 
 pub(crate) fn parse_schedule(s: &str) -> Result<Schedule, String> {
+    s.parse().map_err(|e: ConfigError| e.to_string())
+}
+
+fn parse_idle(s: &str) -> Result<Idle, String> {
     s.parse().map_err(|e: ConfigError| e.to_string())
 }
 
@@ -370,6 +379,7 @@ fn run_config(args: &RunArgs, dashboard: bool) -> Result<RunConfig, ConfigError>
         rejoins: args.rejoins.clone(),
         recovery: args.recovery,
         panics: args.panics.clone(),
+        idle: args.idle,
         ..RunConfig::default()
     };
     harness::validate(&config)?;

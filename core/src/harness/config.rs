@@ -71,6 +71,9 @@ pub struct RunConfig {
     /// How the input is paced: open loop at `rate` (the default), or as fast as the job goes.
     #[serde(default, skip_serializing_if = "Pace::is_open_loop")]
     pub pace: Pace,
+    /// What a worker with nothing to do does: spin (the default) or wait for news.
+    #[serde(default, skip_serializing_if = "Idle::is_spin")]
+    pub idle: Idle,
     /// Commands taken at given measured epochs, in order (a re-run's recorded commands). Not
     /// in trace headers: the re-run's trace logs them as commands, like any other.
     #[serde(skip)]
@@ -88,6 +91,37 @@ pub enum Pace {
     /// Each epoch goes in as soon as the output is at most [`MAX_PACE_AHEAD`] epochs behind:
     /// as fast as the job can go. Latencies then measure nothing.
     Max,
+}
+
+/// What an open-loop worker with nothing to do does until its next epoch is due.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Idle {
+    /// Keep stepping: the lowest latency, a core per worker always busy.
+    #[default]
+    Spin,
+    /// Once every epoch sent is out, wait for news (timely wakes a worker when data or
+    /// progress arrives) until a little before the next epoch is due: little CPU at low
+    /// rates, but a parked core can wake late (README, *Usage*).
+    Park,
+}
+
+impl Idle {
+    fn is_spin(&self) -> bool {
+        *self == Idle::Spin
+    }
+}
+
+impl std::str::FromStr for Idle {
+    type Err = ConfigError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "spin" => Ok(Idle::Spin),
+            "park" => Ok(Idle::Park),
+            other => Err(ConfigError::Invalid(format!("`{other}` is not spin or park"))),
+        }
+    }
 }
 
 /// Epochs a [`Pace::Max`] run keeps unfinished at once: enough that workers which share cores
@@ -138,6 +172,7 @@ impl Default for RunConfig {
             recovery: DEFAULT_RECOVERY,
             panics: Vec::new(),
             pace: Pace::OpenLoop,
+            idle: Idle::Spin,
             script: Vec::new(),
         }
     }

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 pub use config::{
-    Cluster, DEFAULT_RECOVERY, MAX_PACE_AHEAD, MAX_REPLICAS, Pace, RunConfig, Scripted, WorkerAt,
+    Cluster, DEFAULT_RECOVERY, Idle, MAX_PACE_AHEAD, MAX_REPLICAS, Pace, RunConfig, Scripted, WorkerAt,
     cluster_position, validate,
 };
 

@@ -11,7 +11,7 @@ use timely::dataflow::{InputHandleVec, ProbeHandle};
 use timely::worker::Worker;
 
 use super::plane::ControlPlane;
-use super::{MAX_PACE_AHEAD, Pace, RunConfig, RunError};
+use super::{Idle, MAX_PACE_AHEAD, Pace, RunConfig, RunError};
 use crate::Time;
 use crate::abort::Abort;
 use crate::bins::hash_key;
@@ -31,6 +31,9 @@ const PRELOAD_PER_TIME: u64 = 1 << 18;
 const PRELOAD_IN_FLIGHT: u64 = 4;
 /// How far ahead of a stop request the run ends, in epochs (ms).
 const STOP_AHEAD_MS: u64 = 50;
+/// How long before its next epoch is due an idle open-loop worker stops waiting and spins,
+/// so that waking late does not delay the epoch.
+const PARK_MARGIN: Duration = Duration::from_micros(100);
 /// The longest a worker of a [`Pace::Max`] run waits for news with nothing to do.
 const MAX_PACE_PARK: Duration = Duration::from_millis(1);
 /// How often worker 0 samples resident memory.
@@ -337,13 +340,25 @@ pub(super) fn run_worker<J: Job>(
         if next_epoch > duration_ms && !plane.as_ref().is_some_and(|p| p.holds_for(time_of(duration_ms))) {
             break;
         }
-        // As fast as it goes, with more workers than cores: the next epoch is due when the
-        // output moves, which is news, so a worker with nothing to do gives up its core.
-        // Otherwise spinning is faster (and open loop, the next epoch is due at a time).
-        if parks {
-            shared.step_or_park(worker, MAX_PACE_PARK)?;
-        } else {
+        // A worker with nothing to do spins, or waits for news (timely wakes it when data or
+        // progress arrives). Open loop with `--idle park`: once every epoch sent is out (waking up on
+        // news costs tens of microseconds that an epoch in flight would pay), until a little
+        // before the next epoch is due. As fast as it goes with more workers than cores: a
+        // moment (the next epoch is due when the output moves, which is news).
+        let idle = match config.pace {
+            Pace::OpenLoop if config.idle == Idle::Spin || probe.less_than(&time_of(next_epoch)) => {
+                Duration::ZERO
+            }
+            Pace::OpenLoop => Duration::from_millis(next_epoch)
+                .saturating_sub(start.elapsed())
+                .saturating_sub(PARK_MARGIN),
+            Pace::Max if parks => MAX_PACE_PARK,
+            Pace::Max => Duration::ZERO,
+        };
+        if idle.is_zero() {
             shared.step(worker)?;
+        } else {
+            shared.step_or_park(worker, idle)?;
         }
     }
     // Failures and rejoins taken in the last turns go out (perhaps past the last epoch): a
