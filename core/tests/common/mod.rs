@@ -104,20 +104,44 @@ pub fn sum_logic(
     }
 }
 
-/// Tumbling windows of `WINDOW`: at each window's end, outputs (key, end, sum).
-pub fn window_logic(
-    t: Time,
-    bin: &mut megaflux::Bin<BTreeMap<(Time, u64), u64>>,
-    recs: &mut Vec<Rec>,
-    out: &mut Vec<Out>,
-) {
+/// A key no record has: the window logic outputs it when it is run wrongly.
+pub const WRONG: u64 = u64::MAX;
+
+/// The window logic's state: open windows' sums, and the last time the logic ran for the bin.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct WindowState {
+    sums: BTreeMap<(Time, u64), u64>,
+    last_run: Option<Time>,
+}
+
+impl megaflux::StateSize for WindowState {
+    fn keys(&self) -> usize {
+        self.sums.len()
+    }
+    fn bytes(&self) -> usize {
+        megaflux::StateSize::bytes(&self.sums) + std::mem::size_of::<Option<Time>>()
+    }
+}
+
+/// Tumbling windows of `WINDOW`: at each window's end, outputs (key, end, sum). The logic
+/// must run for a bin at most once per time and in time order (records and scheduled work of
+/// one time together); a run that breaks this (a duplicate or a late-coming earlier time)
+/// outputs `(WRONG, time, last run)`, and a scheduled run before its window's end outputs the
+/// sums too early: either differs from the model.
+pub fn window_logic(t: Time, bin: &mut megaflux::Bin<WindowState>, recs: &mut Vec<Rec>, out: &mut Vec<Out>) {
+    if let Some(last) = bin.state.last_run
+        && last >= t
+    {
+        out.push((WRONG, t, last));
+    }
+    bin.state.last_run = Some(t);
     for (k, v) in recs.drain(..) {
         let end = (t / WINDOW + 1) * WINDOW;
-        *bin.state.entry((end, k)).or_default() += v;
+        *bin.state.sums.entry((end, k)).or_default() += v;
         bin.schedule(end);
     }
-    let later = bin.state.split_off(&(t + 1, 0));
-    for ((end, k), sum) in std::mem::replace(&mut bin.state, later) {
+    let later = bin.state.sums.split_off(&(t + 1, 0));
+    for ((end, k), sum) in std::mem::replace(&mut bin.state.sums, later) {
         out.push((k, end, sum));
     }
 }
