@@ -2,6 +2,7 @@
 //! failures and rejoins, and measures it: output digest, latency, migrations, failures,
 //! memory.
 
+mod collect;
 mod config;
 mod plane;
 mod worker;

@@ -1,20 +1,18 @@
 //! One worker's run: its dataflows, the preload, the open-loop measured epochs, the end of
 //! the run, and its report to worker 0.
 
-use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use timely::dataflow::operators::{Exchange, Inspect, Probe};
 use timely::dataflow::{InputHandleVec, ProbeHandle};
 use timely::worker::Worker;
 
+use super::collect::{Digest, Reports};
 use super::plane::ControlPlane;
 use super::{Idle, MAX_PACE_AHEAD, Pace, RunConfig, RunError};
 use crate::Time;
 use crate::abort::Abort;
-use crate::bins::hash_key;
 use crate::config::ControlInst;
 use crate::control::ControlHandle;
 use crate::failure::Failures;
@@ -88,6 +86,51 @@ fn first_index(lo: u64, index: usize, peers: usize) -> u64 {
     lo + (index as u64 + peers - lo % peers) % peers
 }
 
+/// Preloads (every key once, or the events that open the NEXMark auctions):
+/// `PRELOAD_PER_TIME` keys per logical time, with at most `PRELOAD_IN_FLIGHT` times
+/// unfinished, so that the preload never piles up in memory. A stop during the preload ends it
+/// early (the measured loop then ends the run). Returns the logical times it took and the
+/// records this worker sent.
+fn preload<J: Job>(
+    worker: &mut Worker,
+    shared: &Shared,
+    job: &J,
+    data: &mut InputHandleVec<Time, J::Rec>,
+    mut plane: Option<&mut ControlPlane>,
+    probe: &ProbeHandle<Time>,
+) -> Result<(Time, u64), Stopped> {
+    let (index, peers) = (worker.index(), worker.peers());
+    let len = if shared.config.preload {
+        job.preload_len()
+    } else {
+        0
+    };
+    let times = len.div_ceil(PRELOAD_PER_TIME);
+    let mut source = job.preload_source(index, peers);
+    let mut sent = 0;
+    for t in 0..times {
+        if shared.control.stop_requested() {
+            break;
+        }
+        while probe.less_than(&t.saturating_sub(PRELOAD_IN_FLIGHT)) {
+            shared.step(worker)?;
+        }
+        data.advance_to(t);
+        if let Some(plane) = plane.as_deref_mut() {
+            plane.advance(t);
+        }
+        let (lo, hi) = (t * PRELOAD_PER_TIME, ((t + 1) * PRELOAD_PER_TIME).min(len));
+        let mut i = first_index(lo, index, peers);
+        while i < hi {
+            data.send(source(i, t));
+            sent += 1;
+            i += peers as u64;
+        }
+        shared.step(worker)?;
+    }
+    Ok((times, sent))
+}
+
 /// Runs one worker; returns the summary on worker 0.
 pub(super) fn run_worker<J: Job>(
     worker: &mut Worker,
@@ -103,11 +146,7 @@ pub(super) fn run_worker<J: Job>(
     let mut data = InputHandleVec::<Time, J::Rec>::new();
     let mut control = InputHandleVec::<Time, ControlInst>::new();
     let probe = ProbeHandle::new();
-    let digest = Rc::new(RefCell::new((0u64, 0u64)));
-    // The last logical time whose outputs belong to the run, once the run has ended: a
-    // cluster drains its scheduled later work (Q4's auction closings, say) and one process
-    // drops it, but both count only the outputs up to the last epoch.
-    let last_time = Rc::new(std::cell::Cell::new(Time::MAX));
+    let digest = Digest::new();
     let mut stateful = if config.replicas > 1 {
         StatefulConfig::replicated(bins, peers, config.workers)
     } else {
@@ -121,8 +160,7 @@ pub(super) fn run_worker<J: Job>(
     let mut sampler = sampler::wanted().then(|| Sampler::new(worker, stateful.observers.clone()));
     let main_dataflow = worker.next_dataflow_index();
     {
-        let digest = Rc::clone(&digest);
-        let last_time = Rc::clone(&last_time);
+        let digest = digest.clone();
         let probe = probe.clone();
         let native = config.native;
         let (data, control) = (&mut data, &mut control);
@@ -135,41 +173,10 @@ pub(super) fn run_worker<J: Job>(
             } else {
                 job.megaflux(input, ctrl, &stateful)
             };
-            // The digest sits before the probe: once the probe has passed a time, every output at
-            // that time was counted.
-            output
-                .inspect_core(move |event| {
-                    if let Ok((stamp, batch)) = event
-                        && let Some(&time) = stamp.least()
-                        && time <= last_time.get()
-                    {
-                        let mut d = digest.borrow_mut();
-                        for out in batch.iter() {
-                            d.0 = d.0.wrapping_add(hash_key(&(time, out)));
-                        }
-                        d.1 += batch.len() as u64;
-                    }
-                })
-                .probe_with(&probe);
+            digest.count(output, &probe);
         });
     }
-    // Every worker's report travels to worker 0 over timely itself, so that it also works
-    // across processes.
-    let mut reports_in = InputHandleVec::<Time, WorkerReport>::new();
-    let reports: Rc<RefCell<Vec<WorkerReport>>> = Rc::default();
-    let reports_probe = ProbeHandle::new();
-    {
-        let reports = Rc::clone(&reports);
-        let reports_probe = reports_probe.clone();
-        let reports_in = &mut reports_in;
-        worker.dataflow::<Time, _, _>(move |scope| {
-            reports_in
-                .to_stream(scope)
-                .exchange(|_| 0)
-                .inspect(move |r: &WorkerReport| reports.borrow_mut().push(r.clone()))
-                .probe_with(&reports_probe);
-        });
-    }
+    let reports = Reports::new(worker);
 
     // Only worker 0 issues control: the other workers close their control inputs, so that
     // the control frontier follows worker 0 alone.
@@ -183,37 +190,7 @@ pub(super) fn run_worker<J: Job>(
         )
     });
 
-    let mut records_in = 0u64;
-    // Preload (every key once, or the first NEXMark events): `PRELOAD_PER_TIME` keys per
-    // logical time, with at most `PRELOAD_IN_FLIGHT` times unfinished, so that the preload
-    // never piles up in memory.
-    let preload_len = if config.preload { job.preload_len() } else { 0 };
-    let preload_times = preload_len.div_ceil(PRELOAD_PER_TIME);
-    let mut preload = job.preload_source(index, peers);
-    for t in 0..preload_times {
-        // A stop during the preload ends it early; the measured loop then ends the run.
-        if shared.control.stop_requested() {
-            break;
-        }
-        while probe.less_than(&t.saturating_sub(PRELOAD_IN_FLIGHT)) {
-            shared.step(worker)?;
-        }
-        data.advance_to(t);
-        if let Some(plane) = plane.as_mut() {
-            plane.advance(t);
-        }
-        let (lo, hi) = (
-            t * PRELOAD_PER_TIME,
-            ((t + 1) * PRELOAD_PER_TIME).min(preload_len),
-        );
-        let mut i = first_index(lo, index, peers);
-        while i < hi {
-            data.send(preload(i, t));
-            records_in += 1;
-            i += peers as u64;
-        }
-        shared.step(worker)?;
-    }
+    let (preload_times, mut records_in) = preload(worker, shared, job, &mut data, plane.as_mut(), &probe)?;
     // Measured epoch `e` (1-based, closing `e` ms after the start) has logical time `base + e`.
     let preloaded = records_in;
     if let Some(sampler) = sampler.as_mut() {
@@ -382,7 +359,7 @@ pub(super) fn run_worker<J: Job>(
             plane.retire(frontier(), start.elapsed().as_secs_f64());
         }
     }
-    last_time.set(time_of(duration_ms));
+    digest.end_at(time_of(duration_ms));
     let driver = plane.map(|p| {
         let mut driver = p.close();
         driver.retire(frontier(), start.elapsed().as_secs_f64());
@@ -402,7 +379,7 @@ pub(super) fn run_worker<J: Job>(
     tracing::info!(target: "megaflux::job", phase = "finished", worker = index, records = records_in);
     let end_s = start.elapsed().as_secs_f64();
 
-    let (digest, outputs) = *digest.borrow();
+    let (digest, outputs) = digest.get();
     let report = WorkerReport {
         digest,
         outputs,
@@ -417,16 +394,11 @@ pub(super) fn run_worker<J: Job>(
             .map(|(at, bin)| (at.saturating_duration_since(start).as_secs_f64(), *bin))
             .collect(),
     };
-    reports_in.send(report);
-    drop(reports_in);
-    while !reports_probe.done() {
-        shared.step(worker)?;
-    }
+    let reports = reports.exchange(report, || shared.step(worker))?;
 
     let Some(driver) = driver else {
         return Ok(None);
     };
-    let reports = reports.borrow();
     // A stopped run covers fewer epochs than it was configured for.
     let ran = RunConfig {
         duration: Duration::from_millis(duration_ms),
