@@ -51,15 +51,20 @@ pub struct WindowStats {
 }
 
 /// The first record of measured epoch `epoch` (1-based, 1 ms each) at `rate` records/s:
-/// record `i` is due `i / rate` seconds into the run, and goes in with the epoch that closes
-/// next (at or after its due time).
+/// record `i` is due `i / rate` seconds into the run, and goes in with the first epoch that
+/// closes after its due time (a record due exactly as an epoch closes waits for the next).
 pub fn first_record(epoch: Time, rate: u64) -> u64 {
     (epoch.saturating_sub(1) as u128 * rate as u128).div_ceil(1000) as u64
 }
 
 /// When record `i` is due at `rate` records/s, in nanoseconds since the run began.
 pub fn due_ns(i: u64, rate: u64) -> u64 {
-    (i as u128 * 1_000_000_000 / rate.max(1) as u128) as u64
+    let rate = rate.max(1);
+    // In u64 while it fits (four hours at a million records/s), which is cheaper.
+    match i.checked_mul(1_000_000_000) {
+        Some(n) => n / rate,
+        None => (i as u128 * 1_000_000_000 / rate as u128) as u64,
+    }
 }
 
 /// The latency of every record, as its user feels it: from the moment it was due to the
@@ -95,11 +100,13 @@ impl LatencyRecorder {
     }
 
     /// Records that epoch `epoch` completed `done_ns` after the run began: each of its
-    /// records waited from its due time until then.
-    pub fn record(&mut self, epoch: Time, done_ns: u64) {
+    /// records waited from its due time until then. `windowed`: the window being filled
+    /// (for [`LatencyRecorder::report_window`]) takes them too.
+    pub fn record(&mut self, epoch: Time, done_ns: u64, windowed: bool) {
         self.epochs.push((epoch, done_ns));
-        for h in [&mut self.all, &mut self.window] {
-            add_epoch(h, self.rate, epoch, done_ns);
+        add_epoch(&mut self.all, self.rate, epoch, done_ns);
+        if windowed {
+            add_epoch(&mut self.window, self.rate, epoch, done_ns);
         }
     }
 
@@ -176,16 +183,31 @@ impl LatencyRecorder {
             return Vec::new();
         };
         let windows = last.div_ceil(WINDOW_MS) as usize;
-        let mut hs: Vec<Histogram<u64>> = (0..windows).map(|_| histogram()).collect();
+        let mut stats = vec![Percentiles::default(); windows];
+        // One histogram at a time (an hour has 14,400 windows of a few hundred KB each);
+        // the epochs are in order, so each window's epochs are together.
+        let mut h = histogram();
+        let mut current = None;
         for (e, done) in &self.epochs {
             let w = (e.saturating_sub(1) / WINDOW_MS) as usize;
-            add_epoch(&mut hs[w], self.rate, *e, *done);
+            if current != Some(w) {
+                if let Some(c) = current {
+                    stats[c] = Percentiles::of(&h);
+                }
+                h.reset();
+                current = Some(w);
+            }
+            add_epoch(&mut h, self.rate, *e, *done);
         }
-        hs.iter()
+        if let Some(c) = current {
+            stats[c] = Percentiles::of(&h);
+        }
+        stats
+            .into_iter()
             .enumerate()
-            .map(|(i, h)| WindowStats {
+            .map(|(i, latency_ns)| WindowStats {
                 t_s: (i as u64 * WINDOW_MS) as f64 / 1000.0,
-                latency_ns: Percentiles::of(h),
+                latency_ns,
             })
             .collect()
     }
@@ -209,7 +231,7 @@ mod tests {
         let mut r = LatencyRecorder::new(2000);
         for e in 1..=500 {
             let late = if e == 300 { 50_000_000 } else { 0 };
-            r.record(e, e * 1_000_000 + late);
+            r.record(e, e * 1_000_000 + late, true);
         }
         let all = r.overall();
         assert_eq!(all.count, 1000);

@@ -107,7 +107,7 @@ pub struct Summary {
     /// Records per second actually offered (equal to `rate` unless the generator fell behind at the end).
     pub achieved_rate: f64,
     pub timeline: Vec<WindowStats>,
-    /// (latency ns, fraction of epochs slower) over the whole run.
+    /// (latency ns, fraction of records slower) over the whole run.
     pub latency_ccdf: Vec<(u64, f64)>,
 }
 

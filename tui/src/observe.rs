@@ -56,23 +56,6 @@ pub fn install_tracing(probe: Option<ProbeLayer>) {
         .try_init();
 }
 
-/// The contents of the host file timely's `-h` names: one `host:port` per process.
-fn host_list(timely_args: &[String]) -> Vec<String> {
-    let file = timely_args
-        .iter()
-        .position(|a| a == "-h" || a == "--hostfile")
-        .and_then(|i| timely_args.get(i + 1));
-    file.and_then(|f| std::fs::read_to_string(f).ok())
-        .map(|text| {
-            text.lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// Sets up tracing and, if asked for, the collector or exporter of this process.
 pub fn start(config: &RunConfig, probe: &ProbeArgs, control: &ControlHandle) -> anyhow::Result<Observer> {
     if !probe.wanted() {
@@ -126,7 +109,8 @@ pub fn start(config: &RunConfig, probe: &ProbeArgs, control: &ControlHandle) -> 
         }),
         host: Some(Host::this()),
         initial_placement: placement.iter().map(ToString::to_string).collect(),
-        hosts: host_list(&config.timely_args),
+        // The addresses timely read from `-h` (none for one process).
+        hosts: cluster.addresses.clone(),
         ..TraceHeader::new(json, processes, workers, bins, map)
     };
     let collector = Collector::start(

@@ -188,16 +188,23 @@ fn cluster_arguments_and_sizes_are_checked_before_anything_runs() {
         &["run", "--headless", "--", "--processes=x"],
         "bad timely arguments",
     );
+    // The machine's memory is known where /proc/meminfo is.
+    if cfg!(target_os = "linux") {
+        assert_usage_error(
+            &[
+                "run",
+                "--headless",
+                "--workload",
+                "hashcount",
+                "--keys",
+                "100000000000000",
+            ],
+            "more than this machine's",
+        );
+    }
     assert_usage_error(
-        &[
-            "run",
-            "--headless",
-            "--workload",
-            "hashcount",
-            "--keys",
-            "100000000000000",
-        ],
-        "more than this machine's",
+        &["run", "--headless", "--", "-p", "1"],
+        "-p 1 is not a process of -n 1",
     );
     assert_usage_error(
         &["run", "--headless", "--migrate", "fluid@1:map:4294967296"],

@@ -424,6 +424,24 @@ fn parse_cluster(config: &RunConfig) -> Result<(timely::Config, Cluster), Config
     if !free.is_empty() {
         return Err(bad(format!("unexpected {free:?}")));
     }
+    // Timely builds a cluster only for more than one process, so `-p` with one process is
+    // checked against timely's own option table here.
+    let mut options = getopts::Options::new();
+    timely::CommunicationConfig::install_options(&mut options);
+    if let Ok(matches) = options.parse(&args) {
+        let process = matches
+            .opt_get_default("p", 0usize)
+            .map_err(|e: std::num::ParseIntError| bad(e.to_string()))?;
+        let processes = matches
+            .opt_get_default("n", 1usize)
+            .map_err(|e: std::num::ParseIntError| bad(e.to_string()))?;
+        if process >= processes {
+            return Err(bad(format!(
+                "-p {process} is not a process of -n {processes}: processes are numbered 0 to {}",
+                processes.saturating_sub(1)
+            )));
+        }
+    }
     let cluster = match communication {
         timely::CommunicationConfig::Cluster {
             process, addresses, ..
@@ -545,6 +563,11 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("-p 2 is not a process of -n 2"), "{e}");
+        // One process: timely ignores -p, megaflux does not.
+        for one in [args(&["-p", "3"]), args(&["-n", "1", "-p", "1"])] {
+            let e = cluster_position(&one).unwrap_err().to_string();
+            assert!(e.contains("is not a process of -n 1"), "{one:?}: {e}");
+        }
     }
 
     #[test]

@@ -222,8 +222,10 @@ pub(super) fn run_worker<J: Job>(
     let observed = sampler.is_some();
     let frontier = || probe.with_frontier(|f| f.first().copied().unwrap_or(Time::MAX));
     let measure = |latency: &mut LatencyRecorder, next_measured: &mut u64, until: u64| {
+        // One reading for every epoch found done: recording one must not add to the next.
+        let now = start.elapsed().as_nanos() as u64;
         while *next_measured < until && !probe.less_equal(&time_of(*next_measured)) {
-            latency.record(*next_measured, start.elapsed().as_nanos() as u64);
+            latency.record(*next_measured, now, observed);
             if observed && next_measured.is_multiple_of(WINDOW_MS) {
                 latency.report_window(*next_measured / WINDOW_MS - 1);
             }
@@ -250,7 +252,9 @@ pub(super) fn run_worker<J: Job>(
         if index == 0 && shared.control.stop_requested() {
             let reached = match config.pace {
                 Pace::OpenLoop => now.as_millis() as u64,
-                Pace::Max => next_epoch - 1,
+                // Other workers may have sent up to `MAX_PACE_AHEAD` epochs past this one's
+                // (the output cannot pass its input): the end is past all of them.
+                Pace::Max => next_epoch - 1 + MAX_PACE_AHEAD,
             };
             shared.control.set_end(reached + STOP_AHEAD_MS);
         }
