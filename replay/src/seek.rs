@@ -101,22 +101,8 @@ impl Index {
         reader: &mut TraceReader<R>,
         at_s: f64,
     ) -> Result<u64, ReplayError> {
-        let mut n = 0;
-        match self.keyframes.iter().rev().find(|k| k.at_s <= at_s) {
-            Some(k) => {
-                reader.seek(k.offset, k.line)?;
-                n = k.events_before;
-            }
-            None => reader.seek(reader.header_bytes(), 1)?,
-        }
-        // The clock is a running maximum: start it from the keyframe's.
-        let mut clock = Clock(
-            self.keyframes
-                .iter()
-                .rev()
-                .find(|k| k.at_s <= at_s)
-                .map_or(f64::MIN, |k| k.at_s),
-        );
+        let from = self.keyframes.iter().rev().find(|k| k.at_s <= at_s);
+        let (mut n, mut clock) = start_at(reader, from)?;
         while let Some(event) = reader.next_skimmed(&[])? {
             if clock.tick_at(event.at_s()) > at_s {
                 break;
@@ -145,23 +131,16 @@ impl Index {
     ) -> Result<(JobModel, Clock), ReplayError> {
         let n = n.min(self.events);
         let mut model = JobModel::new();
-        let mut done = 0;
-        let mut clock = Clock::default();
-        match self.keyframes.iter().rev().find(|k| k.events_before < n) {
-            Some(k) => {
-                reader.seek(k.offset, k.line)?;
-                model.events = k.events_before;
-                model.latency = self
-                    .latency
-                    .iter()
-                    .take_while(|(before, _)| *before < k.events_before)
-                    .map(|(_, w)| w.clone())
-                    .collect();
-                done = k.events_before;
-                // The clock with the keyframe, which the loop applies first.
-                clock = Clock(k.at_s);
-            }
-            None => reader.seek(reader.header_bytes(), 1)?,
+        let from = self.keyframes.iter().rev().find(|k| k.events_before < n);
+        let (mut done, mut clock) = start_at(reader, from)?;
+        if let Some(k) = from {
+            model.events = k.events_before;
+            model.latency = self
+                .latency
+                .iter()
+                .take_while(|(before, _)| *before < k.events_before)
+                .map(|(_, w)| w.clone())
+                .collect();
         }
         while done < n {
             let Some(event) = reader.next_event()? else { break };
@@ -170,6 +149,24 @@ impl Index {
             done += 1;
         }
         Ok((model, clock))
+    }
+}
+
+/// Puts `reader` at keyframe `from` (or the first event without one); returns the events
+/// before that place and the clock there (the keyframe's, which the reading applies first).
+fn start_at<R: BufRead + Seek>(
+    reader: &mut TraceReader<R>,
+    from: Option<&KeyframeAt>,
+) -> Result<(u64, Clock), ReplayError> {
+    match from {
+        Some(k) => {
+            reader.seek(k.offset, k.line)?;
+            Ok((k.events_before, Clock(k.at_s)))
+        }
+        None => {
+            reader.seek(reader.header_bytes(), 1)?;
+            Ok((0, Clock::default()))
+        }
     }
 }
 

@@ -151,13 +151,8 @@ fn replay() -> Dash {
         outputs.extend(player.request(r));
     }
     for o in outputs {
-        d.update(match o {
-            Output::Timeline(t) => Msg::Timeline(t),
-            Output::Reset(m) => Msg::Reset(m),
-            Output::Events(e) => Msg::Events(e),
-            Output::Position(p) => Msg::Position(p),
-            Output::Problem(p) => panic!("{p}"),
-        });
+        assert!(!matches!(o, Output::Problem(_)), "{o:?}");
+        d.update(Msg::from(o));
     }
     d
 }

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, VecDeque};
 use megaflux_probe::event::{Event, Outcome, Phase, Stamped};
 use megaflux_probe::model::JobModel;
 use megaflux_probe::wire::CommandRequest;
-use megaflux_replay::player::{Position, Request, Timeline};
+use megaflux_replay::player::{Output, Position, Request, Timeline};
 use ratatui::crossterm::event::KeyEvent;
 
 use super::keys::{self, Action};
@@ -174,6 +174,19 @@ pub enum Msg {
     Position(Position),
     /// Something went wrong that the person should know of (a replay's unreadable line).
     Problem(String),
+}
+
+impl From<Output> for Msg {
+    /// A replay player's output as the dashboard takes it.
+    fn from(o: Output) -> Msg {
+        match o {
+            Output::Timeline(t) => Msg::Timeline(t),
+            Output::Reset(m) => Msg::Reset(m),
+            Output::Events(e) => Msg::Events(e),
+            Output::Position(p) => Msg::Position(p),
+            Output::Problem(p) => Msg::Problem(p),
+        }
+    }
 }
 
 /// The dashboard's whole state.

@@ -6,7 +6,7 @@ use std::sync::mpsc;
 
 use anyhow::Context;
 use megaflux_probe::record::TraceReader;
-use megaflux_replay::player::{Output, Player};
+use megaflux_replay::player::Player;
 
 use super::model::{Connection, Dash, Msg};
 use super::{Sinks, run as show};
@@ -24,18 +24,7 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
     let out = tx.clone();
     std::thread::Builder::new()
         .name("megaflux-player".into())
-        .spawn(move || {
-            player.run(player_rx, |o| {
-                let msg = match o {
-                    Output::Timeline(t) => Msg::Timeline(t),
-                    Output::Reset(m) => Msg::Reset(m),
-                    Output::Events(e) => Msg::Events(e),
-                    Output::Position(p) => Msg::Position(p),
-                    Output::Problem(p) => Msg::Problem(p),
-                };
-                out.send(msg).is_ok()
-            })
-        })
+        .spawn(move || player.run(player_rx, |o| out.send(Msg::from(o)).is_ok()))
         .context("starting the player")?;
     let dash = Dash::new(Connection::Trace(name), None);
     show(
