@@ -121,6 +121,37 @@ impl Dashboard {
         trace
     }
 
+    /// Waits until the trace recorded so far satisfies `what`. If it never does, the failure
+    /// shows the screen and the trace's last words on the run's progress (frontiers, plans,
+    /// moves, commands), so that a stall seen once in CI can be told from a slow machine.
+    fn wait_for_trace(&self, what: impl Fn(&str) -> bool) {
+        let start = Instant::now();
+        loop {
+            let text = std::fs::read_to_string(&self.trace).unwrap_or_default();
+            if what(&text) {
+                return;
+            }
+            if start.elapsed() > WAIT {
+                let progress: Vec<&str> = text
+                    .lines()
+                    .filter(|l| {
+                        ["frontier", "plan_", "migration", "command", "rejoin", "failure"]
+                            .iter()
+                            .any(|k| l.contains(&format!(r#""kind":"{k}"#)))
+                    })
+                    .collect();
+                let tail = &progress[progress.len().saturating_sub(30)..];
+                panic!(
+                    "the trace never showed what the test waits for; screen:\n{}\nlast progress events:\n{}\nstderr:\n{}",
+                    self.tmux.screen(),
+                    tail.join("\n"),
+                    std::fs::read_to_string(self.dir.join("stderr")).unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     /// Quits with `q`, and checks as [`Dashboard::quit`] does.
     fn quit_only(&self) {
         self.tmux.keys(&["q"]);
@@ -152,9 +183,7 @@ fn move_a_bin_and_run_a_plan_from_the_dashboard() {
     tmux.keys(&["Enter"]);
     tmux.wait_for("applied: fluid plan to uniform");
     // The trace is flushed at least every second.
-    wait_for_file(&dash.trace, |t| {
-        t.contains(r#""kind":"plan_completed","strategy":"fluid""#)
-    });
+    dash.wait_for_trace(|t| t.contains(r#""kind":"plan_completed","strategy":"fluid""#));
     let trace = dash.quit();
     let moved = |to: u32| {
         trace.events.iter().any(|e| {
@@ -193,7 +222,7 @@ fn fail_and_rejoin_a_worker_from_the_dashboard() {
     tmux.wait_for("Worker 1 rejoins, empty?");
     tmux.keys(&["Enter"]);
     tmux.wait_for("applied: rejoin worker 1");
-    wait_for_file(&dash.trace, |t| t.contains(r#""kind":"recovery""#));
+    dash.wait_for_trace(|t| t.contains(r#""kind":"recovery""#));
     tmux.keys(&["2"]);
     tmux.wait_for("0 bins with one replica");
     let trace = dash.quit();
