@@ -10,19 +10,25 @@
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
 use crate::Time;
 use crate::bins::list;
 
+/// A worker's state bit: it has failed.
+const FAILED: u8 = 1;
+/// A worker's state bit: the driver knows of its failure.
+const REPORTED: u8 = 2;
+
 /// The failure state of the workers of a job, as one process sees it.
 #[derive(Debug)]
 pub struct Failures {
-    failed: Vec<AtomicBool>,
+    /// Per worker, [`FAILED`] and [`REPORTED`] in one atomic: a rejoin clears both at once,
+    /// so that the driver's detector, on another thread, can never take the cleared
+    /// `REPORTED` of a failure that is over for the flag of a new one.
+    state: Vec<AtomicU8>,
     /// Fail points left before the worker fails; 0: not armed.
     countdown: Vec<AtomicU64>,
-    /// Failures the driver has been told of.
-    reported: Vec<AtomicBool>,
     /// How often each worker failed.
     count: Vec<AtomicU64>,
     /// The logical time of the failure that set each flag (0: not known, as for an armed
@@ -36,13 +42,11 @@ pub struct Failures {
 impl Failures {
     /// No failures among `workers` workers.
     pub fn new(workers: usize) -> Self {
-        let flags = || (0..workers).map(|_| AtomicBool::new(false)).collect();
         Failures {
-            failed: flags(),
+            state: (0..workers).map(|_| AtomicU8::new(0)).collect(),
             countdown: (0..workers).map(|_| AtomicU64::new(0)).collect(),
             count: (0..workers).map(|_| AtomicU64::new(0)).collect(),
             failed_at: (0..workers).map(|_| AtomicU64::new(0)).collect(),
-            reported: flags(),
             lost: Mutex::default(),
             any_lost: AtomicBool::new(false),
         }
@@ -50,20 +54,26 @@ impl Failures {
 
     /// Fails `worker` now: its operators stop at their next fail point.
     pub fn fail(&self, worker: u32) {
+        self.set(worker, FAILED);
+    }
+
+    /// Fails `worker` now for a failure the driver issued at logical time `time` (so it is
+    /// known to the driver).
+    pub fn fail_at(&self, worker: u32, time: Time) {
+        if let Some(at) = self.failed_at.get(worker as usize) {
+            at.fetch_max(time, Ordering::SeqCst);
+        }
+        self.set(worker, FAILED | REPORTED);
+    }
+
+    /// Sets `bits` (which include [`FAILED`]) of `worker`, counting a new failure.
+    fn set(&self, worker: u32, bits: u8) {
         let w = worker as usize;
-        if let (Some(f), Some(c)) = (self.failed.get(w), self.count.get(w))
-            && !f.swap(true, Ordering::AcqRel)
+        if let (Some(s), Some(c)) = (self.state.get(w), self.count.get(w))
+            && s.fetch_or(bits, Ordering::SeqCst) & FAILED == 0
         {
             c.fetch_add(1, Ordering::Relaxed);
         }
-    }
-
-    /// Fails `worker` now for a failure issued at logical time `time`.
-    pub fn fail_at(&self, worker: u32, time: Time) {
-        if let Some(at) = self.failed_at.get(worker as usize) {
-            at.fetch_max(time, Ordering::AcqRel);
-        }
-        self.fail(worker);
     }
 
     /// How many times `worker` failed so far.
@@ -83,9 +93,9 @@ impl Failures {
     /// Whether `worker` has failed.
     #[inline]
     pub fn is_failed(&self, worker: u32) -> bool {
-        self.failed
+        self.state
             .get(worker as usize)
-            .is_some_and(|f| f.load(Ordering::Acquire))
+            .is_some_and(|s| s.load(Ordering::Acquire) & FAILED != 0)
     }
 
     /// One fail point of `worker`: counts down an armed failure, and says whether the
@@ -106,19 +116,22 @@ impl Failures {
     /// of the worker revives it, some perhaps after that failure was issued).
     pub fn revive(&self, worker: u32, time: Time) {
         let w = worker as usize;
-        if let (Some(f), Some(r), Some(at)) =
-            (self.failed.get(w), self.reported.get(w), self.failed_at.get(w))
-            && at.load(Ordering::Acquire) < time
+        if let (Some(s), Some(at)) = (self.state.get(w), self.failed_at.get(w))
+            && at.load(Ordering::SeqCst) < time
         {
-            f.store(false, Ordering::Release);
-            r.store(false, Ordering::Release);
+            s.store(0, Ordering::SeqCst);
+            // A failure at or after `time` issued meanwhile (by the control plane, on
+            // another thread) may have set its flag before the store: it stays.
+            if at.load(Ordering::SeqCst) >= time {
+                self.set(worker, FAILED | REPORTED);
+            }
         }
     }
 
     /// Marks `worker`'s failure as known to the driver (it made it, or was told).
     pub fn mark_reported(&self, worker: u32) {
-        if let Some(r) = self.reported.get(worker as usize) {
-            r.store(true, Ordering::Release);
+        if let Some(s) = self.state.get(worker as usize) {
+            s.fetch_or(REPORTED, Ordering::AcqRel);
         }
     }
 
@@ -146,8 +159,12 @@ impl Failures {
 
     /// Failed workers the driver has not been told of yet; each is returned once.
     pub fn newly_failed(&self) -> Vec<u32> {
-        (0..self.failed.len() as u32)
-            .filter(|w| self.is_failed(*w) && !self.reported[*w as usize].swap(true, Ordering::AcqRel))
+        (0..self.state.len() as u32)
+            .filter(|w| {
+                self.state[*w as usize]
+                    .compare_exchange(FAILED, FAILED | REPORTED, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+            })
             .collect()
     }
 }
@@ -169,12 +186,19 @@ mod tests {
         assert!(f.newly_failed().is_empty());
         f.revive(1, 10);
         assert!(!f.check(1));
-        // A failure issued after the rejoin stays, whoever revives late.
+        // A failure issued after the rejoin stays, whoever revives late; the driver issued
+        // it, so its detector does not report it.
         f.fail_at(1, 20);
         f.revive(1, 10);
         assert!(f.is_failed(1));
+        assert!(f.newly_failed().is_empty());
         f.revive(1, 30);
         assert!(!f.is_failed(1));
+        // A revived worker's reported failure is over: a later one is news.
+        f.fail(1);
+        assert_eq!(f.newly_failed(), vec![1]);
+        assert_eq!(f.times_failed(1), 3);
+        f.revive(1, 40);
         f.fail(2);
         f.mark_reported(2);
         assert!(f.newly_failed().is_empty());
