@@ -4,6 +4,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -89,14 +90,15 @@ pub struct ControlHandle {
     next_id: Arc<AtomicU64>,
     /// Asked to end the run early.
     stop: Arc<AtomicBool>,
-    /// The measured epoch (ms) the run ends at, once worker 0 has chosen it; `u64::MAX`
-    /// until then. Every worker of the process reads it, so they all end at the same epoch.
-    end_ms: Arc<AtomicU64>,
+    /// The measured epoch the run ends at, once worker 0 has chosen it; `u64::MAX` until
+    /// then. Every worker of the process reads it, so they all end at the same epoch.
+    end: Arc<AtomicU64>,
     /// Commands queued and not yet drained: worker 0 polls this on every loop turn, so the
     /// common empty case must not take the lock.
     pending: Arc<AtomicUsize>,
-    /// The last measured epoch (ms) whose outputs are all out, as worker 0 last saw it.
-    progress_ms: Arc<AtomicU64>,
+    /// How far into the run the last measured epoch whose outputs are all out closed, in
+    /// microseconds, as worker 0 last saw it.
+    progress_us: Arc<AtomicU64>,
 }
 
 impl Default for ControlHandle {
@@ -106,8 +108,8 @@ impl Default for ControlHandle {
             next_id: Arc::default(),
             pending: Arc::default(),
             stop: Arc::default(),
-            end_ms: Arc::new(AtomicU64::new(u64::MAX)),
-            progress_ms: Arc::default(),
+            end: Arc::new(AtomicU64::new(u64::MAX)),
+            progress_us: Arc::default(),
         }
     }
 }
@@ -129,24 +131,26 @@ impl ControlHandle {
     }
 
     /// Worker 0 fixes the epoch the run ends at (once).
-    pub(crate) fn set_end(&self, end_ms: u64) {
+    pub(crate) fn set_end(&self, end: u64) {
         let _ = self
-            .end_ms
-            .compare_exchange(u64::MAX, end_ms, Ordering::AcqRel, Ordering::Acquire);
+            .end
+            .compare_exchange(u64::MAX, end, Ordering::AcqRel, Ordering::Acquire);
     }
 
     /// The epoch the run ends at, if it was cut short.
     pub(crate) fn end(&self) -> Option<u64> {
-        Some(self.end_ms.load(Ordering::Acquire)).filter(|e| *e != u64::MAX)
+        Some(self.end.load(Ordering::Acquire)).filter(|e| *e != u64::MAX)
     }
 
-    /// The last measured epoch (ms) whose outputs are all out: how far the run has got.
-    pub fn progress_ms(&self) -> u64 {
-        self.progress_ms.load(Ordering::Relaxed)
+    /// How far the run has got: when the last measured epoch whose outputs are all out
+    /// closed, after the run's start.
+    pub fn progress(&self) -> Duration {
+        Duration::from_micros(self.progress_us.load(Ordering::Relaxed))
     }
 
-    pub(crate) fn set_progress(&self, epoch: u64) {
-        self.progress_ms.store(epoch, Ordering::Relaxed);
+    pub(crate) fn set_progress(&self, done: Duration) {
+        self.progress_us
+            .store(done.as_micros().try_into().unwrap_or(u64::MAX), Ordering::Relaxed);
     }
 
     /// Queues a command and returns its id; it never blocks on the dataflow.

@@ -9,9 +9,7 @@ use hdrhistogram::serialization::{Serializer, V2Serializer};
 use serde::{Deserialize, Serialize};
 
 use crate::Time;
-
-/// Width of one timeline window, in milliseconds (epochs).
-pub const WINDOW_MS: u64 = 250;
+use crate::epoch::{EpochLen, WINDOW};
 /// Largest latency the histograms track exactly: one minute.
 const MAX_TRACKED_NS: u64 = 60_000_000_000;
 
@@ -50,11 +48,11 @@ pub struct WindowStats {
     pub latency_ns: Percentiles,
 }
 
-/// The first record of measured epoch `epoch` (1-based, 1 ms each) at `rate` records/s:
+/// The first record of measured epoch `epoch` (1-based, `len` each) at `rate` records/s:
 /// record `i` is due `i / rate` seconds into the run, and goes in with the first epoch that
 /// closes after its due time (a record due exactly as an epoch closes waits for the next).
-pub fn first_record(epoch: Time, rate: u64) -> u64 {
-    (epoch.saturating_sub(1) as u128 * rate as u128).div_ceil(1000) as u64
+pub fn first_record(epoch: Time, rate: u64, len: EpochLen) -> u64 {
+    (epoch.saturating_sub(1) as u128 * rate as u128 * len.us() as u128).div_ceil(1_000_000) as u64
 }
 
 /// When record `i` is due at `rate` records/s, in nanoseconds since the run began.
@@ -73,6 +71,7 @@ pub fn due_ns(i: u64, rate: u64) -> u64 {
 /// each epoch completed, and expands epochs into their records when asked.
 pub struct LatencyRecorder {
     rate: u64,
+    len: EpochLen,
     /// Per measured epoch, in order: the nanoseconds after the start at which it completed.
     epochs: Vec<(Time, u64)>,
     /// The records of every epoch so far, and of the timeline window being filled.
@@ -89,10 +88,11 @@ fn histogram() -> Histogram<u64> {
 }
 
 impl LatencyRecorder {
-    /// A recorder for a run of `rate` records per second.
-    pub fn new(rate: u64) -> Self {
+    /// A recorder for a run of `rate` records per second in epochs of `len`.
+    pub fn new(rate: u64, len: EpochLen) -> Self {
         LatencyRecorder {
             rate,
+            len,
             epochs: Vec::new(),
             all: histogram(),
             window: histogram(),
@@ -104,9 +104,9 @@ impl LatencyRecorder {
     /// (for [`LatencyRecorder::report_window`]) takes them too.
     pub fn record(&mut self, epoch: Time, done_ns: u64, windowed: bool) {
         self.epochs.push((epoch, done_ns));
-        add_epoch(&mut self.all, self.rate, epoch, done_ns);
+        add_epoch(&mut self.all, self.rate, self.len, epoch, done_ns);
         if windowed {
-            add_epoch(&mut self.window, self.rate, epoch, done_ns);
+            add_epoch(&mut self.window, self.rate, self.len, epoch, done_ns);
         }
     }
 
@@ -120,16 +120,16 @@ impl LatencyRecorder {
         self.epochs.is_empty()
     }
 
-    /// Percentiles over the records of the epochs whose close falls in `[from_ms, to_ms]`.
-    pub fn between(&self, from_ms: u64, to_ms: u64) -> Percentiles {
+    /// Percentiles over the records of epochs `from..=to`.
+    pub fn between(&self, from: Time, to: Time) -> Percentiles {
         let mut h = histogram();
-        for (e, done) in self.epochs.iter().filter(|(e, _)| (from_ms..=to_ms).contains(e)) {
-            add_epoch(&mut h, self.rate, *e, *done);
+        for (e, done) in self.epochs.iter().filter(|(e, _)| (from..=to).contains(e)) {
+            add_epoch(&mut h, self.rate, self.len, *e, *done);
         }
         Percentiles::of(&h)
     }
 
-    /// Reports window `window` (epochs `window * WINDOW_MS + 1 ..= (window + 1) * WINDOW_MS`,
+    /// Reports window `window` (the epochs closing in its [`WINDOW`] of the run,
     /// the epochs recorded since the last report) as a `megaflux::latency` event: the
     /// percentiles of its records and their histogram, serialized with HdrHistogram's V2
     /// format and base64-encoded.
@@ -146,7 +146,7 @@ impl LatencyRecorder {
         };
         tracing::info!(
             target: "megaflux::latency",
-            window, t_s = (window * WINDOW_MS) as f64 / 1000.0, count = p.count, p50 = p.p50, p99 = p.p99,
+            window, t_s = window as f64 * WINDOW.as_secs_f64(), count = p.count, p50 = p.p50, p99 = p.p99,
             max = p.max, histogram = %encoded
         );
     }
@@ -177,19 +177,20 @@ impl LatencyRecorder {
             .collect()
     }
 
-    /// The timeline, one entry per `WINDOW_MS` window of epochs, over their records.
+    /// The timeline, one entry per [`WINDOW`] of the run, over its epochs' records.
     pub fn timeline(&self) -> Vec<WindowStats> {
         let Some(last) = self.epochs.iter().map(|(e, _)| *e).max() else {
             return Vec::new();
         };
-        let windows = last.div_ceil(WINDOW_MS) as usize;
+        let per_window = self.len.per_window();
+        let windows = last.div_ceil(per_window) as usize;
         let mut stats = vec![Percentiles::default(); windows];
         // One histogram at a time (an hour has 14,400 windows of a few hundred KB each);
         // the epochs are in order, so each window's epochs are together.
         let mut h = histogram();
         let mut current = None;
         for (e, done) in &self.epochs {
-            let w = (e.saturating_sub(1) / WINDOW_MS) as usize;
+            let w = (e.saturating_sub(1) / per_window) as usize;
             if current != Some(w) {
                 if let Some(c) = current {
                     stats[c] = Percentiles::of(&h);
@@ -197,7 +198,7 @@ impl LatencyRecorder {
                 h.reset();
                 current = Some(w);
             }
-            add_epoch(&mut h, self.rate, *e, *done);
+            add_epoch(&mut h, self.rate, self.len, *e, *done);
         }
         if let Some(c) = current {
             stats[c] = Percentiles::of(&h);
@@ -206,7 +207,7 @@ impl LatencyRecorder {
             .into_iter()
             .enumerate()
             .map(|(i, latency_ns)| WindowStats {
-                t_s: (i as u64 * WINDOW_MS) as f64 / 1000.0,
+                t_s: i as f64 * WINDOW.as_secs_f64(),
                 latency_ns,
             })
             .collect()
@@ -214,8 +215,8 @@ impl LatencyRecorder {
 }
 
 /// Adds the latency of each record of `epoch`, completed `done_ns` into the run, to `h`.
-fn add_epoch(h: &mut Histogram<u64>, rate: u64, epoch: Time, done_ns: u64) {
-    for i in first_record(epoch, rate)..first_record(epoch + 1, rate) {
+fn add_epoch(h: &mut Histogram<u64>, rate: u64, len: EpochLen, epoch: Time, done_ns: u64) {
+    for i in first_record(epoch, rate, len)..first_record(epoch + 1, rate, len) {
         // A record is never done before it is due; 1 ns keeps it in the histogram.
         h.saturating_record(done_ns.saturating_sub(due_ns(i, rate)).max(1));
     }
@@ -228,7 +229,7 @@ mod tests {
     #[test]
     fn every_record_counts_from_its_due_time() {
         // 2000 records/s: epoch e holds the records due at e-1 ms and e-0.5 ms.
-        let mut r = LatencyRecorder::new(2000);
+        let mut r = LatencyRecorder::new(2000, EpochLen::MS);
         for e in 1..=500 {
             let late = if e == 300 { 50_000_000 } else { 0 };
             r.record(e, e * 1_000_000 + late, true);
@@ -253,23 +254,49 @@ mod tests {
 
     #[test]
     fn records_split_exactly_into_epochs() {
-        for rate in [1, 7, 999, 1000, 1001, 400_000, 3_333_333] {
-            let mut next = 0;
-            for e in 1..=2000 {
-                let (lo, hi) = (first_record(e, rate), first_record(e + 1, rate));
-                assert_eq!(lo, next, "rate {rate}, epoch {e}");
-                next = hi;
-                for i in lo..hi {
-                    // Due within the epoch's millisecond, closing at its end.
-                    let due = due_ns(i, rate);
-                    assert!(
-                        due < e * 1_000_000 && due + 1_000_000 >= e * 1_000_000,
-                        "rate {rate}, record {i}"
-                    );
+        for us in [1000, 250, 100, 25, 1] {
+            let len = EpochLen::from_us(us).unwrap();
+            let ns = us * 1000;
+            for rate in [1, 7, 999, 1000, 1001, 400_000, 3_333_333] {
+                let mut next = 0;
+                for e in 1..=2000 {
+                    let (lo, hi) = (first_record(e, rate, len), first_record(e + 1, rate, len));
+                    assert_eq!(lo, next, "{len}, rate {rate}, epoch {e}");
+                    next = hi;
+                    for i in lo..hi {
+                        // Due within the epoch, closing at its end.
+                        let due = due_ns(i, rate);
+                        assert!(
+                            due < e * ns && due + ns >= e * ns,
+                            "{len}, rate {rate}, record {i}"
+                        );
+                    }
                 }
+                assert_eq!(next, first_record(2001, rate, len));
+                assert_eq!(
+                    next,
+                    (2000 * rate as u128 * us as u128).div_ceil(1_000_000) as u64
+                );
             }
-            assert_eq!(next, first_record(2001, rate));
-            assert_eq!(next, (2000 * rate as u128).div_ceil(1000) as u64);
         }
+    }
+
+    #[test]
+    fn fine_epochs_wait_less() {
+        // 100 us epochs at 20,000 records/s: two records per epoch, due 0 and 50 us into it.
+        let len = EpochLen::from_us(100).unwrap();
+        let mut r = LatencyRecorder::new(20_000, len);
+        for e in 1..=5000 {
+            r.record(e, e * 100_000, true);
+        }
+        let all = r.overall();
+        assert_eq!(all.count, 10_000);
+        assert!((49_000..=51_000).contains(&all.p50), "{all:?}");
+        assert!(all.max <= 100_100, "{all:?}");
+        // 500 ms of epochs: two windows of 250 ms, 2500 epochs each.
+        let tl = r.timeline();
+        assert_eq!(tl.len(), 2);
+        assert_eq!(tl[1].t_s, 0.25);
+        assert_eq!(tl[0].latency_ns.count, 5000);
     }
 }

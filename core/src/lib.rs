@@ -12,6 +12,7 @@ pub mod bins;
 pub mod config;
 pub mod control;
 pub mod driver;
+pub mod epoch;
 pub mod error;
 pub mod failover;
 pub mod failure;
@@ -26,7 +27,8 @@ pub mod size;
 pub mod summary;
 pub mod workload;
 
-/// Logical time: milliseconds of scheduled input time.
+/// Logical time: epochs of scheduled input time (one millisecond each unless the run's
+/// [`epoch::EpochLen`] says otherwise).
 pub type Time = u64;
 
 pub use bins::Bins;

@@ -162,7 +162,8 @@ pub(crate) fn summarize(
     };
     let first_migration = records.first().map(|r| r.issued_s).unwrap_or(f64::INFINITY);
     let during = |from_s: f64, to_s: f64| {
-        let p = latency.between((from_s * 1000.0).floor() as u64, (to_s * 1000.0).ceil() as u64);
+        let len = config.epoch;
+        let p = latency.between(len.in_secs(from_s), len.in_secs(to_s) + 1);
         DuringLatency {
             p50: p.p50,
             p99: p.p99,

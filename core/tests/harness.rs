@@ -6,7 +6,9 @@ use std::thread;
 use std::time::Duration;
 
 use megaflux::control::{Command, ControlHandle};
+use megaflux::epoch::EpochLen;
 use megaflux::harness::{Idle, Pace, RunConfig, Scripted, run};
+use megaflux::nexmark::Query;
 use megaflux::plan::{Schedule, Strategy, Target};
 use megaflux::workload::Workload;
 
@@ -158,4 +160,41 @@ fn parked_workers_give_the_same_outputs() {
     assert_eq!(park.records_in, spin.records_in);
     assert_eq!(park.migrations.len(), 1);
     assert_eq!(park.migrations[0].bins_moved, spin.migrations[0].bins_moved);
+}
+
+#[test]
+fn fine_epochs_count_every_record_and_migrate_without_changing_outputs() {
+    for workload in [Workload::KeyCount, Workload::Nexmark(Query::new(4).unwrap())] {
+        // 100 us epochs: 8,000 of them in 0.8 s, two records each at 20,000 records/s.
+        let config = RunConfig {
+            epoch: EpochLen::from_us(100).unwrap(),
+            duration: Duration::from_millis(800),
+            ..config(workload)
+        };
+        let still = run(config.clone(), ControlHandle::new()).unwrap().unwrap();
+        assert_eq!(still.latency_ns.count, 16_000, "{workload}");
+        assert_eq!(still.duration_s, 0.8, "{workload}");
+        let t_s: Vec<f64> = still.timeline.iter().map(|w| w.t_s).collect();
+        assert_eq!(t_s, [0.0, 0.25, 0.5, 0.75], "{workload}");
+        let counts: Vec<u64> = still.timeline.iter().map(|w| w.latency_ns.count).collect();
+        assert_eq!(counts, [5000, 5000, 5000, 1000], "{workload}");
+        if workload == Workload::KeyCount {
+            assert_eq!(still.outputs, still.records_in, "{workload}");
+        }
+        let moved = run(
+            RunConfig {
+                migrations: vec![
+                    "all-at-once@0.2:pack:1".parse().unwrap(),
+                    "fluid+pipelined@0.4:uniform".parse().unwrap(),
+                ],
+                ..config
+            },
+            ControlHandle::new(),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(moved.output_digest, still.output_digest, "{workload}");
+        assert_eq!(moved.migrations.len(), 2, "{workload}");
+        assert!(moved.migrations.iter().all(|m| m.bins_moved > 0), "{workload}");
+    }
 }

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use megaflux::config::uniform;
+use megaflux::epoch::EpochLen;
 use megaflux::nexmark::events::Source;
 use megaflux::nexmark::{Event, NexmarkJob, NexmarkParams, Output, Query, reference};
 use megaflux::plan::Strategy;
@@ -32,7 +33,7 @@ fn params() -> NexmarkParams {
 /// The events with their logical times (as the harness schedules them: event `i` in the
 /// millisecond `i * 1000 / RATE`, at time that plus one).
 fn events() -> Vec<(Time, Event)> {
-    let mut source = Source::new(RATE, params(), 0, 0, 1);
+    let mut source = Source::new(RATE, params(), EpochLen::MS, 0, 0, 1);
     (0..EVENTS)
         .map(|i| {
             let t = i * 1000 / RATE + 1;
@@ -109,7 +110,7 @@ fn run(
             config.chunk_bytes = chunk_bytes;
         }
         let transfers = std::rc::Rc::clone(&config.transfers);
-        let job = NexmarkJob::new(query, RATE, params());
+        let job = NexmarkJob::new(query, RATE, params(), EpochLen::MS);
         let sink = Arc::clone(&sink);
         let probe = ProbeHandle::new();
         let (d, c) = (&mut data, &mut control);
@@ -178,7 +179,7 @@ fn every_query_matches_its_sequential_reference() {
     assert!(kinds(|e| matches!(e, Event::Auction(_))) > 200);
     for q in 1..=8 {
         let query = Query::new(q).expect("q1 to q8 exist");
-        let expected = reference::outputs(query, params(), &events);
+        let expected = reference::outputs(query, params().windows(EpochLen::MS), &events);
         assert!(
             !expected.is_empty(),
             "{query}: the reference produces nothing on this stream"

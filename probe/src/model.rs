@@ -75,7 +75,7 @@ pub struct FrontierView {
 }
 
 impl FrontierView {
-    /// Epochs (ms) the operator lags behind the input.
+    /// Epochs the operator lags behind the input.
     pub fn lag(&self) -> Option<u64> {
         self.applied.map(|a| self.input.saturating_sub(a))
     }
@@ -196,6 +196,18 @@ pub struct JobModel {
 impl JobModel {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The job's epoch length in microseconds, the unit of its logical times (its hello's
+    /// `epoch_us`; 1000 for jobs that do not say).
+    pub fn epoch_us(&self) -> u64 {
+        self.processes
+            .values()
+            .find_map(|h| match &h.event {
+                Event::Hello { config, .. } => config["epoch_us"].as_u64(),
+                _ => None,
+            })
+            .unwrap_or(megaflux::epoch::EpochLen::MS.us())
     }
 
     /// Bins per operator, once a process said hello (a hello naming more than a job can

@@ -63,6 +63,15 @@ fn milliseconds() -> String {
     "ms".to_string()
 }
 
+/// The unit of a job's logical times: its epoch (`ms`, or `Nus`).
+fn time_unit(config: &serde_json::Value) -> String {
+    config["epoch_us"]
+        .as_u64()
+        .and_then(|us| megaflux::epoch::EpochLen::from_us(us).ok())
+        .unwrap_or(megaflux::epoch::EpochLen::MS)
+        .unit()
+}
+
 /// The build that wrote a trace.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Build {
@@ -98,6 +107,7 @@ impl TraceHeader {
         bins: u32,
         initial_map: Vec<u32>,
     ) -> Self {
+        let time_unit = time_unit(&config);
         TraceHeader {
             format: FORMAT_NAME.to_string(),
             version: FORMAT_VERSION,
@@ -109,7 +119,7 @@ impl TraceHeader {
             workers,
             peers: processes * workers,
             bins,
-            time_unit: milliseconds(),
+            time_unit,
             initial_map,
             initial_placement: Vec::new(),
             hosts: Vec::new(),
@@ -476,6 +486,14 @@ impl<R: BufRead> TraceReader<R> {
 mod tests {
     use super::*;
     use crate::event::Event;
+
+    #[test]
+    fn the_time_unit_is_the_jobs_epoch() {
+        let unit = |config| TraceHeader::new(config, 1, 2, 16, vec![0; 16]).time_unit;
+        assert_eq!(unit(serde_json::json!({"epoch_us": 100})), "100us");
+        assert_eq!(unit(serde_json::json!({"epoch_us": 1000})), "ms");
+        assert_eq!(unit(serde_json::json!({"workload": "keycount"})), "ms");
+    }
 
     fn header() -> TraceHeader {
         TraceHeader::new(

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use megaflux::epoch::EpochLen;
 use megaflux::harness::{self, Idle, RunConfig, RunError, WorkerAt};
 use megaflux::nexmark::NexmarkParams;
 use megaflux::plan::{MigrationSpec, Schedule};
@@ -36,7 +37,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run a built-in workload (timely's -n/-p/-h go after `--`).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Run a matrix of workloads x variants, print a table and write JSON.
     Bench(crate::bench::BenchArgs),
     /// Draw bench results or run summaries as an SVG (latency over time, CCDF).
@@ -128,6 +129,11 @@ struct RunArgs {
     /// shared machine a parked core can wake late).
     #[arg(long, default_value = "spin", value_parser = parse_idle)]
     idle: Idle,
+    /// Length of an epoch (the unit of logical time) in microseconds: a divisor of 1000.
+    /// Every record waits for its epoch to close, so finer epochs mean lower latency, at a
+    /// cost per epoch in every operator.
+    #[arg(long, value_name = "US", default_value_t = EpochLen::default().us(), value_parser = parse_epoch)]
+    epoch_us: u64,
     /// Largest state message in bytes.
     #[arg(long, default_value_t = megaflux::operator::DEFAULT_CHUNK_BYTES, value_parser = parse_chunk)]
     chunk_bytes: usize,
@@ -192,6 +198,13 @@ fn parse_idle(s: &str) -> Result<Idle, String> {
     s.parse().map_err(|e: ConfigError| e.to_string())
 }
 
+fn parse_epoch(s: &str) -> Result<u64, String> {
+    let us = s
+        .parse::<u64>()
+        .map_err(|_| format!("`{s}` is not a number of microseconds"))?;
+    EpochLen::from_us(us).map(EpochLen::us).map_err(|e| e.to_string())
+}
+
 fn parse_chunk(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(n) if n >= 64 => Ok(n),
@@ -221,7 +234,7 @@ pub fn main() -> ExitCode {
         observe::install_tracing(None);
     }
     match cli.command {
-        Command::Run(args) => run(args),
+        Command::Run(args) => run(*args),
         Command::Replay(args) => crate::replay::replay(args),
         Command::Attach(args) => {
             let token = args.token.or_else(|| std::env::var(TOKEN_ENV).ok());
@@ -380,6 +393,7 @@ fn run_config(args: &RunArgs, dashboard: bool) -> Result<RunConfig, ConfigError>
         recovery: args.recovery,
         panics: args.panics.clone(),
         idle: args.idle,
+        epoch: EpochLen::from_us(args.epoch_us)?,
         ..RunConfig::default()
     };
     harness::validate(&config)?;

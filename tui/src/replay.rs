@@ -186,7 +186,7 @@ fn run_with_progress(config: RunConfig, control: ControlHandle) -> anyhow::Resul
         if draw {
             eprint!(
                 "\r{}",
-                progress_line(control.progress_ms(), total_ms, started.elapsed())
+                progress_line(control.progress().as_millis() as u64, total_ms, started.elapsed())
             );
         }
     }

@@ -104,6 +104,9 @@ fn other_bad_values_are_rejected() {
         "--native",
     );
     assert_usage_error(&["run", "--headless", "--", "-n", "two"], "two");
+    assert_usage_error(&["run", "--headless", "--epoch-us", "300"], "300 us");
+    assert_usage_error(&["run", "--headless", "--epoch-us", "0"], "0 us");
+    assert_usage_error(&["run", "--headless", "--epoch-us", "1ms"], "1ms");
 }
 
 #[test]

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::bins::Bins;
 use crate::config::uniform;
 use crate::control::Command;
+use crate::epoch::EpochLen;
 use crate::error::ConfigError;
 use crate::nexmark::NexmarkParams;
 use crate::operator::DEFAULT_CHUNK_BYTES;
@@ -74,17 +75,25 @@ pub struct RunConfig {
     /// What a worker with nothing to do does: spin (the default) or wait for news.
     #[serde(default, skip_serializing_if = "Idle::is_spin")]
     pub idle: Idle,
+    /// The length of an epoch, the unit of logical time (1 ms in traces without it).
+    #[serde(rename = "epoch_us", default = "one_ms")]
+    pub epoch: EpochLen,
     /// Commands taken at given measured epochs, in order (a re-run's recorded commands). Not
     /// in trace headers: the re-run's trace logs them as commands, like any other.
     #[serde(skip)]
     pub script: Vec<Scripted>,
 }
 
+fn one_ms() -> EpochLen {
+    EpochLen::MS
+}
+
 /// How a run paces its input.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Pace {
-    /// Measured epoch `e` goes in `e` ms after the start, whether or not the job keeps up:
+    /// Measured epoch `e` goes in `e` epoch lengths after the start, whether or not the job
+    /// keeps up:
     /// latencies are what users of the job would feel.
     #[default]
     OpenLoop,
@@ -173,6 +182,7 @@ impl Default for RunConfig {
             panics: Vec::new(),
             pace: Pace::OpenLoop,
             idle: Idle::Spin,
+            epoch: EpochLen::default(),
             script: Vec::new(),
         }
     }

@@ -102,7 +102,7 @@ pub fn run(config: RunConfig, control: ControlHandle) -> Result<Option<Summary>,
                 run_worker(worker, &shared, &job)
             }
             Workload::Nexmark(query) => {
-                let job = NexmarkJob::new(query, config.rate, config.nexmark);
+                let job = NexmarkJob::new(query, config.rate, config.nexmark, config.epoch);
                 run_worker(worker, &shared, &job)
             }
         };

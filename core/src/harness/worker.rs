@@ -16,7 +16,7 @@ use crate::abort::Abort;
 use crate::config::ControlInst;
 use crate::control::ControlHandle;
 use crate::failure::Failures;
-use crate::latency::{LatencyRecorder, WINDOW_MS, first_record};
+use crate::latency::{LatencyRecorder, first_record};
 use crate::operator::StatefulConfig;
 use crate::rss;
 use crate::sampler::{self, Sampler};
@@ -27,8 +27,8 @@ use crate::workload::Job;
 const PRELOAD_PER_TIME: u64 = 1 << 18;
 /// Preload times that may be unfinished at once.
 const PRELOAD_IN_FLIGHT: u64 = 4;
-/// How far ahead of a stop request the run ends, in epochs (ms).
-const STOP_AHEAD_MS: u64 = 50;
+/// How far ahead of a stop request the run ends.
+const STOP_AHEAD: Duration = Duration::from_millis(50);
 /// How long before its next epoch is due an idle open-loop worker stops waiting and spins,
 /// so that waking late does not delay the epoch.
 const PARK_MARGIN: Duration = Duration::from_micros(100);
@@ -191,7 +191,8 @@ pub(super) fn run_worker<J: Job>(
     });
 
     let (preload_times, mut records_in) = preload(worker, shared, job, &mut data, plane.as_mut(), &probe)?;
-    // Measured epoch `e` (1-based, closing `e` ms after the start) has logical time `base + e`.
+    // Measured epoch `e` (1-based, closing `e` epoch lengths after the start) has logical
+    // time `base + e`.
     let preloaded = records_in;
     if let Some(sampler) = sampler.as_mut() {
         sampler.begin(records_in);
@@ -209,25 +210,27 @@ pub(super) fn run_worker<J: Job>(
 
     let start = *shared.start.get_or_init(Instant::now);
     tracing::info!(target: "megaflux::job", phase = "started", worker = index, peers, base);
-    let mut duration_ms = config.duration.as_millis() as u64;
-    let mut latency = LatencyRecorder::new(config.rate);
+    let len = config.epoch;
+    let mut last_epoch = len.in_duration(config.duration);
+    let mut latency = LatencyRecorder::new(config.rate, len);
     // The first epoch whose latency is not yet known, and the first not yet sent.
     let mut next_measured: u64 = 1;
     let mut next_epoch: u64 = 1;
     let rate = config.rate;
-    let first_of = |epoch: u64| first_record(epoch, rate);
+    let first_of = |epoch: u64| first_record(epoch, rate, len);
     let samples_rss = index.is_multiple_of(config.workers);
     let mut rss_samples: Vec<(f64, u64)> = Vec::new();
     let mut last_rss = start - RSS_SAMPLE_EVERY;
     let observed = sampler.is_some();
+    let per_window = len.per_window();
     let frontier = || probe.with_frontier(|f| f.first().copied().unwrap_or(Time::MAX));
     let measure = |latency: &mut LatencyRecorder, next_measured: &mut u64, until: u64| {
         // One reading for every epoch found done: recording one must not add to the next.
         let now = start.elapsed().as_nanos() as u64;
         while *next_measured < until && !probe.less_equal(&time_of(*next_measured)) {
             latency.record(*next_measured, now, observed);
-            if observed && next_measured.is_multiple_of(WINDOW_MS) {
-                latency.report_window(*next_measured / WINDOW_MS - 1);
+            if observed && next_measured.is_multiple_of(per_window) {
+                latency.report_window(*next_measured / per_window - 1);
             }
             *next_measured += 1;
         }
@@ -247,22 +250,22 @@ pub(super) fn run_worker<J: Job>(
         if let Some(at) = panic_at.take_if(|at| *at <= now_s) {
             panic!("injected panic (--inject-panic {index}@{at})");
         }
-        // A stop ends the run `STOP_AHEAD_MS` later, so that every worker of the process
+        // A stop ends the run `STOP_AHEAD` later, so that every worker of the process
         // learns the last epoch before it reaches it.
         if index == 0 && shared.control.stop_requested() {
             let reached = match config.pace {
-                Pace::OpenLoop => now.as_millis() as u64,
+                Pace::OpenLoop => len.in_duration(now),
                 // Other workers may have sent up to `MAX_PACE_AHEAD` epochs past this one's
                 // (the output cannot pass its input): the end is past all of them.
                 Pace::Max => next_epoch - 1 + MAX_PACE_AHEAD,
             };
-            shared.control.set_end(reached + STOP_AHEAD_MS);
+            shared.control.set_end(reached + len.in_duration(STOP_AHEAD));
         }
         if let Some(end) = shared.control.end() {
-            duration_ms = duration_ms.min(end);
+            last_epoch = last_epoch.min(end);
         }
-        let due_ms = match config.pace {
-            Pace::OpenLoop => now.as_millis() as u64,
+        let due = match config.pace {
+            Pace::OpenLoop => len.in_duration(now),
             // The epochs the output has passed, and a few more; while worker 0 runs a plan,
             // one more, so that its steps (each complete once the output passes it) take a
             // few epochs each rather than `MAX_PACE_AHEAD`.
@@ -275,7 +278,7 @@ pub(super) fn run_worker<J: Job>(
                 frontier().saturating_sub(base + 1).saturating_add(ahead)
             }
         };
-        let now_ms = due_ms.min(duration_ms);
+        let due = due.min(last_epoch);
 
         if samples_rss && last_rss.elapsed() >= RSS_SAMPLE_EVERY {
             last_rss = Instant::now();
@@ -289,8 +292,8 @@ pub(super) fn run_worker<J: Job>(
         }
 
         // Send every epoch whose scheduled interval has passed.
-        if next_epoch <= now_ms {
-            while next_epoch <= now_ms {
+        if next_epoch <= due {
+            while next_epoch <= due {
                 data.advance_to(time_of(next_epoch));
                 let (lo, hi) = (first_of(next_epoch), first_of(next_epoch + 1));
                 let mut i = first_index(lo, index, peers);
@@ -310,7 +313,7 @@ pub(super) fn run_worker<J: Job>(
 
         if index == 0 {
             measure(&mut latency, &mut next_measured, next_epoch);
-            shared.control.set_progress(next_measured - 1);
+            shared.control.set_progress(len.closes_at(next_measured - 1));
         }
         if let Some(sampler) = sampler.as_mut() {
             let output = || probe.with_frontier(|f| f.first().copied());
@@ -318,7 +321,7 @@ pub(super) fn run_worker<J: Job>(
         }
         // A recorded command due by the last epoch holds the control input: the next turn
         // takes it, or the run could never finish.
-        if next_epoch > duration_ms && !plane.as_ref().is_some_and(|p| p.holds_for(time_of(duration_ms))) {
+        if next_epoch > last_epoch && !plane.as_ref().is_some_and(|p| p.holds_for(time_of(last_epoch))) {
             break;
         }
         // A worker with nothing to do spins, or waits for news (timely wakes it when data or
@@ -330,7 +333,8 @@ pub(super) fn run_worker<J: Job>(
             Pace::OpenLoop if config.idle == Idle::Spin || probe.less_than(&time_of(next_epoch)) => {
                 Duration::ZERO
             }
-            Pace::OpenLoop => Duration::from_millis(next_epoch)
+            Pace::OpenLoop => len
+                .closes_at(next_epoch)
                 .saturating_sub(start.elapsed())
                 .saturating_sub(PARK_MARGIN),
             Pace::Max if parks => MAX_PACE_PARK,
@@ -353,17 +357,17 @@ pub(super) fn run_worker<J: Job>(
     // process) drop the dataflow rather than close its inputs. Closing them would release
     // all scheduled later work at once (Q4's auction closings, minutes ahead), which belongs
     // to no measured epoch and costs seconds and gigabytes to drain.
-    while probe.less_equal(&time_of(duration_ms)) {
+    while probe.less_equal(&time_of(last_epoch)) {
         shared.step(worker)?;
         if index == 0 {
-            measure(&mut latency, &mut next_measured, duration_ms + 1);
+            measure(&mut latency, &mut next_measured, last_epoch + 1);
         }
         if let Some(plane) = plane.as_mut() {
             // Steps already issued may still complete while the last epochs finish.
             plane.retire(frontier(), start.elapsed().as_secs_f64());
         }
     }
-    digest.end_at(time_of(duration_ms));
+    digest.end_at(time_of(last_epoch));
     let driver = plane.map(|p| {
         let mut driver = p.close();
         driver.retire(frontier(), start.elapsed().as_secs_f64());
@@ -405,7 +409,7 @@ pub(super) fn run_worker<J: Job>(
     };
     // A stopped run covers fewer epochs than it was configured for.
     let ran = RunConfig {
-        duration: Duration::from_millis(duration_ms),
+        duration: len.closes_at(last_epoch),
         ..config.clone()
     };
     Ok(Some(summarize(

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::NexmarkParams;
 use crate::Time;
+use crate::epoch::EpochLen;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Person {
@@ -38,8 +39,9 @@ pub enum Event {
 }
 
 impl Event {
-    /// Converts a generated event that is scheduled at logical time `time`.
-    pub fn from_nexmark(event: nexmark::event::Event, time: Time) -> Self {
+    /// Converts a generated event that is scheduled at logical time `time`, with `per_ms`
+    /// logical times per millisecond.
+    pub fn from_nexmark(event: nexmark::event::Event, time: Time, per_ms: u64) -> Self {
         use nexmark::event::Event as N;
         match event {
             N::Person(p) => Event::Person(Person {
@@ -53,7 +55,7 @@ impl Event {
                 seller: a.seller as u64,
                 category: a.category as u64,
                 reserve: a.reserve as u64,
-                expires: time + a.expires.saturating_sub(a.date_time).max(1),
+                expires: time + a.expires.saturating_sub(a.date_time).max(1) * per_ms,
             }),
             N::Bid(b) => Event::Bid(Bid {
                 auction: b.auction as u64,
@@ -67,12 +69,20 @@ impl Event {
 /// One worker's share of the event sequence: events `first + index, first + index + peers, ...`.
 pub struct Source {
     generator: nexmark::EventGenerator,
+    per_ms: u64,
 }
 
 impl Source {
     /// The generator has no seed: NEXMark streams are the same for every `--seed`. (Shifting
     /// its `first_event_id` looks like one but makes auction ids repeat.)
-    pub fn new(rate: u64, params: NexmarkParams, first: u64, index: usize, peers: usize) -> Self {
+    pub fn new(
+        rate: u64,
+        params: NexmarkParams,
+        epoch: EpochLen,
+        first: u64,
+        index: usize,
+        peers: usize,
+    ) -> Self {
         let config = nexmark::config::NexmarkConfig {
             // Fixed: the wall clock would make every run different.
             base_time: 0,
@@ -89,6 +99,7 @@ impl Source {
             generator: nexmark::EventGenerator::new(config)
                 .with_offset(first + index as u64)
                 .with_step(peers as u64),
+            per_ms: epoch.per_ms(),
         }
     }
 
@@ -99,7 +110,7 @@ impl Source {
             .generator
             .next()
             .unwrap_or_else(|| unreachable!("nexmark generators never end"));
-        Event::from_nexmark(event, time)
+        Event::from_nexmark(event, time, self.per_ms)
     }
 
     /// As a harness source (indices arrive in order, so the generator's own position is used).

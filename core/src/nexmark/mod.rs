@@ -2,8 +2,8 @@
 //! job that runs them open-loop.
 //!
 //! Events come from the `nexmark` crate's generator, deterministic per event index. Every
-//! query works in logical time: an event's time is its scheduled millisecond, and auction
-//! expiries keep the generator's distance from the auction's creation.
+//! query works in logical time: an event's time is its scheduled epoch, and auction
+//! expiries keep the generator's distance (in ms) from the auction's creation.
 
 pub mod events;
 mod queries;
@@ -20,6 +20,7 @@ pub use queries::Output;
 
 use crate::Time;
 use crate::config::ControlInst;
+use crate::epoch::EpochLen;
 use crate::error::ConfigError;
 use crate::operator::StatefulConfig;
 use crate::workload::Job;
@@ -79,6 +80,26 @@ pub struct NexmarkParams {
     pub in_flight_auctions: usize,
 }
 
+impl NexmarkParams {
+    /// The windows in logical time, for epochs of `len`.
+    pub fn windows(&self, len: EpochLen) -> Windows {
+        let window = self.window_ms.max(1);
+        let slide = self.slide_ms.clamp(1, window);
+        Windows {
+            window: window * len.per_ms(),
+            slide: slide * len.per_ms(),
+        }
+    }
+}
+
+/// The windows of Q5, Q7 and Q8 in logical time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Windows {
+    pub window: Time,
+    /// Divides `window`.
+    pub slide: Time,
+}
+
 impl Default for NexmarkParams {
     fn default() -> Self {
         NexmarkParams {
@@ -94,11 +115,18 @@ pub struct NexmarkJob {
     query: Query,
     rate: u64,
     params: NexmarkParams,
+    epoch: EpochLen,
 }
 
 impl NexmarkJob {
-    pub fn new(query: Query, rate: u64, params: NexmarkParams) -> Self {
-        NexmarkJob { query, rate, params }
+    /// `query` at `rate` events/s, in epochs of `epoch`.
+    pub fn new(query: Query, rate: u64, params: NexmarkParams, epoch: EpochLen) -> Self {
+        NexmarkJob {
+            query,
+            rate,
+            params,
+            epoch,
+        }
     }
 }
 
@@ -117,12 +145,12 @@ impl Job for NexmarkJob {
     /// generator's lengths, so they close during (or after) the measured run, as they would
     /// have had the stream run that long already.
     fn preload_source(&self, index: usize, peers: usize) -> Box<dyn FnMut(u64, Time) -> Event> {
-        Box::new(events::Source::new(self.rate, self.params, 0, index, peers).into_fn())
+        Box::new(events::Source::new(self.rate, self.params, self.epoch, 0, index, peers).into_fn())
     }
 
     fn source(&self, index: usize, peers: usize) -> Box<dyn FnMut(u64, Time) -> Event> {
         let first = self.preload_len();
-        Box::new(events::Source::new(self.rate, self.params, first, index, peers).into_fn())
+        Box::new(events::Source::new(self.rate, self.params, self.epoch, first, index, peers).into_fn())
     }
 
     fn megaflux<'s>(
@@ -135,7 +163,7 @@ impl Job for NexmarkJob {
             control,
             config: config.clone(),
         };
-        queries::build(self.query, self.params, data, &backend)
+        queries::build(self.query, self.params.windows(self.epoch), data, &backend)
     }
 
     fn native<'s>(
@@ -146,6 +174,6 @@ impl Job for NexmarkJob {
         let backend = queries::Native {
             config: config.clone(),
         };
-        queries::build(self.query, self.params, data, &backend)
+        queries::build(self.query, self.params.windows(self.epoch), data, &backend)
     }
 }

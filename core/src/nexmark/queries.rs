@@ -9,7 +9,7 @@ use timely::ExchangeData;
 use timely::dataflow::StreamVec;
 use timely::dataflow::operators::vec::{Filter, Map};
 
-use super::{Auction, Bid, Event, NexmarkParams, Person, Query};
+use super::{Auction, Bid, Event, Person, Query, Windows};
 use crate::Time;
 use crate::bins::hash_key;
 use crate::config::ControlInst;
@@ -307,12 +307,11 @@ fn average_by_seller<'s, B: Backend<'s>>(
 /// Builds `query` on `backend`.
 pub(crate) fn build<'s, B: Backend<'s>>(
     query: Query,
-    params: NexmarkParams,
+    windows: Windows,
     data: StreamVec<'s, Time, Event>,
     backend: &B,
 ) -> StreamVec<'s, Time, Output> {
-    let window = params.window_ms.max(1);
-    let slide = params.slide_ms.clamp(1, window);
+    let Windows { window, slide } = windows;
     match query.0 {
         1 => bids(data).map(|b| Output::Q1(b.auction, b.bidder, b.price * 908 / 1000)),
         2 => bids(data)

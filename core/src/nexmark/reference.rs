@@ -4,13 +4,12 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use super::queries::{Q3_CATEGORY, Q3_STATES, Q6_LAST};
-use super::{Event, NexmarkParams, Output, Query};
+use super::{Event, Output, Query, Windows};
 use crate::Time;
 
 /// The outputs of `query` on `events`, by time, each time's outputs sorted.
-pub fn outputs(query: Query, params: NexmarkParams, events: &[(Time, Event)]) -> BTreeMap<Time, Vec<Output>> {
-    let window = params.window_ms.max(1);
-    let slide = params.slide_ms.clamp(1, window);
+pub fn outputs(query: Query, windows: Windows, events: &[(Time, Event)]) -> BTreeMap<Time, Vec<Output>> {
+    let Windows { window, slide } = windows;
     let mut out: BTreeMap<Time, Vec<Output>> = BTreeMap::new();
     let mut emit = |t: Time, o: Output| out.entry(t).or_default().push(o);
     let persons = || {

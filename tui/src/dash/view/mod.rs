@@ -569,10 +569,20 @@ fn latency(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
     frame.render_widget(chart, chart_area);
 }
 
+/// A lag of `epochs` epochs of `epoch_us` each, in milliseconds.
+fn lag(epochs: u64, epoch_us: u64) -> String {
+    if epoch_us.is_multiple_of(1000) {
+        format!("{} ms", epochs * (epoch_us / 1000))
+    } else {
+        format!("{:.1} ms", (epochs * epoch_us) as f64 / 1000.0)
+    }
+}
+
 fn frontiers(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
     let job = dash.view();
     let [table_area, why] = Layout::vertical([Constraint::Min(3), Constraint::Length(6)]).areas(area);
     let t = |v: Option<u64>| v.map_or("done".to_string(), |t| t.to_string());
+    let epoch_us = job.epoch_us();
     let mut rows = Vec::new();
     for (worker, ops) in &job.frontiers {
         for (op, f) in ops {
@@ -582,7 +592,7 @@ fn frontiers(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
                 t(f.applied),
                 f.control.map_or("-".into(), |c| c.to_string()),
                 f.input.to_string(),
-                f.lag().map_or("-".into(), |l| format!("{l} ms")),
+                f.lag().map_or("-".into(), |l| lag(l, epoch_us)),
             ]));
         }
     }
