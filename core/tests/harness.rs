@@ -164,10 +164,11 @@ fn parked_workers_give_the_same_outputs() {
 
 #[test]
 fn fine_epochs_count_every_record_and_migrate_without_changing_outputs() {
+    let fine = EpochLen::from_us(100).unwrap();
     for workload in [Workload::KeyCount, Workload::Nexmark(Query::new(4).unwrap())] {
-        // 100 us epochs: 8,000 of them in 0.8 s, two records each at 20,000 records/s.
+        // 8,000 epochs in 0.8 s, two records each at 20,000 records/s.
         let config = RunConfig {
-            epoch: EpochLen::from_us(100).unwrap(),
+            epoch: fine,
             duration: Duration::from_millis(800),
             ..config(workload)
         };
@@ -181,20 +182,35 @@ fn fine_epochs_count_every_record_and_migrate_without_changing_outputs() {
         if workload == Workload::KeyCount {
             assert_eq!(still.outputs, still.records_in, "{workload}");
         }
+        // Plans at given epochs, as fast as the job goes: both run to their end in the run
+        // however slow this machine (a test build) is.
+        let plan = |epoch, strategy, pipelined, target| Scripted {
+            epoch,
+            command: Command::StartPlan {
+                schedule: Schedule { strategy, pipelined },
+                target,
+            },
+        };
+        let paced = RunConfig {
+            pace: Pace::Max,
+            ..config
+        };
         let moved = run(
             RunConfig {
-                migrations: vec![
-                    "all-at-once@0.2:pack:1".parse().unwrap(),
-                    "fluid+pipelined@0.4:uniform".parse().unwrap(),
+                script: vec![
+                    plan(2000, Strategy::AllAtOnce, false, Target::Pack(1)),
+                    plan(4000, Strategy::Fluid, true, Target::Uniform),
                 ],
-                ..config
+                ..paced.clone()
             },
             ControlHandle::new(),
         )
         .unwrap()
         .unwrap();
+        let unmoved = run(paced, ControlHandle::new()).unwrap().unwrap();
+        assert_eq!(unmoved.output_digest, still.output_digest, "{workload}");
         assert_eq!(moved.output_digest, still.output_digest, "{workload}");
-        assert_eq!(moved.migrations.len(), 2, "{workload}");
-        assert!(moved.migrations.iter().all(|m| m.bins_moved > 0), "{workload}");
+        let moves: Vec<usize> = moved.migrations.iter().map(|m| m.bins_moved).collect();
+        assert_eq!(moves, [128, 128], "{workload}");
     }
 }
