@@ -569,6 +569,15 @@ fn latency(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
     frame.render_widget(chart, chart_area);
 }
 
+/// An epoch length, as people say it: `1 ms`, `100 µs`.
+fn unit(epoch_us: u64) -> String {
+    if epoch_us.is_multiple_of(1000) {
+        format!("{} ms", epoch_us / 1000)
+    } else {
+        format!("{epoch_us} µs")
+    }
+}
+
 /// A lag of `epochs` epochs of `epoch_us` each, in milliseconds.
 fn lag(epochs: u64, epoch_us: u64) -> String {
     if epoch_us.is_multiple_of(1000) {
@@ -608,7 +617,10 @@ fn frontiers(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
     frame.render_widget(
         Table::new(rows, widths)
             .header(header)
-            .block(Block::bordered().title("Frontiers (logical ms): applied = everything before it is done")),
+            .block(Block::bordered().title(format!(
+                "Frontiers, in epochs of {}: applied = all before it is done",
+                unit(epoch_us)
+            ))),
         table_area,
     );
     // The control frontier is the least any operator has seen: moves before it are final.
@@ -757,4 +769,18 @@ fn log(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
         .collect();
     let title = format!("Log ({}; f: filter)", dash.log_filter.name());
     frame.render_widget(Paragraph::new(text).block(Block::bordered().title(title)), area);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{lag, unit};
+
+    #[test]
+    fn logical_time_is_said_in_its_unit() {
+        assert_eq!(unit(1000), "1 ms");
+        assert_eq!(unit(100), "100 µs");
+        assert_eq!(lag(3, 1000), "3 ms");
+        assert_eq!(lag(3, 100), "0.3 ms");
+        assert_eq!(lag(0, 250), "0.0 ms");
+    }
 }
