@@ -119,8 +119,9 @@ impl ControlHandle {
         Self::default()
     }
 
-    /// Asks the run to end soon (a few epochs ahead, at the same epoch on every worker of
-    /// this process). Other processes of a cluster are not told.
+    /// Asks the run to end soon: on process 0, a few epochs ahead, at the same epoch on
+    /// every worker of every process of the job (the others hear of it through the
+    /// dataflow). On another process of a cluster it does nothing.
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Release);
     }

@@ -214,3 +214,75 @@ fn fine_epochs_count_every_record_and_migrate_without_changing_outputs() {
         assert_eq!(moves, [128, 128], "{workload}");
     }
 }
+
+#[test]
+fn a_stop_ends_every_process_of_a_cluster_at_the_same_epoch() {
+    let ports: Vec<u16> = {
+        let listeners: Vec<std::net::TcpListener> = (0..2)
+            .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+            .collect();
+        listeners.iter().map(|l| l.local_addr().unwrap().port()).collect()
+    };
+    let hosts = std::env::temp_dir().join(format!("megaflux-stop-{}.txt", std::process::id()));
+    std::fs::write(
+        &hosts,
+        format!("127.0.0.1:{}\n127.0.0.1:{}\n", ports[0], ports[1]),
+    )
+    .unwrap();
+    // Far longer than the test waits: only a stop that reaches process 1 ends it.
+    let config = RunConfig {
+        workers: 1,
+        duration: Duration::from_secs(600),
+        ..config(Workload::HashCount)
+    };
+    let in_cluster = |process: &str| RunConfig {
+        timely_args: ["-n", "2", "-p", process, "-h"]
+            .into_iter()
+            .map(String::from)
+            .chain([hosts.display().to_string()])
+            .collect(),
+        ..config.clone()
+    };
+    let (done, finished) = std::sync::mpsc::channel();
+    let mut handles = Vec::new();
+    for process in ["0", "1"] {
+        let (config, done, handle) = (in_cluster(process), done.clone(), ControlHandle::new());
+        handles.push(handle.clone());
+        thread::spawn(move || {
+            let _ = done.send((process, run(config, handle)));
+        });
+    }
+    // Once process 0's run is under way (it has measured an epoch), stop it alone.
+    while handles[0].progress().is_zero() {
+        thread::sleep(Duration::from_millis(10));
+    }
+    thread::sleep(Duration::from_millis(300));
+    handles[0].stop();
+    let mut summary = None;
+    for _ in 0..2 {
+        let (process, result) = finished
+            .recv_timeout(Duration::from_secs(120))
+            .unwrap_or_else(|_| panic!("a process of the cluster did not end after the stop"));
+        if let Some(s) = result.unwrap() {
+            assert_eq!(process, "0");
+            summary = Some(s);
+        }
+    }
+    let _ = std::fs::remove_file(&hosts);
+    let stopped = summary.expect("process 0 summarizes");
+    assert!(stopped.duration_s < 60.0, "{}", stopped.duration_s);
+    // Every worker counted the outputs up to the same last epoch: one process running
+    // exactly that long gives the same outputs.
+    let same_length = run(
+        RunConfig {
+            workers: 2,
+            duration: Duration::from_secs_f64(stopped.duration_s),
+            ..config
+        },
+        ControlHandle::new(),
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!(stopped.records_in, same_length.records_in);
+    assert_eq!(stopped.output_digest, same_length.output_digest);
+}

@@ -439,8 +439,8 @@ fn run_headless(config: RunConfig, control: ControlHandle) -> anyhow::Result<Opt
 
 /// Runs the job on its own threads and the dashboard on this one, subscribed to this
 /// process's collector at `addr` (`recording` names the trace it writes). Quitting the
-/// dashboard stops a one-process job (a few epochs later); a cluster's process runs on to
-/// its end.
+/// dashboard on process 0 stops the job (a few epochs later) in every process, at the same
+/// epoch; another process's runs on to the job's end.
 fn run_with_dashboard(
     config: RunConfig,
     recording: Option<String>,
@@ -448,7 +448,7 @@ fn run_with_dashboard(
     addr: SocketAddr,
     control: ControlHandle,
 ) -> anyhow::Result<Option<Summary>> {
-    let single = harness::cluster_position(&config.timely_args)?.processes == 1;
+    let first = harness::cluster_position(&config.timely_args)?.process == 0;
     let (tx, rx) = std::sync::mpsc::channel();
     let commands = dash::source::live(addr, token, tx.clone());
     let job_control = control.clone();
@@ -465,7 +465,7 @@ fn run_with_dashboard(
             player: None,
         },
     );
-    if single {
+    if first {
         control.stop();
     } else {
         eprintln!("megaflux: the dashboard closed; this process runs on to the job's end");

@@ -4,6 +4,7 @@
 
 mod collect;
 mod config;
+mod end;
 mod plane;
 mod worker;
 

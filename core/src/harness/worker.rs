@@ -9,6 +9,7 @@ use timely::dataflow::{InputHandleVec, ProbeHandle};
 use timely::worker::Worker;
 
 use super::collect::{Digest, Reports};
+use super::end::RunEnd;
 use super::plane::ControlPlane;
 use super::{Idle, MAX_PACE_AHEAD, Pace, RunConfig, RunError};
 use crate::Time;
@@ -147,6 +148,7 @@ pub(super) fn run_worker<J: Job>(
     let mut control = InputHandleVec::<Time, ControlInst>::new();
     let probe = ProbeHandle::new();
     let digest = Digest::new();
+    let mut end = RunEnd::new();
     let mut stateful = if config.replicas > 1 {
         StatefulConfig::replicated(bins, peers, config.workers)
     } else {
@@ -163,9 +165,10 @@ pub(super) fn run_worker<J: Job>(
         let digest = digest.clone();
         let probe = probe.clone();
         let native = config.native;
-        let (data, control) = (&mut data, &mut control);
+        let (data, control, end) = (&mut data, &mut control, &mut end);
         let stateful = stateful.clone();
         worker.dataflow::<Time, _, _>(move |scope| {
+            end.build(scope);
             let input = data.to_stream(scope);
             let ctrl = control.to_stream(scope);
             let output = if native {
@@ -260,9 +263,13 @@ pub(super) fn run_worker<J: Job>(
                 Pace::Max => next_epoch - 1 + MAX_PACE_AHEAD,
             };
             shared.control.set_end(reached + len.in_duration(STOP_AHEAD));
+            // Workers of other processes learn it from the dataflow.
+            if let Some(epoch) = shared.control.end() {
+                end.tell(epoch);
+            }
         }
-        if let Some(end) = shared.control.end() {
-            last_epoch = last_epoch.min(end);
+        if let Some(stop) = shared.control.end().into_iter().chain(end.heard()).min() {
+            last_epoch = last_epoch.min(stop);
         }
         let due = match config.pace {
             Pace::OpenLoop => len.in_duration(now),

@@ -1,0 +1,54 @@
+//! The end of a run, the same on every worker of every process: a stop on worker 0 fixes
+//! the last epoch, and every worker, here or in another process, hears it on a broadcast
+//! stream of its own (the control plane's handle only reaches this process).
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use timely::dataflow::InputHandleVec;
+use timely::dataflow::Scope;
+use timely::dataflow::operators::Inspect;
+use timely::dataflow::operators::vec::Broadcast;
+
+use crate::Time;
+
+/// One worker's end of the broadcast.
+pub(super) struct RunEnd {
+    input: InputHandleVec<Time, u64>,
+    heard: Rc<Cell<Option<u64>>>,
+    told: bool,
+}
+
+impl RunEnd {
+    pub(super) fn new() -> Self {
+        RunEnd {
+            input: InputHandleVec::new(),
+            heard: Rc::default(),
+            told: false,
+        }
+    }
+
+    /// Adds the broadcast to the dataflow being built. Nothing waits on its frontier: its
+    /// input stays at its first time until the run ends.
+    pub(super) fn build(&mut self, scope: Scope<'_, Time>) {
+        let heard = Rc::clone(&self.heard);
+        self.input
+            .to_stream(scope)
+            .broadcast()
+            .inspect(move |end| heard.set(Some(heard.get().map_or(*end, |h| h.min(*end)))));
+    }
+
+    /// Tells every worker that the run ends at measured epoch `epoch` (once).
+    pub(super) fn tell(&mut self, epoch: u64) {
+        if !self.told {
+            self.told = true;
+            self.input.send(epoch);
+            self.input.flush();
+        }
+    }
+
+    /// The last epoch a worker told, once this worker heard it.
+    pub(super) fn heard(&self) -> Option<u64> {
+        self.heard.get()
+    }
+}
