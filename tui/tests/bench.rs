@@ -13,7 +13,19 @@ fn a_small_matrix_runs_and_writes_json() {
             "--variants",
             "native,all-at-once,fluid+replicas,fail:matched",
         ])
-        .args(["--duration", "1.5", "--keys", "2000", "--rates", "4000", "--out"])
+        // 16 bins: a fluid plan of a handful of steps finishes before the next one is due
+        // even on a loaded machine (with 256, one CI run's first fluid plan outlasted the run).
+        .args([
+            "--duration",
+            "1.5",
+            "--keys",
+            "2000",
+            "--rates",
+            "4000",
+            "--bins",
+            "16",
+            "--out",
+        ])
         .arg(&out)
         .output()
         .expect("the binary runs");
