@@ -253,7 +253,7 @@ pub(super) fn run_worker<J: Job>(
         if let Some(at) = panic_at.take_if(|at| *at <= now_s) {
             panic!("injected panic (--inject-panic {index}@{at})");
         }
-        // A stop ends the run `STOP_AHEAD` later, so that every worker of the process
+        // A stop ends the run `STOP_AHEAD` later, so that every worker (of every process)
         // learns the last epoch before it reaches it.
         if index == 0 && shared.control.stop_requested() {
             let reached = match config.pace {
