@@ -44,6 +44,15 @@ impl EpochLen {
         self.0
     }
 
+    /// The epoch a job's configuration names (as JSON: a trace header's or a hello's
+    /// `epoch_us`), or 1 ms for configurations written before epochs could be finer.
+    pub fn of_config(config: &serde_json::Value) -> EpochLen {
+        config["epoch_us"]
+            .as_u64()
+            .and_then(|us| EpochLen::from_us(us).ok())
+            .unwrap_or(EpochLen::MS)
+    }
+
     /// Epochs in a millisecond: logical time per millisecond.
     pub fn per_ms(self) -> u64 {
         1000 / self.0
@@ -98,9 +107,14 @@ impl From<EpochLen> for u64 {
     }
 }
 
+/// As people say it: `1 ms`, `100 µs`.
 impl fmt::Display for EpochLen {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} us", self.0)
+        if self.0.is_multiple_of(1000) {
+            write!(f, "{} ms", self.0 / 1000)
+        } else {
+            write!(f, "{} µs", self.0)
+        }
     }
 }
 
@@ -122,6 +136,12 @@ mod tests {
         }
         assert_eq!(EpochLen::MS.unit(), "ms");
         assert_eq!(EpochLen::from_us(100).unwrap().unit(), "100us");
+        assert_eq!(EpochLen::MS.to_string(), "1 ms");
+        assert_eq!(EpochLen::from_us(100).unwrap().to_string(), "100 µs");
+        let of = |v| EpochLen::of_config(&v);
+        assert_eq!(of(serde_json::json!({"epoch_us": 250})).us(), 250);
+        assert_eq!(of(serde_json::json!({"epoch_us": 300})), EpochLen::MS);
+        assert_eq!(of(serde_json::json!({"workload": "keycount"})), EpochLen::MS);
         assert!(serde_json::from_str::<EpochLen>("7").is_err());
         assert_eq!(serde_json::from_str::<EpochLen>("250").unwrap().us(), 250);
     }

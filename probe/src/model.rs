@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use megaflux::epoch::EpochLen;
 use serde::{Deserialize, Serialize};
 
 use crate::event::{Event, Outcome, Phase, Stamped};
@@ -198,16 +199,16 @@ impl JobModel {
         Self::default()
     }
 
-    /// The job's epoch length in microseconds, the unit of its logical times (its hello's
-    /// `epoch_us`; 1000 for jobs that do not say).
-    pub fn epoch_us(&self) -> u64 {
+    /// The job's epoch, the unit of its logical times (as its hello's configuration names
+    /// it; 1 ms before any hello).
+    pub fn epoch(&self) -> EpochLen {
         self.processes
             .values()
             .find_map(|h| match &h.event {
-                Event::Hello { config, .. } => config["epoch_us"].as_u64(),
+                Event::Hello { config, .. } => Some(EpochLen::of_config(config)),
                 _ => None,
             })
-            .unwrap_or(megaflux::epoch::EpochLen::MS.us())
+            .unwrap_or(EpochLen::MS)
     }
 
     /// Bins per operator, once a process said hello (a hello naming more than a job can

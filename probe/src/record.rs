@@ -63,15 +63,6 @@ fn milliseconds() -> String {
     "ms".to_string()
 }
 
-/// The unit of a job's logical times: its epoch (`ms`, or `Nus`).
-fn time_unit(config: &serde_json::Value) -> String {
-    config["epoch_us"]
-        .as_u64()
-        .and_then(|us| megaflux::epoch::EpochLen::from_us(us).ok())
-        .unwrap_or(megaflux::epoch::EpochLen::MS)
-        .unit()
-}
-
 /// The build that wrote a trace.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Build {
@@ -107,7 +98,7 @@ impl TraceHeader {
         bins: u32,
         initial_map: Vec<u32>,
     ) -> Self {
-        let time_unit = time_unit(&config);
+        let time_unit = megaflux::epoch::EpochLen::of_config(&config).unit();
         TraceHeader {
             format: FORMAT_NAME.to_string(),
             version: FORMAT_VERSION,

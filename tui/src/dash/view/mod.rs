@@ -9,6 +9,7 @@ use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Axis, Block, Chart, Dataset, GraphType, Paragraph, Row, Table, Tabs, Wrap};
 
+use megaflux::epoch::EpochLen;
 use megaflux::size::human as bytes;
 use megaflux_probe::event::Phase;
 use megaflux_probe::model::{JobModel, PlanView};
@@ -569,21 +570,12 @@ fn latency(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
     frame.render_widget(chart, chart_area);
 }
 
-/// An epoch length, as people say it: `1 ms`, `100 µs`.
-fn unit(epoch_us: u64) -> String {
-    if epoch_us.is_multiple_of(1000) {
-        format!("{} ms", epoch_us / 1000)
+/// A lag of `epochs` epochs of `epoch`, in milliseconds.
+fn lag(epochs: u64, epoch: EpochLen) -> String {
+    if epoch.us().is_multiple_of(1000) {
+        format!("{} ms", epochs * (epoch.us() / 1000))
     } else {
-        format!("{epoch_us} µs")
-    }
-}
-
-/// A lag of `epochs` epochs of `epoch_us` each, in milliseconds.
-fn lag(epochs: u64, epoch_us: u64) -> String {
-    if epoch_us.is_multiple_of(1000) {
-        format!("{} ms", epochs * (epoch_us / 1000))
-    } else {
-        format!("{:.1} ms", (epochs * epoch_us) as f64 / 1000.0)
+        format!("{:.1} ms", (epochs * epoch.us()) as f64 / 1000.0)
     }
 }
 
@@ -591,7 +583,7 @@ fn frontiers(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
     let job = dash.view();
     let [table_area, why] = Layout::vertical([Constraint::Min(3), Constraint::Length(6)]).areas(area);
     let t = |v: Option<u64>| v.map_or("done".to_string(), |t| t.to_string());
-    let epoch_us = job.epoch_us();
+    let epoch = job.epoch();
     let mut rows = Vec::new();
     for (worker, ops) in &job.frontiers {
         for (op, f) in ops {
@@ -601,7 +593,7 @@ fn frontiers(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
                 t(f.applied),
                 f.control.map_or("-".into(), |c| c.to_string()),
                 f.input.to_string(),
-                f.lag().map_or("-".into(), |l| lag(l, epoch_us)),
+                f.lag().map_or("-".into(), |l| lag(l, epoch)),
             ]));
         }
     }
@@ -618,8 +610,7 @@ fn frontiers(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
         Table::new(rows, widths)
             .header(header)
             .block(Block::bordered().title(format!(
-                "Frontiers, in epochs of {}: applied = all before it is done",
-                unit(epoch_us)
+                "Frontiers, in epochs of {epoch}: applied = all before it is done"
             ))),
         table_area,
     );
@@ -773,14 +764,15 @@ fn log(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
 
 #[cfg(test)]
 mod tests {
-    use super::{lag, unit};
+    use megaflux::epoch::EpochLen;
+
+    use super::lag;
 
     #[test]
-    fn logical_time_is_said_in_its_unit() {
-        assert_eq!(unit(1000), "1 ms");
-        assert_eq!(unit(100), "100 µs");
-        assert_eq!(lag(3, 1000), "3 ms");
-        assert_eq!(lag(3, 100), "0.3 ms");
-        assert_eq!(lag(0, 250), "0.0 ms");
+    fn lags_are_said_in_milliseconds() {
+        let us = |n| EpochLen::from_us(n).unwrap();
+        assert_eq!(lag(3, EpochLen::MS), "3 ms");
+        assert_eq!(lag(3, us(100)), "0.3 ms");
+        assert_eq!(lag(0, us(250)), "0.0 ms");
     }
 }
