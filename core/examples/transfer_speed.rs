@@ -10,7 +10,8 @@ fn main() {
     let start = Instant::now();
     let mut chunks = Vec::new();
     for _ in 0..rounds {
-        chunks = encode(&bin, 1 << 20);
+        chunks.clear();
+        encode(&bin, 1 << 20, |_, _, chunk| chunks.push(chunk));
     }
     let enc = start.elapsed() / rounds;
     let start = Instant::now();

@@ -177,6 +177,9 @@ pub(crate) struct Local<S> {
     /// from here is the takeover. `takeover_round` counts the failures heard of.
     pub(crate) awaiting: RefCell<FxHashSet<u32>>,
     pub(crate) takeover_round: Cell<u64>,
+    /// Bins F shipped away for good since S last looked, with the times of their scheduled
+    /// work: that work now belongs to the new owner, and S forgets it here.
+    pub(crate) departed: RefCell<Vec<(u32, BTreeSet<Time>)>>,
 }
 
 impl<S> Local<S> {
@@ -193,6 +196,7 @@ impl<S> Local<S> {
             revive_at: Cell::new(None),
             awaiting: RefCell::default(),
             takeover_round: Cell::new(0),
+            departed: RefCell::default(),
         }
     }
 
@@ -314,13 +318,18 @@ pub(crate) fn observe_table<S: BinState>(
 ) {
     let sized = Rc::clone(table);
     let hashed = Rc::clone(table);
+    let label = name.to_string();
     config.observers.register(OperatorProbe {
         name: name.to_string(),
         frontiers: Box::new(frontiers),
         digests: Box::new(move |out| {
             for (bin, held) in hashed.borrow().iter().enumerate() {
                 if let Some(b) = held {
-                    let bytes = transfer::encode(b, usize::MAX).concat();
+                    // The digest hashes the bin as it would travel.
+                    let bytes = match bincode::serialize(b) {
+                        Ok(bytes) => bytes,
+                        Err(e) => panic!("{label}: serializing bin {bin} failed: {e}"),
+                    };
                     out.push((bin as u32, crate::bins::hash_key(&bytes)));
                 }
             }

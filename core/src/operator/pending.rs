@@ -86,9 +86,50 @@ impl<W: Default> Pending<W> {
         self.work.keys().next().copied()
     }
 
+    /// Lets `strip` remove some of the work at each of `times`; it returns whether the time
+    /// still has work, and the times left with none are dropped. [`Pending::settle`] then
+    /// moves the capabilities up.
+    pub(crate) fn forget(
+        &mut self,
+        times: impl IntoIterator<Item = Time>,
+        mut strip: impl FnMut(&mut W) -> bool,
+    ) {
+        for time in times {
+            if let Some(work) = self.work.get_mut(&time)
+                && !strip(work)
+            {
+                self.work.remove(&time);
+            }
+        }
+    }
+
     /// Drops all work and the capabilities.
     pub(crate) fn clear(&mut self) {
         self.work.clear();
         self.held = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forgetting_drops_only_times_left_without_work() {
+        // No capabilities outside a dataflow: `arrived` with none stands in for `later`.
+        let mut pending = Pending::<Vec<u32>>::new();
+        pending.arrived(5, Vec::new).extend([1, 2]);
+        pending.arrived(7, Vec::new).push(1);
+        pending.arrived(9, Vec::new).push(2);
+        let strip = |work: &mut Vec<u32>| {
+            work.retain(|bin| *bin != 1);
+            !work.is_empty()
+        };
+        // Time 8 has no work: nothing to strip there.
+        pending.forget([5, 7, 8], strip);
+        assert_eq!(pending.first_time(), Some(5));
+        assert_eq!(pending.next(|_| true), Some((5, vec![2])));
+        assert_eq!(pending.next(|_| true), Some((9, vec![2])));
+        assert_eq!(pending.next(|_| true), None);
     }
 }

@@ -27,7 +27,7 @@ use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 use timely::dataflow::operators::{Capability, InputCapability};
 use timely::progress::{Antichain, frontier::MutableAntichain};
 
-use super::transfer::{StateChunk, encode};
+use super::transfer::{Encoded, StateChunk, encode};
 use super::{Local, StatefulConfig, TransferLog};
 use crate::Time;
 use crate::bins::Bins;
@@ -341,14 +341,11 @@ where
                     continue;
                 };
                 if let Some((last, others)) = action.to.split_last() {
-                    let parts = encode(state, self.chunk_bytes);
-                    log_extracted(&self.transfers, &self.name, self.me, time, &action, &parts);
-                    let total = parts.len() as u32;
-                    for (seq, bytes) in parts.into_iter().enumerate() {
+                    let encoded = encode(state, self.chunk_bytes, |seq, total, bytes| {
                         let chunk = |dest: u32, bytes: Vec<u8>| StateChunk {
                             dest,
                             bin: action.bin,
-                            seq: seq as u32,
+                            seq,
                             total,
                             bytes,
                         };
@@ -356,10 +353,15 @@ where
                             give(cap, chunk(*to, bytes.clone()));
                         }
                         give(cap, chunk(*last, bytes));
-                    }
+                    });
+                    log_extracted(&self.transfers, &self.name, self.me, time, &action, encoded);
                 }
-                if action.drop {
-                    table[action.bin as usize] = None;
+                if action.drop
+                    && let Some(bin) = table[action.bin as usize].take()
+                    && !bin.scheduled.is_empty()
+                {
+                    self.local.departed.borrow_mut().push((action.bin, bin.scheduled));
+                    self.local.wake_state();
                 }
             }
             drop(table);
@@ -389,9 +391,9 @@ where
 }
 
 /// Counts one bin's copies in the worker's transfer log, and reports them.
-fn log_extracted(log: &TransferLog, name: &str, me: u32, time: Time, action: &Action, parts: &[Vec<u8>]) {
-    let chunks = parts.len() as u64;
-    let bytes: usize = parts.iter().map(Vec::len).sum();
+fn log_extracted(log: &TransferLog, name: &str, me: u32, time: Time, action: &Action, encoded: Encoded) {
+    let Encoded { chunks, bytes } = encoded;
+    let chunks = u64::from(chunks);
     let mut log = log.borrow_mut();
     let totals = log.entry(time).or_default();
     for to in &action.to {
@@ -400,7 +402,7 @@ fn log_extracted(log: &TransferLog, name: &str, me: u32, time: Time, action: &Ac
             phase = "extracted", operator = %name, bin = action.bin, time, from = me, to = *to, bytes, chunks, copy = !action.drop
         );
         totals.bins += 1;
-        totals.bytes += bytes as u64;
+        totals.bytes += bytes;
         totals.chunks += chunks;
     }
 }

@@ -132,6 +132,7 @@ where
                 state.holding.take_acks(board);
             }
             state.note_failures();
+            state.forget_departed();
 
             let mut output = output.activate();
             let mut acks = acks_out.as_mut().map(|o| o.activate());
@@ -228,6 +229,16 @@ where
             self.stop();
         }
         self.seen.round(&self.local);
+    }
+
+    /// Forgets the scheduled work of bins F shipped away: it fires at their new owner.
+    fn forget_departed(&mut self) {
+        for (bin, times) in self.local.departed.take() {
+            self.work.forget(times, |work| {
+                work.scheduled.retain(|b| *b != bin);
+                !(work.scheduled.is_empty() && work.records.is_empty() && work.installs.is_empty())
+            });
+        }
     }
 
     /// Applies one ready time: installs, then the bins with work, into `produced` and
