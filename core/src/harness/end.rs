@@ -4,6 +4,7 @@
 
 use std::cell::Cell;
 use std::rc::Rc;
+use std::time::Duration;
 
 use timely::dataflow::InputHandleVec;
 use timely::dataflow::Scope;
@@ -11,6 +12,12 @@ use timely::dataflow::operators::Inspect;
 use timely::dataflow::operators::vec::Broadcast;
 
 use crate::Time;
+use crate::control::ControlHandle;
+use crate::epoch::EpochLen;
+
+/// How far past the epoch a stop request reached the run ends: far enough that every
+/// worker, of every process, learns the last epoch before it gets there.
+const STOP_AHEAD: Duration = Duration::from_millis(50);
 
 /// One worker's end of the broadcast.
 pub(super) struct RunEnd {
@@ -38,8 +45,26 @@ impl RunEnd {
             .inspect(move |end| heard.set(Some(heard.get().map_or(*end, |h| h.min(*end)))));
     }
 
+    /// On worker 0: once a stop is requested, fixes the last epoch `STOP_AHEAD` past the
+    /// one the run has `reached` and tells every worker.
+    pub(super) fn on_stop(&mut self, control: &ControlHandle, len: EpochLen, reached: impl FnOnce() -> u64) {
+        if self.told || !control.stop_requested() {
+            return;
+        }
+        control.set_end(reached() + len.in_duration(STOP_AHEAD));
+        if let Some(epoch) = control.end() {
+            self.tell(epoch);
+        }
+    }
+
+    /// The last epoch a stop fixed, if one did: from this process's handle or heard from
+    /// worker 0.
+    pub(super) fn last(&self, control: &ControlHandle) -> Option<u64> {
+        control.end().into_iter().chain(self.heard()).min()
+    }
+
     /// Tells every worker that the run ends at measured epoch `epoch` (once).
-    pub(super) fn tell(&mut self, epoch: u64) {
+    fn tell(&mut self, epoch: u64) {
         if !self.told {
             self.told = true;
             self.input.send(epoch);
@@ -48,7 +73,7 @@ impl RunEnd {
     }
 
     /// The last epoch a worker told, once this worker heard it.
-    pub(super) fn heard(&self) -> Option<u64> {
+    fn heard(&self) -> Option<u64> {
         self.heard.get()
     }
 }

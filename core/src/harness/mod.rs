@@ -5,7 +5,10 @@
 mod collect;
 mod config;
 mod end;
+mod epochs;
+mod measure;
 mod plane;
+mod preload;
 mod worker;
 
 use std::sync::{Arc, Mutex, OnceLock};

@@ -1,5 +1,5 @@
-//! One worker's run: its dataflows, the preload, the open-loop measured epochs, the end of
-//! the run, and its report to worker 0.
+//! One worker's run: its dataflow, the preload, the measured epochs, the end of the run,
+//! and its report to worker 0.
 
 use std::rc::Rc;
 use std::sync::{Arc, OnceLock};
@@ -10,33 +10,23 @@ use timely::worker::Worker;
 
 use super::collect::{Digest, Reports};
 use super::end::RunEnd;
+use super::epochs::Epochs;
+use super::measure::{Latencies, RssSamples};
 use super::plane::ControlPlane;
-use super::{Idle, MAX_PACE_AHEAD, Pace, RunConfig, RunError};
+use super::preload::preload;
+use super::{RunConfig, RunError};
 use crate::Time;
 use crate::abort::Abort;
 use crate::config::ControlInst;
 use crate::control::ControlHandle;
+use crate::driver::PlanDriver;
 use crate::failure::Failures;
-use crate::latency::{LatencyRecorder, first_record};
-use crate::operator::StatefulConfig;
+use crate::latency::LatencyRecorder;
+use crate::operator::{StatefulConfig, TakeoverLog, TransferLog};
 use crate::rss;
 use crate::sampler::{self, Sampler};
 use crate::summary::{Summary, WorkerReport, summarize};
 use crate::workload::Job;
-
-/// Keys preloaded per logical time.
-const PRELOAD_PER_TIME: u64 = 1 << 18;
-/// Preload times that may be unfinished at once.
-const PRELOAD_IN_FLIGHT: u64 = 4;
-/// How far ahead of a stop request the run ends.
-const STOP_AHEAD: Duration = Duration::from_millis(50);
-/// How long before its next epoch is due an idle open-loop worker stops waiting and spins,
-/// so that waking late does not delay the epoch.
-const PARK_MARGIN: Duration = Duration::from_micros(100);
-/// The longest a worker of a [`Pace::Max`] run waits for news with nothing to do.
-const MAX_PACE_PARK: Duration = Duration::from_millis(1);
-/// How often worker 0 samples resident memory.
-const RSS_SAMPLE_EVERY: Duration = Duration::from_millis(100);
 
 /// The run stopped early (its error is with the run's [`Abort`]).
 pub(super) struct Stopped;
@@ -55,7 +45,7 @@ pub(super) struct Shared<'a> {
 impl Shared<'_> {
     /// Steps the worker once, unless the run must stop (it stopped elsewhere, or bins lost
     /// their last replica here).
-    fn step(&self, worker: &mut Worker) -> Result<(), Stopped> {
+    pub(super) fn step(&self, worker: &mut Worker) -> Result<(), Stopped> {
         if let Some((bins, time)) = self.failures.lost() {
             self.abort.stop(RunError::BinsLost { bins, time });
         }
@@ -80,56 +70,76 @@ impl Shared<'_> {
     }
 }
 
-/// The first index at or after `lo` that worker `index` of `peers` generates.
-#[inline]
-fn first_index(lo: u64, index: usize, peers: usize) -> u64 {
-    let peers = peers as u64;
-    lo + (index as u64 + peers - lo % peers) % peers
+/// The dataflow of one worker: the job (migrateable or native), its inputs and probe, and
+/// what its operators log.
+struct Dataflow<R: Clone + 'static> {
+    index: usize,
+    data: InputHandleVec<Time, R>,
+    /// Taken by worker 0's control plane; the other workers drop theirs, so that the control
+    /// frontier follows worker 0 alone.
+    control: Option<InputHandleVec<Time, ControlInst>>,
+    probe: ProbeHandle<Time>,
+    digest: Digest,
+    end: RunEnd,
+    stateful: StatefulConfig,
+    transfers: TransferLog,
+    takeovers: TakeoverLog,
+    sampler: Option<Sampler>,
 }
 
-/// Preloads (every key once, or the events that open the NEXMark auctions):
-/// `PRELOAD_PER_TIME` keys per logical time, with at most `PRELOAD_IN_FLIGHT` times
-/// unfinished, so that the preload never piles up in memory. A stop during the preload ends it
-/// early (the measured loop then ends the run). Returns the logical times it took and the
-/// records this worker sent.
-fn preload<J: Job>(
-    worker: &mut Worker,
-    shared: &Shared,
-    job: &J,
-    data: &mut InputHandleVec<Time, J::Rec>,
-    mut plane: Option<&mut ControlPlane>,
-    probe: &ProbeHandle<Time>,
-) -> Result<(Time, u64), Stopped> {
-    let (index, peers) = (worker.index(), worker.peers());
-    let len = if shared.config.preload {
-        job.preload_len()
-    } else {
-        0
-    };
-    let times = len.div_ceil(PRELOAD_PER_TIME);
-    let mut source = job.preload_source(index, peers);
-    let mut sent = 0;
-    for t in 0..times {
-        if shared.control.stop_requested() {
-            break;
+impl<R: timely::ExchangeData + Clone> Dataflow<R> {
+    fn build<J: Job<Rec = R>>(worker: &mut Worker, shared: &Shared, job: &J) -> Self {
+        let config = shared.config;
+        let peers = worker.peers();
+        let mut stateful = if config.replicas > 1 {
+            StatefulConfig::replicated(config.bins, peers, config.workers)
+        } else {
+            StatefulConfig::uniform(config.bins, peers)
+        };
+        stateful.chunk_bytes = config.chunk_bytes;
+        stateful.failures = Arc::clone(shared.failures);
+        // Built before the dataflow: the operators learn from it whether to time themselves.
+        let sampler = sampler::wanted().then(|| Sampler::new(worker, stateful.observers.clone()));
+        let mut data = InputHandleVec::new();
+        let mut control = InputHandleVec::new();
+        let probe = ProbeHandle::new();
+        let digest = Digest::new();
+        let mut end = RunEnd::new();
+        {
+            let (digest, probe, native) = (digest.clone(), probe.clone(), config.native);
+            let (data, control, end) = (&mut data, &mut control, &mut end);
+            let stateful = stateful.clone();
+            worker.dataflow::<Time, _, _>(move |scope| {
+                end.build(scope);
+                let input = data.to_stream(scope);
+                let ctrl = control.to_stream(scope);
+                let output = if native {
+                    job.native(input, &stateful)
+                } else {
+                    job.megaflux(input, ctrl, &stateful)
+                };
+                digest.count(output, &probe);
+            });
         }
-        while probe.less_than(&t.saturating_sub(PRELOAD_IN_FLIGHT)) {
-            shared.step(worker)?;
+        Dataflow {
+            index: worker.index(),
+            data,
+            control: Some(control),
+            probe,
+            digest,
+            end,
+            transfers: Rc::clone(&stateful.transfers),
+            takeovers: Rc::clone(&stateful.takeovers),
+            stateful,
+            sampler,
         }
-        data.advance_to(t);
-        if let Some(plane) = plane.as_deref_mut() {
-            plane.advance(t);
-        }
-        let (lo, hi) = (t * PRELOAD_PER_TIME, ((t + 1) * PRELOAD_PER_TIME).min(len));
-        let mut i = first_index(lo, index, peers);
-        while i < hi {
-            data.send(source(i, t));
-            sent += 1;
-            i += peers as u64;
-        }
-        shared.step(worker)?;
     }
-    Ok((times, sent))
+
+    /// The output's frontier: the earliest time not yet complete.
+    fn output(&self) -> Time {
+        self.probe
+            .with_frontier(|f| f.first().copied().unwrap_or(Time::MAX))
+    }
 }
 
 /// Runs one worker; returns the summary on worker 0.
@@ -139,271 +149,84 @@ pub(super) fn run_worker<J: Job>(
     job: &J,
 ) -> Result<Option<Summary>, Stopped> {
     let config = shared.config;
-    let index = worker.index();
-    let peers = worker.peers();
-    let bins = config.bins;
-    let mut source = job.source(index, peers);
-
-    let mut data = InputHandleVec::<Time, J::Rec>::new();
-    let mut control = InputHandleVec::<Time, ControlInst>::new();
-    let probe = ProbeHandle::new();
-    let digest = Digest::new();
-    let mut end = RunEnd::new();
-    let mut stateful = if config.replicas > 1 {
-        StatefulConfig::replicated(bins, peers, config.workers)
-    } else {
-        StatefulConfig::uniform(bins, peers)
-    };
-    stateful.chunk_bytes = config.chunk_bytes;
-    stateful.failures = Arc::clone(shared.failures);
-    let transfers = Rc::clone(&stateful.transfers);
-    let takeovers = Rc::clone(&stateful.takeovers);
-    // Built before the dataflow: the operators learn from it whether to time themselves.
-    let mut sampler = sampler::wanted().then(|| Sampler::new(worker, stateful.observers.clone()));
+    let (index, peers) = (worker.index(), worker.peers());
     let main_dataflow = worker.next_dataflow_index();
-    {
-        let digest = digest.clone();
-        let probe = probe.clone();
-        let native = config.native;
-        let (data, control, end) = (&mut data, &mut control, &mut end);
-        let stateful = stateful.clone();
-        worker.dataflow::<Time, _, _>(move |scope| {
-            end.build(scope);
-            let input = data.to_stream(scope);
-            let ctrl = control.to_stream(scope);
-            let output = if native {
-                job.native(input, &stateful)
-            } else {
-                job.megaflux(input, ctrl, &stateful)
-            };
-            digest.count(output, &probe);
-        });
-    }
+    let mut flow = Dataflow::build(worker, shared, job);
     let reports = Reports::new(worker);
-
-    // Only worker 0 issues control: the other workers close their control inputs, so that
-    // the control frontier follows worker 0 alone.
-    let mut plane = (index == 0).then(|| {
+    let control = flow.control.take();
+    let mut plane = control.filter(|_| index == 0).map(|control| {
         ControlPlane::new(
             config,
-            stateful.initial.clone(),
+            flow.stateful.initial.clone(),
             peers,
             control,
             Arc::clone(shared.failures),
         )
     });
 
-    let (preload_times, mut records_in) = preload(worker, shared, job, &mut data, plane.as_mut(), &probe)?;
-    // Measured epoch `e` (1-based, closing `e` epoch lengths after the start) has logical
-    // time `base + e`.
-    let preloaded = records_in;
-    if let Some(sampler) = sampler.as_mut() {
-        sampler.begin(records_in);
+    let (base, preloaded) = preload(worker, shared, job, &mut flow.data, plane.as_mut(), &flow.probe)?;
+    if let Some(sampler) = flow.sampler.as_mut() {
+        sampler.begin(preloaded);
     }
-    let base = preload_times;
-    let time_of = |epoch: u64| base + epoch;
-    data.advance_to(time_of(1));
+    let mut epochs = Epochs::new(config, base, preloaded, (index, peers), job.source(index, peers));
+    flow.data.advance_to(epochs.next_time());
     if let Some(plane) = plane.as_mut() {
         plane.begin(base);
-        plane.advance(time_of(1));
+        plane.advance(epochs.next_time());
     }
-    while probe.less_than(&time_of(1)) {
+    while flow.probe.less_than(&epochs.next_time()) {
         shared.step(worker)?;
     }
 
     let start = *shared.start.get_or_init(Instant::now);
     tracing::info!(target: "megaflux::job", phase = "started", worker = index, peers, base);
-    let len = config.epoch;
-    let mut last_epoch = len.in_duration(config.duration);
-    let mut latency = LatencyRecorder::new(config.rate, len);
-    // The first epoch whose latency is not yet known, and the first not yet sent.
-    let mut next_measured: u64 = 1;
-    let mut next_epoch: u64 = 1;
-    let rate = config.rate;
-    let first_of = |epoch: u64| first_record(epoch, rate, len);
-    let samples_rss = index.is_multiple_of(config.workers);
-    let mut rss_samples: Vec<(f64, u64)> = Vec::new();
-    let mut last_rss = start - RSS_SAMPLE_EVERY;
-    let observed = sampler.is_some();
-    let per_window = len.per_window();
-    let frontier = || probe.with_frontier(|f| f.first().copied().unwrap_or(Time::MAX));
-    let measure = |latency: &mut LatencyRecorder, next_measured: &mut u64, until: u64| {
-        // One reading for every epoch found done: recording one must not add to the next.
-        let now = start.elapsed().as_nanos() as u64;
-        while *next_measured < until && !probe.less_equal(&time_of(*next_measured)) {
-            latency.record(*next_measured, now, observed);
-            if observed && next_measured.is_multiple_of(per_window) {
-                latency.report_window(*next_measured / per_window - 1);
-            }
-            *next_measured += 1;
-        }
-    };
-
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let parks = config.pace == Pace::Max && config.workers > cores;
-    let mut panic_at = config
-        .panics
-        .iter()
-        .filter(|p| p.worker == index)
-        .map(|p| p.at_secs)
-        .reduce(f64::min);
-    loop {
-        let now = start.elapsed();
-        let now_s = now.as_secs_f64();
-        if let Some(at) = panic_at.take_if(|at| *at <= now_s) {
-            panic!("injected panic (--inject-panic {index}@{at})");
-        }
-        // A stop ends the run `STOP_AHEAD` later, so that every worker (of every process)
-        // learns the last epoch before it reaches it.
-        if index == 0 && shared.control.stop_requested() {
-            let reached = match config.pace {
-                Pace::OpenLoop => len.in_duration(now),
-                // Other workers may have sent up to `MAX_PACE_AHEAD` epochs past this one's
-                // (the output cannot pass its input): the end is past all of them.
-                Pace::Max => next_epoch - 1 + MAX_PACE_AHEAD,
-            };
-            shared.control.set_end(reached + len.in_duration(STOP_AHEAD));
-            // Workers of other processes learn it from the dataflow.
-            if let Some(epoch) = shared.control.end() {
-                end.tell(epoch);
-            }
-        }
-        if let Some(stop) = shared.control.end().into_iter().chain(end.heard()).min() {
-            last_epoch = last_epoch.min(stop);
-        }
-        let due = match config.pace {
-            Pace::OpenLoop => len.in_duration(now),
-            // The epochs the output has passed, and a few more; while worker 0 runs a plan,
-            // one more, so that its steps (each complete once the output passes it) take a
-            // few epochs each rather than `MAX_PACE_AHEAD`.
-            Pace::Max => {
-                let ahead = if plane.as_ref().is_some_and(ControlPlane::busy) {
-                    1
-                } else {
-                    MAX_PACE_AHEAD
-                };
-                frontier().saturating_sub(base + 1).saturating_add(ahead)
-            }
-        };
-        let due = due.min(last_epoch);
-
-        if samples_rss && last_rss.elapsed() >= RSS_SAMPLE_EVERY {
-            last_rss = Instant::now();
-            if let Some(r) = rss::current() {
-                rss_samples.push((now_s, r));
-            }
-        }
-
-        if let Some(plane) = plane.as_mut() {
-            plane.turn(shared.control, now_s, frontier());
-        }
-
-        // Send every epoch whose scheduled interval has passed.
-        if next_epoch <= due {
-            while next_epoch <= due {
-                data.advance_to(time_of(next_epoch));
-                let (lo, hi) = (first_of(next_epoch), first_of(next_epoch + 1));
-                let mut i = first_index(lo, index, peers);
-                while i < hi {
-                    data.send(source(i, time_of(next_epoch)));
-                    records_in += 1;
-                    i += peers as u64;
-                }
-                next_epoch += 1;
-            }
-            data.advance_to(time_of(next_epoch));
-        }
-        // Every turn: a control input held back for a recorded command catches up.
-        if let Some(plane) = plane.as_mut() {
-            plane.advance(time_of(next_epoch));
-        }
-
-        if index == 0 {
-            measure(&mut latency, &mut next_measured, next_epoch);
-            shared.control.set_progress(len.closes_at(next_measured - 1));
-        }
-        if let Some(sampler) = sampler.as_mut() {
-            let output = || probe.with_frontier(|f| f.first().copied());
-            sampler.maybe_sample(now, records_in, time_of(next_epoch), output);
-        }
-        // A recorded command due by the last epoch holds the control input: the next turn
-        // takes it, or the run could never finish.
-        if next_epoch > last_epoch && !plane.as_ref().is_some_and(|p| p.holds_for(time_of(last_epoch))) {
-            break;
-        }
-        // A worker with nothing to do spins, or waits for news (timely wakes it when data or
-        // progress arrives). Open loop with `--idle park`: once every epoch sent is out (waking up on
-        // news costs tens of microseconds that an epoch in flight would pay), until a little
-        // before the next epoch is due. As fast as it goes with more workers than cores: a
-        // moment (the next epoch is due when the output moves, which is news).
-        let idle = match config.pace {
-            Pace::OpenLoop if config.idle == Idle::Spin || probe.less_than(&time_of(next_epoch)) => {
-                Duration::ZERO
-            }
-            Pace::OpenLoop => len
-                .closes_at(next_epoch)
-                .saturating_sub(start.elapsed())
-                .saturating_sub(PARK_MARGIN),
-            Pace::Max if parks => MAX_PACE_PARK,
-            Pace::Max => Duration::ZERO,
-        };
-        if idle.is_zero() {
-            shared.step(worker)?;
-        } else {
-            shared.step_or_park(worker, idle)?;
-        }
-    }
-    // Failures and rejoins taken in the last turns go out (perhaps past the last epoch): a
-    // failed worker waits for its failure to be issued before it lets go of what it held.
-    if let Some(plane) = plane.as_mut() {
-        while plane.flush(frontier(), start.elapsed().as_secs_f64()) {
-            shared.step(worker)?;
-        }
-    }
-    // The run covers the logical times up to its last epoch: wait for those, then (in one
-    // process) drop the dataflow rather than close its inputs. Closing them would release
-    // all scheduled later work at once (Q4's auction closings, minutes ahead), which belongs
-    // to no measured epoch and costs seconds and gigabytes to drain.
-    while probe.less_equal(&time_of(last_epoch)) {
-        shared.step(worker)?;
-        if index == 0 {
-            measure(&mut latency, &mut next_measured, last_epoch + 1);
-        }
-        if let Some(plane) = plane.as_mut() {
-            // Steps already issued may still complete while the last epochs finish.
-            plane.retire(frontier(), start.elapsed().as_secs_f64());
-        }
-    }
-    digest.end_at(time_of(last_epoch));
-    let driver = plane.map(|p| {
-        let mut driver = p.close();
-        driver.retire(frontier(), start.elapsed().as_secs_f64());
-        driver
-    });
-    drop(data);
+    let mut latencies = Latencies::new(
+        LatencyRecorder::new(config.rate, config.epoch),
+        config.epoch.per_window(),
+        flow.sampler.is_some(),
+    );
+    let mut rss = index.is_multiple_of(config.workers).then(RssSamples::new);
+    measured_loop(
+        worker,
+        shared,
+        &mut flow,
+        &mut epochs,
+        &mut plane,
+        &mut latencies,
+        &mut rss,
+        start,
+    )?;
+    let driver = finish(worker, shared, &mut flow, &epochs, plane, &mut latencies, start)?;
     if peers == config.workers {
+        // In one process, drop the dataflow rather than close its inputs: closing them
+        // would release all scheduled later work at once (Q4's auction closings, minutes
+        // ahead), which belongs to no measured epoch and costs seconds and gigabytes.
+        drop(flow.data);
         worker.drop_dataflow(main_dataflow);
     } else {
         // Across processes, one that drops its dataflow early would stall the others (their
         // data for it is never taken in), and processes may be given different lengths: so
         // a cluster closes its inputs and drains, later scheduled work included.
-        while !probe.done() {
+        drop(flow.data);
+        while !flow.probe.done() {
             shared.step(worker)?;
         }
     }
+    let records_in = epochs.records_in();
     tracing::info!(target: "megaflux::job", phase = "finished", worker = index, records = records_in);
     let end_s = start.elapsed().as_secs_f64();
 
-    let (digest, outputs) = digest.get();
+    let (digest, outputs) = flow.digest.get();
     let report = WorkerReport {
         digest,
         outputs,
         records_in,
         preloaded,
-        transfers: transfers.borrow().iter().map(|(t, v)| (*t, *v)).collect(),
-        rss_samples,
-        rss_peak: if samples_rss { rss::peak() } else { None },
-        takeovers: takeovers
+        transfers: flow.transfers.borrow().iter().map(|(t, v)| (*t, *v)).collect(),
+        rss_peak: rss.as_ref().and_then(|_| rss::peak()),
+        rss_samples: rss.map(RssSamples::into_samples).unwrap_or_default(),
+        takeovers: flow
+            .takeovers
             .borrow()
             .iter()
             .map(|(at, bin)| (at.saturating_duration_since(start).as_secs_f64(), *bin))
@@ -416,16 +239,127 @@ pub(super) fn run_worker<J: Job>(
     };
     // A stopped run covers fewer epochs than it was configured for.
     let ran = RunConfig {
-        duration: len.closes_at(last_epoch),
+        duration: config.epoch.closes_at(epochs.last()),
         ..config.clone()
     };
     Ok(Some(summarize(
         &ran,
         peers,
         &reports,
-        &latency,
+        &latencies.recorder,
         driver.records(),
         driver.failures(),
         end_s,
     )))
+}
+
+/// The measured epochs, open loop or as fast as the job goes, until the last one is sent
+/// (a stop brings it closer).
+#[allow(clippy::too_many_arguments)]
+fn measured_loop<R: timely::ExchangeData + Clone>(
+    worker: &mut Worker,
+    shared: &Shared,
+    flow: &mut Dataflow<R>,
+    epochs: &mut Epochs<R>,
+    plane: &mut Option<ControlPlane>,
+    latencies: &mut Latencies,
+    rss: &mut Option<RssSamples>,
+    start: Instant,
+) -> Result<(), Stopped> {
+    let (config, index) = (shared.config, flow.index);
+    let mut panic_at = config
+        .panics
+        .iter()
+        .filter(|p| p.worker == index)
+        .map(|p| p.at_secs)
+        .reduce(f64::min);
+    loop {
+        let now = start.elapsed();
+        let now_s = now.as_secs_f64();
+        if let Some(at) = panic_at.take_if(|at| *at <= now_s) {
+            panic!("injected panic (--inject-panic {index}@{at})");
+        }
+        if index == 0 {
+            flow.end
+                .on_stop(shared.control, config.epoch, || epochs.reached(now));
+        }
+        if let Some(last) = flow.end.last(shared.control) {
+            epochs.end_by(last);
+        }
+        let plan_running = plane.as_ref().is_some_and(ControlPlane::busy);
+        let due = epochs.due(now, flow.output(), plan_running);
+        if let Some(rss) = rss.as_mut() {
+            rss.maybe_sample(now_s);
+        }
+        if let Some(plane) = plane.as_mut() {
+            plane.turn(shared.control, now_s, flow.output());
+        }
+        epochs.send(&mut flow.data, due);
+        // Every turn: a control input held back for a recorded command catches up.
+        if let Some(plane) = plane.as_mut() {
+            plane.advance(epochs.next_time());
+        }
+        if index == 0 {
+            let now_ns = start.elapsed().as_nanos() as u64;
+            latencies.record_done(&flow.probe, |e| epochs.time_of(e), now_ns, epochs.next());
+            shared
+                .control
+                .set_progress(config.epoch.closes_at(latencies.measured()));
+        }
+        if let Some(sampler) = flow.sampler.as_mut() {
+            let output = || flow.probe.with_frontier(|f| f.first().copied());
+            sampler.maybe_sample(now, epochs.records_in(), epochs.next_time(), output);
+        }
+        // A recorded command due by the last epoch holds the control input: the next turn
+        // takes it, or the run could never finish.
+        let last_time = epochs.time_of(epochs.last());
+        if epochs.all_sent() && !plane.as_ref().is_some_and(|p| p.holds_for(last_time)) {
+            return Ok(());
+        }
+        let idle = epochs.idle(start.elapsed(), &flow.probe);
+        if idle.is_zero() {
+            shared.step(worker)?;
+        } else {
+            shared.step_or_park(worker, idle)?;
+        }
+    }
+}
+
+/// Ends the run at its last epoch: the control plane's last failures and rejoins go out
+/// (a failed worker waits for its failure to be issued before it lets go of what it held),
+/// then the epochs up to the last complete and are measured. Returns the plan driver on
+/// worker 0.
+fn finish<R: timely::ExchangeData + Clone>(
+    worker: &mut Worker,
+    shared: &Shared,
+    flow: &mut Dataflow<R>,
+    epochs: &Epochs<R>,
+    mut plane: Option<ControlPlane>,
+    latencies: &mut Latencies,
+    start: Instant,
+) -> Result<Option<PlanDriver>, Stopped> {
+    let now_s = || start.elapsed().as_secs_f64();
+    if let Some(plane) = plane.as_mut() {
+        while plane.flush(flow.output(), now_s()) {
+            shared.step(worker)?;
+        }
+    }
+    let last_time = epochs.time_of(epochs.last());
+    while flow.probe.less_equal(&last_time) {
+        shared.step(worker)?;
+        if flow.index == 0 {
+            let now_ns = start.elapsed().as_nanos() as u64;
+            latencies.record_done(&flow.probe, |e| epochs.time_of(e), now_ns, epochs.last() + 1);
+        }
+        if let Some(plane) = plane.as_mut() {
+            // Steps already issued may still complete while the last epochs finish.
+            plane.retire(flow.output(), now_s());
+        }
+    }
+    flow.digest.end_at(last_time);
+    Ok(plane.map(|p| {
+        let mut driver = p.close();
+        driver.retire(flow.output(), now_s());
+        driver
+    }))
 }
