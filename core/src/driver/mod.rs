@@ -68,6 +68,8 @@ pub struct PlanDriver {
     urgent: VecDeque<Urgent>,
     /// The last time instructions went out at.
     last_issued: Option<Time>,
+    /// The least logical time between two steps of a pipelined plan.
+    step_gap: Time,
     /// The time the control input stands at (as of the last poll or `set_time`).
     time: Time,
     /// Plans made so far (their ids).
@@ -97,6 +99,7 @@ impl PlanDriver {
             recovery,
             urgent: VecDeque::new(),
             last_issued: None,
+            step_gap: 1,
             time: 0,
             plans: 0,
             active: None,
@@ -113,6 +116,14 @@ impl PlanDriver {
             pipelined: false,
         };
         PlanDriver::new(single(&map.to_vec()), workers, workers, 1, recovery)
+    }
+
+    /// Spaces the steps of pipelined plans `gap` logical times apart (one by default). A
+    /// run gives one millisecond of epochs, so that a plan's pace does not depend on the
+    /// epoch length: a step per 100 µs epoch piles the moves up as one all-at-once step.
+    pub fn with_step_gap(mut self, gap: Time) -> Self {
+        self.step_gap = gap.max(1);
+        self
     }
 
     /// The placement as of the last issued instruction.
@@ -317,7 +328,8 @@ impl PlanDriver {
             let ready = match active.record.step_times.last() {
                 None => true,
                 Some(&t) if t >= time => false,
-                Some(&t) => active.pipelined || t < frontier,
+                Some(&t) if active.pipelined => time - t >= self.step_gap,
+                Some(&t) => t < frontier,
             };
             let free = |step: &Vec<Change>| step.iter().all(|c| !self.placements.busy(c.bin));
             if ready && active.remaining.front().is_some_and(free) {

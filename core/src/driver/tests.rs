@@ -32,6 +32,18 @@ fn waits_for_completion_unless_pipelined() {
 }
 
 #[test]
+fn pipelined_steps_keep_their_gap_whatever_the_output_does() {
+    let mut p = PlanDriver::single(&uniform(16, 2), 2).with_step_gap(10);
+    p.start(schedule(Strategy::Fluid, true), &Target::Pack(1), 0.0)
+        .unwrap();
+    assert_eq!(p.poll(3, 0, 0.0).0.len(), 1);
+    // Not before ten times later, even with the first step complete.
+    assert!((4..13).all(|t| p.poll(t, t, 0.0).0.is_empty()));
+    assert_eq!(p.poll(13, 13, 0.0).0.len(), 1);
+    assert_eq!(p.records()[0].step_times, vec![3, 13]);
+}
+
+#[test]
 fn an_unfinished_plan_reports_only_what_was_issued() {
     let mut d = PlanDriver::single(&uniform(16, 2), 2);
     d.start(schedule(Strategy::Fluid, false), &Target::Pack(1), 0.0)

@@ -62,7 +62,8 @@ impl ControlPlane {
             )
             .collect();
         timed.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let driver = PlanDriver::new(initial, peers, config.workers, config.replicas, config.recovery);
+        let driver = PlanDriver::new(initial, peers, config.workers, config.replicas, config.recovery)
+            .with_step_gap(config.epoch.per_ms());
         driver.report_placement(*input.time());
         ControlPlane {
             driver,

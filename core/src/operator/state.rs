@@ -43,6 +43,10 @@ use crate::Time;
 use crate::config::{NONE, Placement, Role};
 use crate::failure::Failures;
 
+/// Scheduled times of departed bins S forgets per activation. Few in debug builds (the
+/// tests'), so that the NEXMark tests move bins back before their old work is all forgotten.
+const FORGET_PER_ACTIVATION: usize = if cfg!(debug_assertions) { 1 } else { 1024 };
+
 /// Everything S must do at one time.
 struct Work<R> {
     /// Records with their order keys.
@@ -51,6 +55,14 @@ struct Work<R> {
     /// Bins arriving at this time, still serialized: decoding waits until the time is
     /// applied, so that receiving a bin never holds up the sender's next move.
     installs: Vec<(u32, Vec<Vec<u8>>)>,
+}
+
+impl<R> Work<R> {
+    /// Drops `bin`'s scheduled work; returns whether any work is left.
+    fn strip(&mut self, bin: u32) -> bool {
+        self.scheduled.retain(|b| *b != bin);
+        !(self.scheduled.is_empty() && self.records.is_empty() && self.installs.is_empty())
+    }
 }
 
 impl<R> Default for Work<R> {
@@ -231,13 +243,27 @@ where
         self.seen.round(&self.local);
     }
 
-    /// Forgets the scheduled work of bins F shipped away: it fires at their new owner.
+    /// Forgets the scheduled work of bins F shipped away: it fires at their new owner. At
+    /// most [`FORGET_PER_ACTIVATION`] times per activation: a migration ships thousands of
+    /// scheduled times per bin (Q4's open auctions), and forgetting them all at once would
+    /// hold up the times waiting to be applied. Stale entries left meanwhile are skipped
+    /// when they come due, as a bin that is not here has nothing to do.
     fn forget_departed(&mut self) {
-        for (bin, times) in self.local.departed.take() {
-            self.work.forget(times, |work| {
-                work.scheduled.retain(|b| *b != bin);
-                !(work.scheduled.is_empty() && work.records.is_empty() && work.installs.is_empty())
-            });
+        let mut departed = self.local.departed.borrow_mut();
+        let mut budget = FORGET_PER_ACTIVATION;
+        while budget > 0
+            && let Some((bin, times)) = departed.last_mut()
+        {
+            let bin = *bin;
+            let now: Vec<Time> = std::iter::from_fn(|| times.pop_first()).take(budget).collect();
+            budget -= now.len();
+            if times.is_empty() {
+                departed.pop();
+            }
+            self.work.forget(now, |work| work.strip(bin));
+        }
+        if !departed.is_empty() {
+            self.local.wake_state();
         }
     }
 
@@ -273,6 +299,7 @@ where
                 ),
             };
             // Scheduled work moves with the bin.
+            forget_returning(&self.local, &mut self.work, bin_index);
             for at in bin.scheduled.iter().copied() {
                 if at <= time {
                     scheduled.push(bin_index);
@@ -376,6 +403,16 @@ where
         local.revive_at.set(None);
         tracing::warn!(target: "megaflux::replica", phase = "stopped", operator = %self.name, worker = local.me, bins = held);
         local.wake_route();
+    }
+}
+
+/// Forgets at once what is left of `bin`'s departed work, before the bin is installed here
+/// again: left for later, it would strip the returned bin's own scheduled work.
+fn forget_returning<R, S>(local: &Local<S>, work: &mut Pending<Work<R>>, bin: u32) {
+    let mut departed = local.departed.borrow_mut();
+    while let Some(i) = departed.iter().position(|(b, _)| *b == bin) {
+        let (_, times) = departed.swap_remove(i);
+        work.forget(times, |w| w.strip(bin));
     }
 }
 
