@@ -10,6 +10,7 @@ use megaflux::epoch::EpochLen;
 use megaflux::harness::{Idle, Pace, RunConfig, Scripted, run};
 use megaflux::nexmark::Query;
 use megaflux::plan::{Schedule, Strategy, Target};
+use megaflux::summary::Summary;
 use megaflux::workload::Workload;
 
 fn config(workload: Workload) -> RunConfig {
@@ -23,10 +24,17 @@ fn config(workload: Workload) -> RunConfig {
     }
 }
 
+/// Runs `config` in this process with nobody sending commands; its summary.
+fn summary_of(config: RunConfig) -> Summary {
+    run(config, ControlHandle::new())
+        .expect("the run succeeds")
+        .expect("this process hosts worker 0")
+}
+
 #[test]
 fn control_handle_commands_move_bins_without_changing_output() {
     for workload in [Workload::KeyCount, Workload::HashCount] {
-        let baseline = run(config(workload), ControlHandle::new()).unwrap().unwrap();
+        let baseline = summary_of(config(workload));
 
         let handle = ControlHandle::new();
         let sender = handle.clone();
@@ -106,15 +114,10 @@ fn scripted_commands_are_taken_at_their_epochs_even_the_last() {
             ],
             ..config(Workload::KeyCount)
         };
-        let baseline = run(
-            RunConfig {
-                script: Vec::new(),
-                ..config.clone()
-            },
-            ControlHandle::new(),
-        )
-        .unwrap()
-        .unwrap();
+        let baseline = summary_of(RunConfig {
+            script: Vec::new(),
+            ..config.clone()
+        });
         // A command held for but never taken would keep the run from ever ending.
         let (done, finished) = std::sync::mpsc::channel();
         thread::spawn(move || {
@@ -146,16 +149,11 @@ fn parked_workers_give_the_same_outputs() {
         migrations: vec!["all-at-once@0.2:pack:1".parse().unwrap()],
         ..config(Workload::HashCount)
     };
-    let spin = run(config.clone(), ControlHandle::new()).unwrap().unwrap();
-    let park = run(
-        RunConfig {
-            idle: Idle::Park,
-            ..config
-        },
-        ControlHandle::new(),
-    )
-    .unwrap()
-    .unwrap();
+    let spin = summary_of(config.clone());
+    let park = summary_of(RunConfig {
+        idle: Idle::Park,
+        ..config
+    });
     assert_eq!(park.output_digest, spin.output_digest);
     assert_eq!(park.records_in, spin.records_in);
     assert_eq!(park.migrations.len(), 1);
@@ -172,7 +170,7 @@ fn fine_epochs_count_every_record_and_migrate_without_changing_outputs() {
             duration: Duration::from_millis(800),
             ..config(workload)
         };
-        let still = run(config.clone(), ControlHandle::new()).unwrap().unwrap();
+        let still = summary_of(config.clone());
         assert_eq!(still.latency_ns.count, 16_000, "{workload}");
         assert_eq!(still.duration_s, 0.8, "{workload}");
         let t_s: Vec<f64> = still.timeline.iter().map(|w| w.t_s).collect();
@@ -195,19 +193,14 @@ fn fine_epochs_count_every_record_and_migrate_without_changing_outputs() {
             pace: Pace::Max,
             ..config
         };
-        let moved = run(
-            RunConfig {
-                script: vec![
-                    plan(2000, Strategy::AllAtOnce, false, Target::Pack(1)),
-                    plan(4000, Strategy::Fluid, true, Target::Uniform),
-                ],
-                ..paced.clone()
-            },
-            ControlHandle::new(),
-        )
-        .unwrap()
-        .unwrap();
-        let unmoved = run(paced, ControlHandle::new()).unwrap().unwrap();
+        let moved = summary_of(RunConfig {
+            script: vec![
+                plan(2000, Strategy::AllAtOnce, false, Target::Pack(1)),
+                plan(4000, Strategy::Fluid, true, Target::Uniform),
+            ],
+            ..paced.clone()
+        });
+        let unmoved = summary_of(paced);
         assert_eq!(unmoved.output_digest, still.output_digest, "{workload}");
         assert_eq!(moved.output_digest, still.output_digest, "{workload}");
         let moves: Vec<usize> = moved.migrations.iter().map(|m| m.bins_moved).collect();
@@ -273,16 +266,11 @@ fn a_stop_ends_every_process_of_a_cluster_at_the_same_epoch() {
     assert!(stopped.duration_s < 60.0, "{}", stopped.duration_s);
     // Every worker counted the outputs up to the same last epoch: one process running
     // exactly that long gives the same outputs.
-    let same_length = run(
-        RunConfig {
-            workers: 2,
-            duration: Duration::from_secs_f64(stopped.duration_s),
-            ..config
-        },
-        ControlHandle::new(),
-    )
-    .unwrap()
-    .unwrap();
+    let same_length = summary_of(RunConfig {
+        workers: 2,
+        duration: Duration::from_secs_f64(stopped.duration_s),
+        ..config
+    });
     assert_eq!(stopped.records_in, same_length.records_in);
     assert_eq!(stopped.output_digest, same_length.output_digest);
 }

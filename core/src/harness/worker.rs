@@ -197,17 +197,16 @@ pub(super) fn run_worker<J: Job>(
         start,
     )?;
     let driver = finish(worker, shared, &mut flow, &epochs, plane, &mut latencies, start)?;
+    drop(flow.data);
     if peers == config.workers {
         // In one process, drop the dataflow rather than close its inputs: closing them
         // would release all scheduled later work at once (Q4's auction closings, minutes
         // ahead), which belongs to no measured epoch and costs seconds and gigabytes.
-        drop(flow.data);
         worker.drop_dataflow(main_dataflow);
     } else {
         // Across processes, one that drops its dataflow early would stall the others (their
         // data for it is never taken in), and processes may be given different lengths: so
         // a cluster closes its inputs and drains, later scheduled work included.
-        drop(flow.data);
         while !flow.probe.done() {
             shared.step(worker)?;
         }
