@@ -256,7 +256,13 @@ pub enum Event {
     Lost { time: u64, bins: String },
     /// Recording to the trace was paused (`on: false`, the last event before the gap) or
     /// resumed (`on: true`, the first event after it; also the first event of a trace).
-    Recording { on: bool },
+    /// `failed` says why it stopped when a write to the trace failed: the job and the views
+    /// go on, the trace ends there (never in a trace, whose writes failed).
+    Recording {
+        on: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failed: Option<String>,
+    },
     /// The job as the collector's model saw it at this point, without its latency history
     /// (the `latency` events and the summary's timeline hold it): a reader seeking into a
     /// trace starts from the last keyframe before the place it seeks to (version 2; written

@@ -13,7 +13,20 @@ use crate::event::{Event, Outcome, Phase, Stamped};
 /// Entries the command log keeps.
 pub const COMMAND_LOG: usize = 256;
 /// The most bins a job can have.
-const MAX_BINS: u32 = megaflux::bins::MAX_BINS as u32;
+pub const MAX_BINS: u32 = megaflux::bins::MAX_BINS as u32;
+/// The most workers (and processes) a model keeps: events about others are ignored, as
+/// are events about workers past the job's `peers` once a hello said it.
+pub const MAX_PEERS: u32 = 4096;
+/// The most operators a model keeps bins and frontiers of (a job has a handful).
+pub const MAX_OPERATORS: usize = 16;
+/// Latency windows kept: a little over four hours of 250 ms windows; older ones go first.
+pub const LATENCY_WINDOWS: usize = 1 << 16;
+/// Failures and finished plans kept: older ones go first.
+pub const HISTORY: usize = 1024;
+/// Places of dropped events kept.
+pub const DROP_PLACES: usize = 64;
+/// Longest text (a command, a reason) a model keeps, in characters.
+pub const TEXT_CHARS: usize = 512;
 
 /// One bin of one operator, as the workers holding it report it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -174,6 +187,9 @@ pub struct JobModel {
     pub dropped: BTreeMap<String, u64>,
     /// Whether the collector writes a trace (`None`: it records nothing).
     pub recording: Option<bool>,
+    /// Why the recording stopped, if a write to the trace failed.
+    #[serde(default)]
+    pub recording_failed: Option<String>,
     /// Every bin's replicas, once the control plane said (jobs with replicas).
     #[serde(default)]
     pub placement: Vec<Holders>,
@@ -227,6 +243,9 @@ impl JobModel {
         if bin >= limit {
             return None;
         }
+        if !self.operators.contains_key(operator) && self.operators.len() >= MAX_OPERATORS {
+            return None;
+        }
         let bins = self.operators.entry(operator.to_string()).or_default();
         let count = (limit as usize).min(bins.len().max(bin as usize + 1));
         if bins.len() < count {
@@ -245,6 +264,64 @@ impl JobModel {
             self.placement.resize(bin as usize + 1, Holders::default());
         }
         self.placement.get_mut(bin as usize)
+    }
+
+    /// Whether events about `worker` are kept: one of the job's workers (once a hello said
+    /// how many), and never more than [`MAX_PEERS`].
+    fn known_worker(&self, worker: u32) -> bool {
+        worker < if self.peers > 0 { self.peers } else { MAX_PEERS }
+    }
+
+    /// Whether a model (a keyframe's) keeps the bounds that events are held to.
+    fn within_bounds(&self) -> bool {
+        let bins = self.bins().unwrap_or(MAX_BINS) as usize;
+        self.peers <= MAX_PEERS
+            && self.processes.len() <= MAX_PEERS as usize
+            && self.operators.len() <= MAX_OPERATORS
+            && self.operators.values().all(|b| b.len() <= bins)
+            && self.workers.len() <= MAX_PEERS as usize
+            && self.frontiers.len() <= MAX_PEERS as usize
+            && self.frontiers.values().all(|f| f.len() <= MAX_OPERATORS + 1)
+            && self.moving.len() <= bins
+            && self.placement.len() <= bins
+            && self.finished_plans.len() <= HISTORY
+            && self.failures.len() <= HISTORY
+            && self.commands.len() <= COMMAND_LOG
+            && self.dropped.len() <= DROP_PLACES
+    }
+
+    /// How many entries the model holds in all: what [`JobModel::apply`] keeps within the
+    /// job's bounds whatever the events.
+    pub fn entries(&self) -> usize {
+        self.processes.len()
+            + self.operators.values().map(Vec::len).sum::<usize>()
+            + self.workers.len()
+            + self.frontiers.values().map(|f| f.len() + 1).sum::<usize>()
+            + self.latency.len()
+            + self.moving.len()
+            + self.finished_plans.len()
+            + self.commands.len()
+            + self.dropped.len()
+            + self.placement.len()
+            + self.failed.len()
+            + self.failures.len()
+    }
+
+    /// The most entries a model of a job with `bins` bins and `peers` workers may hold.
+    pub fn entries_bound(bins: u32, peers: u32) -> usize {
+        let (bins, peers) = (bins.min(MAX_BINS) as usize, peers.min(MAX_PEERS) as usize);
+        peers // processes
+            + MAX_OPERATORS * bins
+            + peers
+            + peers * (MAX_OPERATORS + 2)
+            + LATENCY_WINDOWS
+            + bins
+            + HISTORY
+            + COMMAND_LOG
+            + DROP_PLACES
+            + bins
+            + peers
+            + HISTORY
     }
 
     /// This model as a keyframe carries it: without the latency history.
@@ -266,16 +343,35 @@ impl JobModel {
         self.now_s = self.now_s.max(stamped.at_s);
         match &stamped.event {
             Event::Hello { peers, config, .. } => {
-                self.peers = *peers;
+                // The first hello says what the job is; later ones are its other processes.
+                let processes = self.processes.values().find_map(|h| match h.event {
+                    Event::Hello { processes, .. } => Some(processes),
+                    _ => None,
+                });
+                // A process says hello once: a second one would change the job's shape.
+                if stamped.process >= processes.unwrap_or(MAX_PEERS).min(MAX_PEERS)
+                    || self.processes.contains_key(&stamped.process)
+                {
+                    return;
+                }
+                if processes.is_none() {
+                    self.peers = (*peers).min(MAX_PEERS);
+                }
                 self.replicated |= config["replicas"].as_u64().is_some_and(|r| r > 1);
                 self.processes.insert(stamped.process, stamped.clone());
             }
             Event::JobStarted { worker, peers, .. } => {
-                self.peers = self.peers.max(*peers);
-                self.workers.entry(*worker).or_default().process = stamped.process;
+                if self.processes.is_empty() {
+                    self.peers = self.peers.max((*peers).min(MAX_PEERS));
+                }
+                if self.known_worker(*worker) {
+                    self.workers.entry(*worker).or_default().process = stamped.process;
+                }
             }
             Event::JobFinished { worker, .. } => {
-                self.workers.entry(*worker).or_default().finished = true;
+                if self.known_worker(*worker) {
+                    self.workers.entry(*worker).or_default().finished = true;
+                }
             }
             Event::BinSize {
                 worker,
@@ -303,7 +399,15 @@ impl JobModel {
                 control,
                 input,
             } => {
-                self.frontiers.entry(*worker).or_default().insert(
+                if !self.known_worker(*worker) {
+                    return;
+                }
+                let operators = self.frontiers.entry(*worker).or_default();
+                // `output` and the operators.
+                if !operators.contains_key(operator) && operators.len() > MAX_OPERATORS {
+                    return;
+                }
+                operators.insert(
                     operator.clone(),
                     FrontierView {
                         applied: *applied,
@@ -318,13 +422,21 @@ impl JobModel {
                 busy_ns,
                 interval_ns,
             } => {
+                if !self.known_worker(*worker) {
+                    return;
+                }
                 let w = self.workers.entry(*worker).or_default();
                 w.process = stamped.process;
                 let secs = (*interval_ns as f64 / 1e9).max(1e-9);
                 w.records_per_s = *records as f64 / secs;
                 w.busy = (*busy_ns as f64 / *interval_ns.max(&1) as f64).min(1.0);
             }
-            Event::Latency { .. } => self.latency.extend(LatencyWindow::of(stamped)),
+            Event::Latency { .. } => {
+                if self.latency.len() >= LATENCY_WINDOWS {
+                    self.latency.drain(..LATENCY_WINDOWS / 8);
+                }
+                self.latency.extend(LatencyWindow::of(stamped));
+            }
             Event::Migration {
                 phase,
                 bin,
@@ -340,7 +452,7 @@ impl JobModel {
                 ..
             } => {
                 if let (Phase::Issued, Some(step), Some(plan)) = (phase, step, self.plan.as_mut()) {
-                    plan.steps_issued = plan.steps_issued.max(step + 1);
+                    plan.steps_issued = plan.steps_issued.max(step.saturating_add(1));
                 }
                 if let (Phase::Issued, Some(primary), Some(standby)) = (phase, primary, standby)
                     && let Some(holders) = self.holders_mut(*bin)
@@ -370,8 +482,8 @@ impl JobModel {
                 ..
             } => {
                 self.plan = Some(PlanView {
-                    strategy: strategy.clone(),
-                    target: target.clone(),
+                    strategy: text(strategy),
+                    target: text(target),
                     steps: *steps,
                     bins: *bins,
                     steps_issued: 0,
@@ -384,7 +496,7 @@ impl JobModel {
             Event::PlanCompleted { seconds, .. } => {
                 if let Some(mut plan) = self.plan.take() {
                     plan.seconds = Some(*seconds);
-                    self.finished_plans.push(plan);
+                    bounded_push(&mut self.finished_plans, plan);
                 }
             }
             Event::Command {
@@ -399,8 +511,8 @@ impl JobModel {
                 self.commands.push_back(CommandView {
                     at_s: stamped.at_s,
                     outcome: *outcome,
-                    command: command.clone(),
-                    reason: reason.clone(),
+                    command: text(command),
+                    reason: reason.as_deref().map(text),
                 });
             }
             Event::Placement { holders, .. } => {
@@ -426,18 +538,24 @@ impl JobModel {
                 lost,
                 ..
             } => {
+                if !self.known_worker(*worker) {
+                    return;
+                }
                 self.failed.insert(*worker);
-                self.failures.push(FailureView {
-                    worker: *worker,
-                    at_s: stamped.at_s,
-                    time: *time,
-                    promoted: promoted.unwrap_or(0),
-                    degraded: degraded.unwrap_or(0),
-                    takeovers: 0,
-                    rejoined_s: None,
-                    recovered: None,
-                    lost: lost.clone(),
-                });
+                bounded_push(
+                    &mut self.failures,
+                    FailureView {
+                        worker: *worker,
+                        at_s: stamped.at_s,
+                        time: *time,
+                        promoted: promoted.unwrap_or(0),
+                        degraded: degraded.unwrap_or(0),
+                        takeovers: 0,
+                        rejoined_s: None,
+                        recovered: None,
+                        lost: lost.as_deref().map(text),
+                    },
+                );
                 // Its replicas are gone; the bin sizes it reported with them.
                 for bins in self.operators.values_mut() {
                     for b in bins.iter_mut() {
@@ -468,15 +586,24 @@ impl JobModel {
                     f.recovered = Some(bins.len() as u64);
                 }
             }
-            Event::Lost { time, bins } => self.lost = Some((*time, bins.clone())),
-            Event::Recording { on } => self.recording = Some(*on),
+            Event::Lost { time, bins } => self.lost = Some((*time, text(bins))),
+            Event::Recording { on, failed } => {
+                self.recording = Some(*on);
+                if let Some(failed) = failed {
+                    self.recording_failed = Some(text(failed));
+                }
+            }
             // The run's numbers are the trace's to keep, not the live model's.
             Event::Summary { .. } => {}
             // The whole job at that point; the latency history is the one gathered so far.
             Event::Keyframe { model } => {
-                // A keyframe that does not read back as a model is ignored: the events
-                // around it still tell the story.
-                if let Ok(model) = serde_json::from_value::<JobModel>(model.clone()) {
+                // A keyframe that does not read back as a model, or not as one of this job
+                // within its bounds, is ignored: the events around it still tell the story.
+                if let Ok(model) = serde_json::from_value::<JobModel>(model.clone())
+                    && model.within_bounds()
+                    && (self.processes.is_empty()
+                        || (model.peers == self.peers && model.bins() == self.bins()))
+                {
                     let latency = std::mem::take(&mut self.latency);
                     let events = self.events;
                     *self = model;
@@ -490,7 +617,10 @@ impl JobModel {
                 }
             }
             Event::Dropped { place, count } => {
-                let key = format!("process {} {place}", stamped.process);
+                let key = format!("process {} {}", stamped.process, text(place));
+                if !self.dropped.contains_key(&key) && self.dropped.len() >= DROP_PLACES {
+                    return;
+                }
                 let entry = self.dropped.entry(key).or_default();
                 *entry = (*entry).max(*count);
             }
@@ -548,6 +678,22 @@ impl JobModel {
             self.moving.remove(&bin);
         }
     }
+}
+
+/// `s` cut to [`TEXT_CHARS`] characters.
+fn text(s: &str) -> String {
+    match s.char_indices().nth(TEXT_CHARS) {
+        None => s.to_string(),
+        Some((end, _)) => format!("{}…", &s[..end]),
+    }
+}
+
+/// Pushes onto a history of at most [`HISTORY`] entries, the oldest going first.
+fn bounded_push<T>(history: &mut Vec<T>, item: T) {
+    if history.len() >= HISTORY {
+        history.remove(0);
+    }
+    history.push(item);
 }
 
 #[cfg(test)]

@@ -128,10 +128,22 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// Creates `path` (replacing it) and writes the header.
-    pub fn create(path: &Path, header: &TraceHeader) -> Result<Self, ProbeError> {
-        let file = File::create(path)
-            .map_err(|e| ProbeError::io(format!("creating trace {}", path.display()), e))?;
+    /// Creates `path` and writes the header. An existing file is replaced only when
+    /// `replace` says so: a trace already recorded is never lost by accident.
+    pub fn create(path: &Path, header: &TraceHeader, replace: bool) -> Result<Self, ProbeError> {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(replace)
+            .create_new(!replace)
+            .open(path)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::AlreadyExists => ProbeError::Config(format!(
+                    "trace {} already exists: choose another file, or --force to replace it",
+                    path.display()
+                )),
+                _ => ProbeError::io(format!("creating trace {}", path.display()), e),
+            })?;
         let mut recorder = Recorder {
             path: path.to_path_buf(),
             out: BufWriter::with_capacity(BUFFER_BYTES, file),
@@ -513,7 +525,7 @@ mod tests {
     fn writes_and_reads_back() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.jsonl");
-        let mut r = Recorder::create(&path, &header()).unwrap();
+        let mut r = Recorder::create(&path, &header(), false).unwrap();
         r.write(&event(0)).unwrap();
         r.write(&event(1)).unwrap();
         r.flush().unwrap();

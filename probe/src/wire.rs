@@ -11,8 +11,8 @@
 use futures::{SinkExt, StreamExt};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncRead, AsyncWrite};
-use tokio_util::codec::{Framed, LengthDelimitedCodec};
+use tokio::io::{AsyncRead, AsyncWrite, ReadHalf, WriteHalf};
+use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec};
 
 use megaflux::ConfigError;
 use megaflux::control::Command;
@@ -136,19 +136,35 @@ pub enum ServerFrame {
     },
 }
 
-/// A framed connection.
+/// A framed connection. Reading and writing have their own frame limits: a collector reads
+/// little from a client it does not trust yet, and still sends it whole snapshots.
 pub struct Connection<T> {
-    framed: Framed<T, LengthDelimitedCodec>,
+    reader: FramedRead<ReadHalf<T>, LengthDelimitedCodec>,
+    writer: FramedWrite<WriteHalf<T>, LengthDelimitedCodec>,
+}
+
+fn codec(max: usize) -> LengthDelimitedCodec {
+    LengthDelimitedCodec::builder().max_frame_length(max).new_codec()
 }
 
 impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
     pub fn new(io: T) -> Self {
-        let codec = LengthDelimitedCodec::builder()
-            .max_frame_length(MAX_FRAME_BYTES)
-            .new_codec();
+        Self::with_limit(io, MAX_FRAME_BYTES)
+    }
+
+    /// A connection that reads frames of at most `max` bytes (a longer one is an error
+    /// before any of it is buffered).
+    pub fn with_limit(io: T, max: usize) -> Self {
+        let (read, write) = tokio::io::split(io);
         Connection {
-            framed: Framed::new(io, codec),
+            reader: FramedRead::new(read, codec(max)),
+            writer: FramedWrite::new(write, codec(MAX_FRAME_BYTES)),
         }
+    }
+
+    /// Changes the largest frame it reads (as a client is trusted more).
+    pub fn set_limit(&mut self, max: usize) {
+        self.reader.decoder_mut().set_max_frame_length(max);
     }
 
     /// Sends one frame.
@@ -161,7 +177,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
                 bytes.len()
             )));
         }
-        self.framed
+        self.writer
             .send(tokio_util::bytes::Bytes::from(bytes))
             .await
             .map_err(|e| ProbeError::io("sending a frame", e))
@@ -169,7 +185,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
 
     /// Receives one frame; `Ok(None)` when the peer closed the connection.
     pub async fn recv<F: DeserializeOwned>(&mut self) -> Result<Option<F>, ProbeError> {
-        match self.framed.next().await {
+        match self.reader.next().await {
             None => Ok(None),
             Some(Err(e)) => Err(ProbeError::Protocol(format!("bad frame: {e}"))),
             Some(Ok(bytes)) => serde_json::from_slice(&bytes)

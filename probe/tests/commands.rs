@@ -3,26 +3,18 @@
 
 use std::time::Duration;
 
-use megaflux::Bins;
 use megaflux::control::ControlHandle;
 use megaflux::harness::{self, RunConfig};
-use megaflux::workload::Workload;
 use megaflux_probe::ProbeLayer;
 use megaflux_probe::collector::{Collector, CollectorConfig};
 use megaflux_probe::event::{Event, Outcome};
-use megaflux_probe::wire::{self, ClientFrame, CommandRequest, ServerFrame};
+use megaflux_probe::wire::{self, CommandRequest};
 use tracing_subscriber::prelude::*;
 
+mod common;
+
 fn config() -> RunConfig {
-    RunConfig {
-        workload: Workload::HashCount,
-        workers: 2,
-        bins: Bins::new(16).unwrap(),
-        keys: 5_000,
-        rate: 20_000,
-        duration: Duration::from_secs(4),
-        ..RunConfig::default()
-    }
+    common::job(4)
 }
 
 #[test]
@@ -81,32 +73,7 @@ fn bad_commands_are_rejected_and_the_job_goes_on() {
             // This job records nothing.
             CommandRequest::Record { on: false },
         ];
-        let mut answers = vec![None; commands.len()];
-        for (request, command) in commands.into_iter().enumerate() {
-            conn.send(&ClientFrame::Command {
-                request: request as u64,
-                command,
-            })
-            .await
-            .unwrap();
-        }
-        let wait = async {
-            while answers.iter().any(Option::is_none) {
-                match conn.recv::<ServerFrame>().await.unwrap() {
-                    Some(ServerFrame::Answer {
-                        request,
-                        outcome,
-                        reason,
-                    }) => answers[request as usize] = Some((outcome, reason.unwrap_or_default())),
-                    Some(_) => {}
-                    None => panic!("closed"),
-                }
-            }
-        };
-        tokio::time::timeout(Duration::from_secs(30), wait)
-            .await
-            .expect("every command answered");
-        answers.into_iter().map(Option::unwrap).collect::<Vec<_>>()
+        common::ask(&mut conn, commands.to_vec()).await
     });
     for (outcome, _) in &answers {
         assert_eq!(*outcome, Outcome::Rejected);

@@ -356,7 +356,7 @@ impl<W: Write> Exporter<W> {
             Event::Lost { time, bins } => {
                 self.instant(ts, pid, None, format!("bins lost: {bins}"), json!({"time": time}))?;
             }
-            Event::Recording { on } => {
+            Event::Recording { on, .. } => {
                 let name = if *on {
                     "recording resumed"
                 } else {

@@ -93,7 +93,7 @@ impl Recording {
                     time: Some(_),
                     ..
                 } => rejected += 1,
-                Event::Recording { on: false } | Event::Dropped { .. } => gaps = true,
+                Event::Recording { on: false, .. } | Event::Dropped { .. } => gaps = true,
                 Event::Summary { summary: s } => {
                     summary = Some(
                         serde_json::from_value::<Summary>(s)

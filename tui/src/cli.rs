@@ -143,6 +143,9 @@ struct RunArgs {
     /// Record every event of the job to this trace file (JSON Lines, traces/FORMAT.md).
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
+    /// Let --record replace an existing file.
+    #[arg(long, requires = "record")]
+    force: bool,
     /// Serve the job's events and take commands on this address (loopback unless --token).
     #[arg(long, value_name = "ADDR")]
     serve: Option<SocketAddr>,
@@ -307,6 +310,7 @@ fn run(args: RunArgs) -> ExitCode {
         serve: args.serve.or(dashboard.then_some(LOOPBACK_ANY)),
         export: args.export,
         token: args.token.clone().or_else(|| std::env::var(TOKEN_ENV).ok()),
+        force: args.force,
     };
     let control = ControlHandle::new();
     let observer = match observe::start(&config, &probe, &control) {
@@ -341,13 +345,23 @@ fn run(args: RunArgs) -> ExitCode {
     let ran = ran.and_then(|summary| print_summary(summary, args.summary.as_deref()));
     match (ran, finished) {
         (Ok(()), Ok(report)) => {
-            if let (Some(report), Some(path)) = (report, &args.record) {
-                eprintln!(
+            match (report, &args.record) {
+                (Some(report), Some(path)) if report.recording_failed.is_some() => {
+                    eprintln!(
+                        "error: recording to {} failed: {}; the trace ends after {} lines, the job ran to its end",
+                        path.display(),
+                        report.recording_failed.unwrap_or_default(),
+                        report.recorded_lines
+                    );
+                    return ExitCode::FAILURE;
+                }
+                (Some(report), Some(path)) => eprintln!(
                     "megaflux: recorded {} lines to {} ({} events dropped)",
                     report.recorded_lines,
                     path.display(),
                     report.model.dropped_total()
-                );
+                ),
+                _ => {}
             }
             ExitCode::SUCCESS
         }

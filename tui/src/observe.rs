@@ -27,6 +27,8 @@ pub struct ProbeArgs {
     pub serve: Option<SocketAddr>,
     pub export: Option<SocketAddr>,
     pub token: Option<String>,
+    /// Whether `record` may replace an existing file.
+    pub force: bool,
 }
 
 impl ProbeArgs {
@@ -79,6 +81,8 @@ pub fn start(config: &RunConfig, probe: &ProbeArgs, control: &ControlHandle) -> 
     });
     install_tracing(Some(layer));
     if let Some(addr) = probe.export {
+        // The collector refuses an empty token at its start; so does an exporter.
+        megaflux_probe::collector::gate::Gate::new(None, probe.token.as_deref())?;
         if probe.record.is_some() || probe.serve.is_some() {
             return Err(ProbeError::Config(
                 "--export sends this process's events to another process's collector; --record and --serve go with that process"
@@ -118,8 +122,10 @@ pub fn start(config: &RunConfig, probe: &ProbeArgs, control: &ControlHandle) -> 
             serve: probe.serve,
             token: probe.token.clone(),
             record: probe.record.clone().map(|p| (p, header)),
+            replace: probe.force,
             control: (process == 0).then(|| control.clone()),
             hello: Some(hello),
+            ..CollectorConfig::default()
         },
         queue,
     )

@@ -44,6 +44,9 @@ pub struct ReplayArgs {
     /// Record the re-run to this trace file.
     #[arg(long, requires = "rerun", value_name = "FILE")]
     record: Option<PathBuf>,
+    /// Let --record replace an existing file.
+    #[arg(long, requires = "record")]
+    force: bool,
     /// Watch the re-run on the live dashboard.
     #[arg(long, requires = "rerun")]
     watch: bool,
@@ -141,6 +144,7 @@ fn rerun(args: &ReplayArgs) -> anyhow::Result<bool> {
         serve: dashboard.then_some(LOOPBACK_ANY),
         export: None,
         token: std::env::var(TOKEN_ENV).ok(),
+        force: args.force,
     };
     let control = ControlHandle::new();
     let observer = observe::start(&config, &probe, &control)?;

@@ -139,6 +139,37 @@ fn bad_observer_settings_are_rejected() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("/nonexistent/dir/t.jsonl"), "{stderr}");
     assert!(out.stdout.is_empty());
+    // An empty token protects nothing: refused before anything runs.
+    let out = Command::new(env!("CARGO_BIN_EXE_megaflux"))
+        .args(["run", "--headless", "--serve", "127.0.0.1:0"])
+        .env("MEGAFLUX_TOKEN", "")
+        .output()
+        .expect("the binary runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("empty"), "{stderr}");
+}
+
+/// A trace already recorded is never replaced by accident: `--record` to an existing file
+/// is refused (and the file kept) unless `--force` says to replace it.
+#[test]
+fn record_keeps_an_existing_trace_unless_forced() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kept.jsonl");
+    std::fs::write(&path, "precious\n").unwrap();
+    let file = path.to_str().unwrap();
+    let short = ["--duration", "0.3", "--keys", "100", "--rate", "1000"];
+    let out = megaflux(&[&["run", "--headless", "--record", file][..], &short].concat());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("already exists") && stderr.contains("--force"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "precious\n");
+    let out = megaflux(&[&["run", "--headless", "--record", file, "--force"][..], &short].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::read_to_string(&path).unwrap().starts_with('{'));
 }
 
 #[test]

@@ -1,0 +1,116 @@
+//! What a connection may cost the collector: every bound on memory, time and rate that a
+//! client meets, named here so that none is a literal somewhere else.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Most events in one frame to a subscriber or from an exporter (a few hundred kB).
+pub const FRAME_EVENTS: usize = 2048;
+/// Events queued for one subscriber before it starts losing them.
+pub const SUBSCRIBER_EVENTS: usize = 64 * 1024;
+/// Longest refusal reason sent or kept, in characters: a reason can quote what the client
+/// sent, and a client can send a lot.
+pub const REASON_CHARS: usize = 160;
+
+/// The bounds a collector holds its clients to.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Largest frame before the hello is accepted (a hello is well under a kilobyte).
+    pub hello_bytes: usize,
+    /// How long a new connection may take to say hello and read the answer.
+    pub hello_timeout: Duration,
+    /// Connections that have not been welcomed yet; more are closed at once.
+    pub pending: usize,
+    /// Subscribers at once.
+    pub subscribers: usize,
+    /// Largest frame a subscriber may send (one command).
+    pub command_bytes: usize,
+    /// Commands a subscriber may send in a burst, and per second after it.
+    pub commands_burst: u32,
+    pub commands_per_s: u32,
+    /// How long a subscriber may leave a frame unread before it is closed.
+    pub send_timeout: Duration,
+    /// Refusal reasons kept for the report (the rest are counted).
+    pub reasons_kept: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            hello_bytes: 4 << 10,
+            hello_timeout: Duration::from_secs(5),
+            pending: 32,
+            subscribers: 64,
+            command_bytes: 64 << 10,
+            commands_burst: 32,
+            commands_per_s: 16,
+            send_timeout: Duration::from_secs(30),
+            reasons_kept: 32,
+        }
+    }
+}
+
+/// `reason` cut to [`REASON_CHARS`] characters (marked when cut).
+pub fn short(reason: &str) -> String {
+    match reason.char_indices().nth(REASON_CHARS) {
+        None => reason.to_string(),
+        Some((end, _)) => format!("{}… ({} bytes)", &reason[..end], reason.len()),
+    }
+}
+
+/// A token bucket: `burst` at once, refilled at `per_s`.
+#[derive(Debug)]
+pub struct Rate {
+    tokens: f64,
+    burst: f64,
+    per_s: f64,
+    at: Instant,
+}
+
+impl Rate {
+    pub fn new(burst: u32, per_s: u32) -> Self {
+        Rate {
+            tokens: f64::from(burst),
+            burst: f64::from(burst),
+            per_s: f64::from(per_s),
+            at: Instant::now(),
+        }
+    }
+
+    /// Takes one token if there is one.
+    pub fn take(&mut self) -> bool {
+        let now = Instant::now();
+        let refill = now.duration_since(self.at).as_secs_f64() * self.per_s;
+        self.tokens = (self.tokens + refill).min(self.burst);
+        self.at = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_are_cut_on_a_character_boundary() {
+        assert_eq!(short("fine"), "fine");
+        let long = "é".repeat(10_000);
+        let cut = short(&long);
+        assert!(cut.starts_with(&"é".repeat(REASON_CHARS)));
+        assert!(cut.ends_with("(20000 bytes)"), "{cut}");
+        assert!(cut.chars().count() < REASON_CHARS + 20);
+    }
+
+    #[test]
+    fn a_bucket_allows_its_burst_then_refuses() {
+        let mut rate = Rate::new(3, 0);
+        assert!((0..3).all(|_| rate.take()));
+        assert!(!rate.take());
+    }
+}
