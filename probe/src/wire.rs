@@ -8,6 +8,8 @@
 //! send commands, each answered once. A malformed, oversized or unexpected frame closes
 //! that connection only.
 
+use std::time::Duration;
+
 use futures::{SinkExt, StreamExt};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -124,6 +126,13 @@ pub enum ServerFrame {
     Snapshot {
         model: Box<JobModel>,
     },
+    /// A snapshot too big for one frame, in parts: the JSON of the model, cut in `parts`
+    /// pieces sent in order ([`Subscription`] puts them together).
+    SnapshotPart {
+        part: u32,
+        parts: u32,
+        json: String,
+    },
     Events {
         events: Vec<Stamped>,
     },
@@ -219,17 +228,125 @@ pub async fn handshake<T: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
+/// How long connecting to a collector may take, and then its answer to the hello.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Connects to the collector at `addr` as `role`, within [`CONNECT_TIMEOUT`] and
+/// [`HANDSHAKE_TIMEOUT`]; every error names the address.
+pub async fn connect(
+    addr: std::net::SocketAddr,
+    role: Role,
+    token: Option<String>,
+) -> Result<Connection<tokio::net::TcpStream>, ProbeError> {
+    let context = || format!("connecting to the collector at {addr}");
+    let stream = match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(addr)).await {
+        Ok(stream) => stream.map_err(|e| ProbeError::io(context(), e))?,
+        Err(_) => {
+            return Err(ProbeError::Protocol(format!(
+                "{}: no answer within {CONNECT_TIMEOUT:?}",
+                context()
+            )));
+        }
+    };
+    let mut conn = Connection::new(stream);
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&mut conn, addr, role, token)).await {
+        Ok(shaken) => shaken.map(|()| conn).map_err(|e| match e {
+            ProbeError::Io { cause, .. } => ProbeError::io(context(), cause),
+            e => e,
+        }),
+        Err(_) => Err(ProbeError::Protocol(format!(
+            "the collector at {addr} did not answer the hello within {HANDSHAKE_TIMEOUT:?}"
+        ))),
+    }
+}
+
 /// Opens a subscription to the collector at `addr`.
 pub async fn subscribe(
     addr: std::net::SocketAddr,
     token: Option<String>,
-) -> Result<Connection<tokio::net::TcpStream>, ProbeError> {
-    let stream = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| ProbeError::io(format!("connecting to the collector at {addr}"), e))?;
-    let mut conn = Connection::new(stream);
-    handshake(&mut conn, addr, Role::Subscriber, token).await?;
-    Ok(conn)
+) -> Result<Subscription, ProbeError> {
+    Ok(Subscription::new(connect(addr, Role::Subscriber, token).await?))
+}
+
+/// Largest snapshot sent whole; a bigger one goes in parts of this size.
+pub const SNAPSHOT_PART_BYTES: usize = 4 << 20;
+/// Largest snapshot a subscriber puts together from parts.
+pub const MAX_SNAPSHOT_BYTES: usize = 512 << 20;
+
+/// The frames that carry `model` to a new subscriber: one snapshot, or its parts when it
+/// would not fit one frame.
+pub fn snapshot_frames(model: Box<JobModel>) -> Result<Vec<ServerFrame>, ProbeError> {
+    let json = serde_json::to_string(&model).map_err(|e| ProbeError::Protocol(format!("a snapshot: {e}")))?;
+    if json.len() <= SNAPSHOT_PART_BYTES {
+        return Ok(vec![ServerFrame::Snapshot { model }]);
+    }
+    let mut pieces = Vec::new();
+    let mut rest = json.as_str();
+    while !rest.is_empty() {
+        let mut end = SNAPSHOT_PART_BYTES.min(rest.len());
+        while !rest.is_char_boundary(end) {
+            end -= 1;
+        }
+        let (piece, tail) = rest.split_at(end);
+        pieces.push(piece.to_string());
+        rest = tail;
+    }
+    let parts = pieces.len() as u32;
+    Ok(pieces
+        .into_iter()
+        .enumerate()
+        .map(|(part, json)| ServerFrame::SnapshotPart {
+            part: part as u32,
+            parts,
+            json,
+        })
+        .collect())
+}
+
+/// A subscriber's connection: frames from the collector, with a snapshot sent in parts put
+/// together, and commands to it.
+pub struct Subscription<T = tokio::net::TcpStream> {
+    conn: Connection<T>,
+    /// The parts of a snapshot so far, and how many there are.
+    parts: Option<(String, u32, u32)>,
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> Subscription<T> {
+    /// A subscription over a connection that was welcomed.
+    pub fn new(conn: Connection<T>) -> Self {
+        Subscription { conn, parts: None }
+    }
+
+    /// The next frame (a snapshot in parts comes as one [`ServerFrame::Snapshot`]); `None`
+    /// when the collector closed the connection.
+    pub async fn recv(&mut self) -> Result<Option<ServerFrame>, ProbeError> {
+        loop {
+            let frame = self.conn.recv::<ServerFrame>().await?;
+            let Some(ServerFrame::SnapshotPart { part, parts, json }) = frame else {
+                return Ok(frame);
+            };
+            let (mut text, next, total) = self.parts.take().unwrap_or((String::new(), 0, parts));
+            if part != next || parts != total || text.len() + json.len() > MAX_SNAPSHOT_BYTES {
+                return Err(ProbeError::Protocol(format!(
+                    "snapshot part {part} of {parts} out of order (expected {next} of {total}) or over {MAX_SNAPSHOT_BYTES} bytes"
+                )));
+            }
+            text.push_str(&json);
+            if part + 1 < parts {
+                self.parts = Some((text, next + 1, total));
+                continue;
+            }
+            let model = serde_json::from_str(&text)
+                .map_err(|e| ProbeError::Protocol(format!("a snapshot in parts: {e}")))?;
+            return Ok(Some(ServerFrame::Snapshot { model }));
+        }
+    }
+
+    /// Sends a frame (a command).
+    pub async fn send(&mut self, frame: &ClientFrame) -> Result<(), ProbeError> {
+        self.conn.send(frame).await
+    }
 }
 
 #[cfg(test)]
@@ -289,6 +406,41 @@ mod tests {
             r#"{"type":"hello","protocol":1,"role":"exporter","process":1}"#
         );
         assert_eq!(serde_json::from_str::<ClientFrame>(&json).unwrap(), hello);
+    }
+
+    /// A snapshot over the part size goes in parts and is put together whole.
+    #[tokio::test]
+    async fn big_snapshots_go_in_parts() {
+        let mut model = JobModel::new();
+        for (bin, operator) in (0..1u32 << 16).flat_map(|b| [(b, "count"), (b, "sum")]) {
+            model.apply(&Stamped {
+                at_s: 1.0,
+                process: 0,
+                event: crate::event::Event::BinSize {
+                    worker: 0,
+                    operator: operator.into(),
+                    bin,
+                    keys: u64::from(bin) * 1_000_003,
+                    bytes: u64::MAX - u64::from(bin),
+                    standby: false,
+                },
+            });
+        }
+        let frames = snapshot_frames(Box::new(model.clone())).unwrap();
+        assert!(frames.len() > 1, "{} frames", frames.len());
+        let (client, server) = tokio::io::duplex(64 << 10);
+        let writer = tokio::spawn(async move {
+            let mut server = Connection::new(server);
+            for f in &frames {
+                server.send(f).await.unwrap();
+            }
+        });
+        let mut sub = Subscription::new(Connection::new(client));
+        match sub.recv().await.unwrap() {
+            Some(ServerFrame::Snapshot { model: got }) => assert_eq!(*got, model),
+            other => panic!("{other:?}"),
+        }
+        writer.await.unwrap();
     }
 
     #[test]

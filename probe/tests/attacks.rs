@@ -84,7 +84,7 @@ async fn viewer(addr: SocketAddr) -> JobModel {
     let mut conn = wire::subscribe(addr, Some(TOKEN.into())).await.unwrap();
     let mut model = JobModel::new();
     loop {
-        match conn.recv::<ServerFrame>().await {
+        match conn.recv().await {
             Ok(Some(ServerFrame::Snapshot { model: m })) => model = *m,
             Ok(Some(ServerFrame::Events { events })) => events.iter().for_each(|e| model.apply(e)),
             Ok(Some(_)) => {}

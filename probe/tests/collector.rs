@@ -9,7 +9,7 @@ use megaflux_probe::event::Event;
 use megaflux_probe::export::Exporter;
 use megaflux_probe::model::JobModel;
 use megaflux_probe::wire::{
-    self, ClientFrame, Connection, MAX_FRAME_BYTES, PROTOCOL_VERSION, Role, ServerFrame,
+    self, ClientFrame, Connection, MAX_FRAME_BYTES, PROTOCOL_VERSION, Role, ServerFrame, Subscription,
 };
 use megaflux_probe::{ProbeLayer, Stamped};
 use tokio::io::AsyncWriteExt;
@@ -40,15 +40,15 @@ fn process(n: u32) -> (tracing::Dispatch, megaflux_probe::EventQueue, Stamped) {
     (dispatch, queue, hello)
 }
 
-async fn subscribe(addr: SocketAddr) -> Connection<TcpStream> {
+async fn subscribe(addr: SocketAddr) -> Subscription {
     wire::subscribe(addr, None).await.unwrap()
 }
 
 /// Reads frames into `model` until `done` holds of it.
-async fn follow(conn: &mut Connection<TcpStream>, model: &mut JobModel, done: impl Fn(&JobModel) -> bool) {
+async fn follow(conn: &mut Subscription, model: &mut JobModel, done: impl Fn(&JobModel) -> bool) {
     let wait = async {
         while !done(model) {
-            match conn.recv::<ServerFrame>().await.unwrap() {
+            match conn.recv().await.unwrap() {
                 Some(ServerFrame::Snapshot { model: m }) => *model = *m,
                 Some(ServerFrame::Events { events }) => events.iter().for_each(|e| model.apply(e)),
                 Some(_) => {}
@@ -262,4 +262,81 @@ fn recording_pauses_and_resumes_on_command() {
         ]
     );
     assert!(matches!(trace.events[0].event, Event::Hello { .. }));
+}
+
+/// An exporter whose collector goes away keeps trying, and when a collector serves on that
+/// address again it says hello again and goes on sending; what was lost meanwhile is
+/// counted.
+#[test]
+fn an_exporter_reconnects_when_its_collector_comes_back() {
+    // The collector's layer lives as long as the collector (it ends when its layer is gone).
+    let start = |addr: SocketAddr| {
+        let (layer, queue, hello) = process(0);
+        let collector = Collector::start(
+            CollectorConfig {
+                serve: Some(addr),
+                hello: Some(hello),
+                ..CollectorConfig::default()
+            },
+            queue,
+        )
+        .unwrap();
+        (collector, layer)
+    };
+    let (first, _layer) = start("127.0.0.1:0".parse().unwrap());
+    let addr = first.local_addr().unwrap();
+    let (one, q1, h1) = process(1);
+    let exporter = Exporter::start(addr, 1, None, h1, q1).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut sub = subscribe(addr).await;
+        let mut model = JobModel::new();
+        emit(&one, 1, 1);
+        follow(&mut sub, &mut model, |m| m.workers.contains_key(&1)).await;
+    });
+    first.finish(Duration::ZERO, None).unwrap();
+    // Events sent into the void until the exporter notices.
+    for records in 2..10 {
+        emit(&one, 1, records);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (second, _layer) = start(addr);
+    rt.block_on(async {
+        let mut sub = subscribe(addr).await;
+        let mut model = JobModel::new();
+        let wait = async {
+            let mut records = 100;
+            loop {
+                emit(&one, 1, records);
+                let seen = tokio::time::timeout(Duration::from_millis(200), async {
+                    while let Ok(Some(frame)) = sub.recv().await {
+                        match frame {
+                            ServerFrame::Snapshot { model: m } => model = *m,
+                            ServerFrame::Events { events } => events.iter().for_each(|e| model.apply(e)),
+                            _ => {}
+                        }
+                        if model.processes.contains_key(&1) && model.workers.contains_key(&1) {
+                            return;
+                        }
+                    }
+                })
+                .await;
+                if seen.is_ok() {
+                    return;
+                }
+                records += 1;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), wait)
+            .await
+            .expect("the exporter came back");
+        // Its hello came again (the collector takes a process's events only after it).
+        assert!(model.processes.contains_key(&1));
+    });
+    assert!(exporter.finish().unwrap() >= 3);
+    let report = second.finish(Duration::from_secs(5), None).unwrap();
+    assert!(report.closed.is_empty(), "{:?}", report.closed);
 }

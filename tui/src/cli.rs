@@ -241,7 +241,7 @@ pub fn main() -> ExitCode {
         Command::Replay(args) => crate::replay::replay(args),
         Command::Attach(args) => {
             let token = args.token.or_else(|| std::env::var(TOKEN_ENV).ok());
-            let (tx, rx) = std::sync::mpsc::channel();
+            let (tx, rx) = dash::queue();
             let commands = dash::source::live(args.addr, token, tx.clone());
             let view = Dash::new(Connection::Connecting(args.addr.to_string()), None);
             match dash::run(
@@ -463,7 +463,7 @@ fn run_with_dashboard(
     control: ControlHandle,
 ) -> anyhow::Result<Option<Summary>> {
     let first = harness::cluster_position(&config.timely_args)?.process == 0;
-    let (tx, rx) = std::sync::mpsc::channel();
+    let (tx, rx) = dash::queue();
     let commands = dash::source::live(addr, token, tx.clone());
     let job_control = control.clone();
     let job = std::thread::Builder::new()

@@ -212,7 +212,9 @@ async fn subscriber(
     mut feed: Feed,
 ) -> Result<(), String> {
     let limits = &shared.limits;
-    send(conn, &ServerFrame::Snapshot { model }, limits).await?;
+    for frame in crate::wire::snapshot_frames(model).map_err(|e| e.to_string())? {
+        send(conn, &frame, limits).await?;
+    }
     let mut rate = Rate::new(limits.commands_burst, limits.commands_per_s);
     loop {
         tokio::select! {

@@ -8,7 +8,7 @@ use megaflux::Bins;
 use megaflux::harness::RunConfig;
 use megaflux::workload::Workload;
 use megaflux_probe::event::Outcome;
-use megaflux_probe::wire::{ClientFrame, CommandRequest, Connection, ServerFrame};
+use megaflux_probe::wire::{ClientFrame, CommandRequest, Connection, ServerFrame, Subscription};
 use tokio::net::TcpStream;
 
 /// Reads until the collector closes `conn`; the refusal's reason, if it sent one.
@@ -25,7 +25,7 @@ pub async fn closed(mut conn: Connection<TcpStream>) -> Option<String> {
 }
 
 /// Sends `commands` as requests 0, 1, ... and collects every answer: (outcome, reason).
-pub async fn ask(conn: &mut Connection<TcpStream>, commands: Vec<CommandRequest>) -> Vec<(Outcome, String)> {
+pub async fn ask(conn: &mut Subscription, commands: Vec<CommandRequest>) -> Vec<(Outcome, String)> {
     let n = commands.len();
     for (request, command) in commands.into_iter().enumerate() {
         let frame = ClientFrame::Command {
@@ -37,7 +37,7 @@ pub async fn ask(conn: &mut Connection<TcpStream>, commands: Vec<CommandRequest>
     let mut answers = vec![None; n];
     let wait = async {
         while answers.iter().any(Option::is_none) {
-            match conn.recv::<ServerFrame>().await.unwrap() {
+            match conn.recv().await.unwrap() {
                 Some(ServerFrame::Answer {
                     request,
                     outcome,

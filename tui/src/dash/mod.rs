@@ -24,6 +24,14 @@ use view::Theme;
 
 /// The shortest time between two frames.
 pub const FRAME: Duration = Duration::from_millis(50);
+/// Messages queued for the dashboard: a live source drops events past it (counted), a
+/// replay's player waits.
+pub const QUEUE: usize = 1024;
+
+/// The dashboard's bounded queue.
+pub fn queue() -> (mpsc::SyncSender<Msg>, mpsc::Receiver<Msg>) {
+    mpsc::sync_channel(QUEUE)
+}
 
 /// Where the person's requests go: commands to a live job, requests to a replay's player.
 #[derive(Default)]
@@ -37,7 +45,7 @@ pub struct Sinks {
 pub fn run(
     mut dash: Dash,
     messages: mpsc::Receiver<Msg>,
-    keys_to: mpsc::Sender<Msg>,
+    keys_to: mpsc::SyncSender<Msg>,
     sinks: Sinks,
 ) -> anyhow::Result<()> {
     let Sinks { commands, player } = sinks;
@@ -90,7 +98,7 @@ pub fn run(
 }
 
 /// Reads the terminal's keys on a thread of its own and sends them on.
-fn spawn_keys(out: mpsc::Sender<Msg>) {
+fn spawn_keys(out: mpsc::SyncSender<Msg>) {
     let _ = std::thread::Builder::new()
         .name("megaflux-keys".into())
         .spawn(move || {

@@ -174,6 +174,9 @@ pub enum Msg {
     Position(Position),
     /// Something went wrong that the person should know of (a replay's unreadable line).
     Problem(String),
+    /// Events this view had no room for so far (its queue was full): its own drops, apart
+    /// from the job's (`dropped` events).
+    Lost(u64),
 }
 
 impl From<Output> for Msg {
@@ -221,6 +224,8 @@ pub struct Dash {
     pub row_len: usize,
     /// The timeline, when the dashboard plays a trace.
     pub replay: Option<Replay>,
+    /// Events this view lost because it fell behind.
+    pub lost: u64,
 }
 
 impl Dash {
@@ -247,6 +252,7 @@ impl Dash {
             commandable,
             row_len: 32,
             replay: None,
+            lost: 0,
         }
     }
 
@@ -452,6 +458,10 @@ impl Dash {
             Msg::Problem(text) => {
                 self.push_log(self.now_s, LogKind::Problem, text.clone());
                 self.notice = Some(text);
+                Vec::new()
+            }
+            Msg::Lost(total) => {
+                self.lost = self.lost.max(total);
                 Vec::new()
             }
             Msg::Position(position) => {

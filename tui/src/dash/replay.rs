@@ -19,7 +19,7 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
     let events = player.index().events;
     let name = path.display().to_string();
     eprintln!("megaflux: {name}: {events} events");
-    let (tx, rx) = mpsc::channel();
+    let (tx, rx) = super::queue();
     let (requests, player_rx) = mpsc::channel();
     let out = tx.clone();
     std::thread::Builder::new()

@@ -1,8 +1,13 @@
 //! Where a live dashboard's messages come from: a collector, over TCP. A replay's come from
 //! its player ([`super::replay`]); both produce the same [`Msg`]s, and tests make them by hand.
+//!
+//! The dashboard's queue is bounded ([`super::QUEUE`]): when the terminal cannot keep up
+//! (a stalled terminal, a slow link), this source keeps reading the collector and drops the
+//! events that do not fit, counted and told to the dashboard ([`Msg::Lost`]), so that
+//! memory stays bounded and the collector never sees a slow subscriber.
 
 use std::net::SocketAddr;
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::{SyncSender, TrySendError};
 use std::time::Duration;
 
 use megaflux_probe::wire::{self, ClientFrame, CommandRequest, ServerFrame};
@@ -20,7 +25,7 @@ const CONNECT_FOR: Duration = Duration::from_secs(10);
 pub fn live(
     addr: SocketAddr,
     token: Option<String>,
-    out: Sender<Msg>,
+    out: SyncSender<Msg>,
 ) -> mpsc::Sender<(u64, CommandRequest)> {
     let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
     std::thread::Builder::new()
@@ -40,11 +45,41 @@ pub fn live(
     tx
 }
 
+/// Events the dashboard's queue had no room for.
+#[derive(Default)]
+struct Lost {
+    total: u64,
+    told: u64,
+}
+
+impl Lost {
+    /// Offers `events` to the dashboard; `false` when it is gone.
+    fn offer(&mut self, out: &SyncSender<Msg>, events: Vec<megaflux_probe::Stamped>) -> bool {
+        // The count first: it says what the view is missing, the events only add to it.
+        if self.total != self.told {
+            match out.try_send(Msg::Lost(self.total)) {
+                Ok(()) => self.told = self.total,
+                Err(TrySendError::Full(_)) => {}
+                Err(TrySendError::Disconnected(_)) => return false,
+            }
+        }
+        let n = events.len() as u64;
+        match out.try_send(Msg::Events(events)) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_)) => {
+                self.total += n;
+                true
+            }
+            Err(TrySendError::Disconnected(_)) => false,
+        }
+    }
+}
+
 /// Follows the collector until it closes; returns why it ended.
 async fn subscribe(
     addr: SocketAddr,
     token: Option<String>,
-    out: &Sender<Msg>,
+    out: &SyncSender<Msg>,
     mut commands: mpsc::Receiver<(u64, CommandRequest)>,
 ) -> String {
     let _ = out.send(Msg::Connection(Connection::Connecting(addr.to_string())));
@@ -57,15 +92,22 @@ async fn subscribe(
         }
     };
     let _ = out.send(Msg::Connection(Connection::Live(addr.to_string())));
+    let mut lost = Lost::default();
     loop {
         tokio::select! {
-            frame = conn.recv::<ServerFrame>() => {
+            frame = conn.recv() => {
+                // Events may be dropped when the dashboard is behind; the rest may not.
                 let msg = match frame {
+                    Ok(Some(ServerFrame::Events { events })) => {
+                        if !lost.offer(out, events) {
+                            return "the dashboard quit".into();
+                        }
+                        continue;
+                    }
                     Ok(Some(ServerFrame::Snapshot { model })) => Msg::Snapshot(model),
-                    Ok(Some(ServerFrame::Events { events })) => Msg::Events(events),
                     Ok(Some(ServerFrame::Answer { request, outcome, reason })) => Msg::Answer { request, outcome, reason },
                     Ok(Some(_)) => continue,
-                    Ok(None) => return "the collector closed the connection".into(),
+                    Ok(None) => return format!("the collector at {addr} closed the connection"),
                     Err(e) => return e.to_string(),
                 };
                 if out.send(msg).is_err() {
@@ -78,5 +120,41 @@ async fn subscribe(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events(n: usize) -> Vec<megaflux_probe::Stamped> {
+        let e = megaflux_probe::Stamped {
+            at_s: 0.0,
+            process: 0,
+            event: megaflux_probe::Event::Recording {
+                on: true,
+                failed: None,
+            },
+        };
+        vec![e; n]
+    }
+
+    /// A full queue loses events, counted, and the count reaches the dashboard once
+    /// there is room.
+    #[test]
+    fn a_full_queue_loses_events_and_says_how_many() {
+        let (out, rx) = std::sync::mpsc::sync_channel(1);
+        let mut lost = Lost::default();
+        assert!(lost.offer(&out, events(2)));
+        assert!(lost.offer(&out, events(3)));
+        assert!(lost.offer(&out, events(4)));
+        assert_eq!(lost.total, 7);
+        assert!(matches!(rx.try_recv(), Ok(Msg::Events(e)) if e.len() == 2));
+        assert!(lost.offer(&out, events(1)));
+        // The count took the room; the events did not fit.
+        assert!(matches!(rx.try_recv(), Ok(Msg::Lost(7))));
+        assert_eq!(lost.total, 8);
+        drop(rx);
+        assert!(!lost.offer(&out, events(1)));
     }
 }
