@@ -1,25 +1,28 @@
 //! The dashboard's state: the job as its events describe it, plus what the person looking at
 //! it has selected. It changes only through [`Dash::update`] with a [`Msg`]; drawing reads it.
 //! Live subscriptions, trace files and tests all feed it the same messages.
+//!
+//! * [`bins`]: the bins as the views order and select them, and what a move would do.
+//! * [`dialog`]: the dialogs and what keys do in them.
+//! * [`log`]: the log's lines, made from events, and how commands and bins are said.
+
+mod bins;
+mod dialog;
+mod log;
 
 use std::collections::{BTreeMap, VecDeque};
 
-use megaflux_probe::event::{Event, Outcome, Phase, Stamped};
+use megaflux_probe::event::{Outcome, Stamped};
 use megaflux_probe::model::JobModel;
 use megaflux_probe::wire::CommandRequest;
 use megaflux_replay::player::{Output, Position, Request, Timeline};
 use ratatui::crossterm::event::KeyEvent;
 
 use super::keys::{self, Action};
-use super::timeline::{self, Replay};
+use super::timeline::Replay;
 
-/// Lines the log keeps.
-pub const LOG_LINES: usize = 2000;
-/// Moves remembered per bin.
-const BIN_HISTORY: usize = 16;
-
-/// A bin's move: (logical time, from, to).
-pub type PastMove = (u64, Option<u32>, Option<u32>);
+pub use dialog::{Dialog, STRATEGIES};
+pub use log::{LOG_LINES, LogFilter, LogKind, LogLine, PastMove, describe_bins, describe_request};
 
 /// The views, in tab order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,77 +67,6 @@ pub enum Connection {
     Live(String),
     Trace(String),
     Closed(String),
-}
-
-/// What the log shows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LogFilter {
-    All,
-    Migrations,
-    Commands,
-    Problems,
-}
-
-impl LogFilter {
-    fn next(self) -> Self {
-        match self {
-            LogFilter::All => LogFilter::Migrations,
-            LogFilter::Migrations => LogFilter::Commands,
-            LogFilter::Commands => LogFilter::Problems,
-            LogFilter::Problems => LogFilter::All,
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            LogFilter::All => "all",
-            LogFilter::Migrations => "migrations",
-            LogFilter::Commands => "commands",
-            LogFilter::Problems => "problems",
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LogKind {
-    Job,
-    Migration,
-    Command,
-    Problem,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct LogLine {
-    pub at_s: f64,
-    pub kind: LogKind,
-    pub text: String,
-}
-
-/// Strategies and targets the plan dialog offers.
-pub const STRATEGIES: [&str; 5] = ["fluid", "matched", "batched:8", "all-at-once", "fluid+pipelined"];
-
-/// A dialog over the current view.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Dialog {
-    /// Move `bins` to `worker`: the view previews every worker's state after it.
-    Move {
-        bins: Vec<usize>,
-        worker: usize,
-    },
-    /// Start a plan: `strategy` indexes [`STRATEGIES`], `target` [`Dash::targets`].
-    Plan {
-        strategy: usize,
-        target: usize,
-    },
-    /// Fail `worker` (`rejoin`: bring a failed one back).
-    Worker {
-        worker: usize,
-        rejoin: bool,
-    },
-    /// Replays: go to the time typed so far (seconds on the trace's clock).
-    GoTo {
-        typed: String,
-    },
-    Help,
 }
 
 /// What the dashboard asks of the world.
@@ -274,114 +206,12 @@ impl Dash {
         self.job.peers as usize
     }
 
-    /// The bins in the order the bins view shows them: by owner, then by number.
-    pub fn order(&self) -> Vec<usize> {
-        let mut order: Vec<usize> = (0..self.bins()).collect();
-        order.sort_by_key(|b| (self.owner(*b).unwrap_or(u32::MAX), *b));
-        order
-    }
-
-    /// The selected bins: from the anchor to the cursor in view order, or the cursor's bin.
-    pub fn selection(&self) -> Vec<usize> {
-        if self.bins() == 0 {
-            return Vec::new();
-        }
-        let order = self.order();
-        let at = |bin: usize| order.iter().position(|b| *b == bin).unwrap_or(0);
-        let (a, c) = (at(self.anchor.unwrap_or(self.cursor)), at(self.cursor));
-        let mut chosen = order[a.min(c)..=a.max(c)].to_vec();
-        chosen.sort_unstable();
-        chosen
-    }
-
-    /// Moves the cursor `delta` places in view order.
-    fn step(&mut self, delta: isize) {
-        let order = self.order();
-        if order.is_empty() {
-            return;
-        }
-        let at = order.iter().position(|b| *b == self.cursor).unwrap_or(0) as isize;
-        let to = (at + delta).clamp(0, order.len() as isize - 1);
-        self.cursor = order[to as usize];
-    }
-
-    /// The operator the bins view shows, and its bins.
-    pub fn operator_bins(&self) -> Option<(&String, &Vec<megaflux_probe::model::BinView>)> {
-        let ops = &self.view().operators;
-        ops.iter().nth(self.operator.min(ops.len().saturating_sub(1)))
-    }
-
-    /// The primary of a bin: where the control plane placed it, else where the first
-    /// operator that knows it reported it.
-    pub fn owner(&self, bin: usize) -> Option<u32> {
-        let job = self.view();
-        match job.placement.get(bin) {
-            Some(holders) => holders.primary,
-            None => job
-                .operators
-                .values()
-                .find_map(|bins| bins.get(bin).and_then(|b| b.owner)),
-        }
-    }
-
-    /// The standby of a bin, if the job keeps one and it has one.
-    pub fn standby(&self, bin: usize) -> Option<u32> {
-        let job = self.view();
-        match job.placement.get(bin) {
-            Some(h) => h.standby,
-            None => job
-                .operators
-                .values()
-                .find_map(|bins| bins.get(bin).and_then(|b| b.standby)),
-        }
-    }
-
-    /// Whether a bin of a replicated job has one replica left.
-    pub fn degraded(&self, bin: usize) -> bool {
-        let job = self.view();
-        job.replicated && job.placement.get(bin).is_some_and(|h| h.degraded())
-    }
-
-    /// Whether a bin lost every replica.
-    pub fn lost(&self, bin: usize) -> bool {
-        self.view()
-            .placement
-            .get(bin)
-            .is_some_and(|h| h.primary.is_none())
-    }
-
     /// Targets the plan dialog offers for this job.
     pub fn targets(&self) -> Vec<String> {
         let mut t = vec!["uniform".to_string()];
         t.extend((1..self.peers()).map(|n| format!("pack:{n}")));
         t.extend((0..self.peers()).map(|w| format!("drain:{w}")));
         t
-    }
-
-    /// Every worker's (bins, keys, bytes) summed over operators, after moving `bins` to
-    /// `worker` (or as it is, when `moved` is empty).
-    pub fn worker_totals(&self, moved: &[usize], worker: usize) -> Vec<(u64, u64, u64)> {
-        let mut totals = vec![(0u64, 0u64, 0u64); self.peers().max(1)];
-        let bins = self.bins();
-        for bin in 0..bins {
-            let owner = if moved.contains(&bin) {
-                Some(worker as u32)
-            } else {
-                self.owner(bin)
-            };
-            let Some(owner) = owner else { continue };
-            let Some(t) = totals.get_mut(owner as usize) else {
-                continue;
-            };
-            t.0 += 1;
-            for ops in self.view().operators.values() {
-                if let Some(b) = ops.get(bin) {
-                    t.1 += b.keys;
-                    t.2 += b.bytes;
-                }
-            }
-        }
-        totals
     }
 
     /// Applies one message; returns what the world must do.
@@ -576,113 +406,7 @@ impl Dash {
         Vec::new()
     }
 
-    fn act_in_dialog(&mut self, dialog: Dialog, action: Action) -> Vec<Effect> {
-        match (dialog, action) {
-            (_, Action::Back) | (Dialog::Help, _) => self.dialog = None,
-            (_, Action::Quit) => return vec![Effect::Quit],
-            (Dialog::GoTo { typed: text }, action) => {
-                if action == Action::Confirm {
-                    self.dialog = None;
-                    return match text.parse::<f64>() {
-                        Ok(at_s) => vec![Effect::Play(Request::SeekTo(at_s))],
-                        Err(_) => {
-                            self.notice = Some(format!("`{text}` is not a time in seconds"));
-                            Vec::new()
-                        }
-                    };
-                }
-                if let Some(typed) = timeline::typed(&text, action) {
-                    self.dialog = Some(Dialog::GoTo { typed });
-                }
-            }
-            (Dialog::Move { bins, worker }, action) => {
-                let peers = self.peers().max(1);
-                match action {
-                    Action::Left | Action::Up => {
-                        self.dialog = Some(Dialog::Move {
-                            bins,
-                            worker: (worker + peers - 1) % peers,
-                        })
-                    }
-                    Action::Right | Action::Down => {
-                        self.dialog = Some(Dialog::Move {
-                            bins,
-                            worker: (worker + 1) % peers,
-                        })
-                    }
-                    Action::Digit(d) if (d as usize) < peers => {
-                        self.dialog = Some(Dialog::Move {
-                            bins,
-                            worker: d as usize,
-                        })
-                    }
-                    Action::Confirm => {
-                        self.dialog = None;
-                        self.anchor = None;
-                        let what = format!("move {} to worker {worker}", describe_bins(&bins));
-                        return self.send(
-                            CommandRequest::MoveBins {
-                                bins,
-                                worker,
-                                standby: false,
-                            },
-                            what,
-                        );
-                    }
-                    _ => {}
-                }
-            }
-            (Dialog::Worker { worker, rejoin }, action) => {
-                let peers = self.peers().max(1);
-                let worker = match action {
-                    Action::Left | Action::Up => (worker + peers - 1) % peers,
-                    Action::Right | Action::Down => (worker + 1) % peers,
-                    Action::Digit(d) if (d as usize) < peers => d as usize,
-                    Action::Confirm => {
-                        self.dialog = None;
-                        return if rejoin {
-                            self.send(
-                                CommandRequest::Rejoin { worker },
-                                format!("rejoin worker {worker}"),
-                            )
-                        } else {
-                            self.send(CommandRequest::Fail { worker }, format!("fail worker {worker}"))
-                        };
-                    }
-                    _ => worker,
-                };
-                self.dialog = Some(Dialog::Worker { worker, rejoin });
-            }
-            (Dialog::Plan { strategy, target }, action) => {
-                let targets = self.targets().len().max(1);
-                let (s, t) = match action {
-                    Action::Left => ((strategy + STRATEGIES.len() - 1) % STRATEGIES.len(), target),
-                    Action::Right => ((strategy + 1) % STRATEGIES.len(), target),
-                    Action::Up => (strategy, (target + targets - 1) % targets),
-                    Action::Down => (strategy, (target + 1) % targets),
-                    Action::Confirm => {
-                        self.dialog = None;
-                        let schedule = STRATEGIES[strategy].to_string();
-                        let target = self
-                            .targets()
-                            .get(target)
-                            .cloned()
-                            .unwrap_or_else(|| "uniform".into());
-                        let what = format!("{schedule} plan to {target}");
-                        return self.send(CommandRequest::StartPlan { schedule, target }, what);
-                    }
-                    _ => (strategy, target),
-                };
-                self.dialog = Some(Dialog::Plan {
-                    strategy: s,
-                    target: t,
-                });
-            }
-        }
-        Vec::new()
-    }
-
-    fn send(&mut self, command: CommandRequest, what: String) -> Vec<Effect> {
+    pub(super) fn send(&mut self, command: CommandRequest, what: String) -> Vec<Effect> {
         let request = self.next_request;
         self.next_request += 1;
         self.notice = Some(format!("sent: {what}"));
@@ -690,204 +414,12 @@ impl Dash {
         self.pending.insert(request, what);
         vec![Effect::Send { request, command }]
     }
-
-    fn push_log(&mut self, at_s: f64, kind: LogKind, text: String) {
-        if self.log.len() == LOG_LINES {
-            self.log.pop_front();
-        }
-        self.log.push_back(LogLine { at_s, kind, text });
-    }
-
-    /// Log lines and bin histories from an event (before the model applies it).
-    fn note(&mut self, e: &Stamped) {
-        let line = match &e.event {
-            Event::Hello { peers, bins, .. } => Some((
-                LogKind::Job,
-                format!("process {} joined: {peers} workers, {bins} bins", e.process),
-            )),
-            Event::JobStarted { worker, .. } if *worker == 0 => {
-                Some((LogKind::Job, "the measured run started".into()))
-            }
-            Event::JobFinished { worker, .. } if *worker == 0 => {
-                Some((LogKind::Job, "the run finished".into()))
-            }
-            Event::PlanStarted {
-                strategy,
-                target,
-                steps,
-                bins,
-                purpose,
-                ..
-            } => Some((
-                LogKind::Migration,
-                match purpose.as_deref() {
-                    Some("recovery") => {
-                        format!("recovery {strategy}: {bins} bins get new standbys in {steps} steps")
-                    }
-                    Some("rebalance") => format!("rebalance {strategy}: {bins} bins in {steps} steps"),
-                    _ => format!("plan {strategy} to {target}: {bins} bins in {steps} steps"),
-                },
-            )),
-            Event::PlanCompleted {
-                strategy, seconds, ..
-            } => Some((
-                LogKind::Migration,
-                format!("plan {strategy} completed in {seconds:.3} s"),
-            )),
-            Event::Migration {
-                phase: Phase::Issued,
-                bin,
-                time,
-                from,
-                to,
-                copy,
-                ..
-            } => {
-                let h = self.history.entry(*bin).or_default();
-                if h.len() == BIN_HISTORY {
-                    h.pop_front();
-                }
-                h.push_back((*time, *from, *to));
-                let (from, to) = (worker_name(*from), worker_name(*to));
-                Some((
-                    LogKind::Migration,
-                    if *copy == Some(true) {
-                        format!("bin {bin}: copied from {from} to {to} (a new replica) at time {time}")
-                    } else {
-                        format!("bin {bin}: {from} -> {to} at time {time}")
-                    },
-                ))
-            }
-            Event::Migration {
-                phase: Phase::Completed,
-                bin,
-                time,
-                ..
-            } => Some((
-                LogKind::Migration,
-                format!("bin {bin}: move at time {time} completed"),
-            )),
-            Event::Command {
-                outcome,
-                command,
-                request,
-                time,
-                reason,
-                ..
-            } => {
-                // The request as a person would say it (traces before format 2 have only
-                // the command's Rust form).
-                let what = request
-                    .as_ref()
-                    .and_then(|r| serde_json::from_value::<CommandRequest>(r.clone()).ok())
-                    .map_or_else(|| command.clone(), |r| describe_request(&r));
-                let at = time.map_or(String::new(), |t| format!(" at time {t}"));
-                Some((
-                    if *outcome == Outcome::Rejected {
-                        LogKind::Problem
-                    } else {
-                        LogKind::Command
-                    },
-                    match reason {
-                        Some(r) => format!("{}: {what}{at}: {r}", outcome.name()),
-                        None => format!("{}: {what}{at}", outcome.name()),
-                    },
-                ))
-            }
-            Event::Dropped { place, count } => Some((
-                LogKind::Problem,
-                format!("process {} dropped {count} events ({place})", e.process),
-            )),
-            Event::Failure {
-                worker,
-                promoted,
-                degraded,
-                lost,
-                ..
-            } => Some((
-                LogKind::Problem,
-                match lost {
-                    Some(bins) => format!("worker {worker} failed: bins {bins} lost their last replica"),
-                    None => format!(
-                        "worker {worker} failed: {} standbys promoted, {} bins degraded",
-                        promoted.unwrap_or(0),
-                        degraded.unwrap_or(0)
-                    ),
-                },
-            )),
-            Event::Rejoin { worker, time } => Some((
-                LogKind::Job,
-                format!("worker {worker} rejoins at time {time}, empty"),
-            )),
-            Event::Recovery { worker, bins } => Some((
-                LogKind::Job,
-                format!(
-                    "recovered from worker {worker}'s failure: {} bins have two replicas again",
-                    bins.len()
-                ),
-            )),
-            Event::Lost { time, bins } => Some((
-                LogKind::Problem,
-                format!("bins {bins} lost their last replica at time {time}: the job stops"),
-            )),
-            _ => None,
-        };
-        if let Some((kind, text)) = line {
-            self.push_log(e.at_s, kind, text);
-        }
-    }
-
-    /// The log lines the filter lets through.
-    pub fn filtered_log(&self) -> impl DoubleEndedIterator<Item = &LogLine> {
-        let filter = self.log_filter;
-        self.log.iter().filter(move |l| match filter {
-            LogFilter::All => true,
-            LogFilter::Migrations => l.kind == LogKind::Migration,
-            LogFilter::Commands => l.kind == LogKind::Command,
-            LogFilter::Problems => l.kind == LogKind::Problem,
-        })
-    }
-}
-
-fn worker_name(w: Option<u32>) -> String {
-    w.map_or("?".into(), |w| format!("worker {w}"))
-}
-
-/// A command as the log says it: `move bins 1-3 to worker 2`, `fluid plan to pack:1`.
-pub fn describe_request(r: &CommandRequest) -> String {
-    match r {
-        CommandRequest::MoveBins {
-            bins,
-            worker,
-            standby,
-        } => format!(
-            "move {}{} to worker {worker}",
-            if *standby { "the standbys of " } else { "" },
-            describe_bins(bins)
-        ),
-        CommandRequest::StartPlan { schedule, target } => format!("{schedule} plan to {target}"),
-        CommandRequest::CancelPlan => "cancel the running plan".into(),
-        CommandRequest::Record { on: true } => "resume recording".into(),
-        CommandRequest::Record { on: false } => "pause recording".into(),
-        CommandRequest::Fail { worker } => format!("fail worker {worker}"),
-        CommandRequest::Rejoin { worker } => format!("rejoin worker {worker}"),
-    }
-}
-
-/// "bin 3", "bins 3-9" or "bins 0-3,7" (sorted, each bin once).
-pub fn describe_bins(bins: &[usize]) -> String {
-    let mut sorted: Vec<u32> = bins.iter().map(|b| *b as u32).collect();
-    sorted.sort_unstable();
-    sorted.dedup();
-    match sorted.as_slice() {
-        [] => "no bins".into(),
-        [one] => format!("bin {one}"),
-        many => format!("bins {}", megaflux::bins::list(many)),
-    }
 }
 
 #[cfg(test)]
 mod tests {
+    use megaflux_probe::event::Event;
+
     use super::*;
 
     fn hello() -> Stamped {

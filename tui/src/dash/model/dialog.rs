@@ -1,0 +1,144 @@
+//! The dialogs over the views, and what keys do in them.
+
+use megaflux_probe::wire::CommandRequest;
+use megaflux_replay::player::Request;
+
+use super::super::keys::Action;
+use super::super::timeline;
+use super::{Dash, Effect, describe_bins};
+
+/// Strategies and targets the plan dialog offers.
+pub const STRATEGIES: [&str; 5] = ["fluid", "matched", "batched:8", "all-at-once", "fluid+pipelined"];
+
+/// A dialog over the current view.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Dialog {
+    /// Move `bins` to `worker`: the view previews every worker's state after it.
+    Move {
+        bins: Vec<usize>,
+        worker: usize,
+    },
+    /// Start a plan: `strategy` indexes [`STRATEGIES`], `target` [`Dash::targets`].
+    Plan {
+        strategy: usize,
+        target: usize,
+    },
+    /// Fail `worker` (`rejoin`: bring a failed one back).
+    Worker {
+        worker: usize,
+        rejoin: bool,
+    },
+    /// Replays: go to the time typed so far (seconds on the trace's clock).
+    GoTo {
+        typed: String,
+    },
+    Help,
+}
+
+impl Dash {
+    pub(super) fn act_in_dialog(&mut self, dialog: Dialog, action: Action) -> Vec<Effect> {
+        match (dialog, action) {
+            (_, Action::Back) | (Dialog::Help, _) => self.dialog = None,
+            (_, Action::Quit) => return vec![Effect::Quit],
+            (Dialog::GoTo { typed: text }, action) => {
+                if action == Action::Confirm {
+                    self.dialog = None;
+                    return match text.parse::<f64>() {
+                        Ok(at_s) => vec![Effect::Play(Request::SeekTo(at_s))],
+                        Err(_) => {
+                            self.notice = Some(format!("`{text}` is not a time in seconds"));
+                            Vec::new()
+                        }
+                    };
+                }
+                if let Some(typed) = timeline::typed(&text, action) {
+                    self.dialog = Some(Dialog::GoTo { typed });
+                }
+            }
+            (Dialog::Move { bins, worker }, action) => {
+                let peers = self.peers().max(1);
+                match action {
+                    Action::Left | Action::Up => {
+                        self.dialog = Some(Dialog::Move {
+                            bins,
+                            worker: (worker + peers - 1) % peers,
+                        })
+                    }
+                    Action::Right | Action::Down => {
+                        self.dialog = Some(Dialog::Move {
+                            bins,
+                            worker: (worker + 1) % peers,
+                        })
+                    }
+                    Action::Digit(d) if (d as usize) < peers => {
+                        self.dialog = Some(Dialog::Move {
+                            bins,
+                            worker: d as usize,
+                        })
+                    }
+                    Action::Confirm => {
+                        self.dialog = None;
+                        self.anchor = None;
+                        let what = format!("move {} to worker {worker}", describe_bins(&bins));
+                        return self.send(
+                            CommandRequest::MoveBins {
+                                bins,
+                                worker,
+                                standby: false,
+                            },
+                            what,
+                        );
+                    }
+                    _ => {}
+                }
+            }
+            (Dialog::Worker { worker, rejoin }, action) => {
+                let peers = self.peers().max(1);
+                let worker = match action {
+                    Action::Left | Action::Up => (worker + peers - 1) % peers,
+                    Action::Right | Action::Down => (worker + 1) % peers,
+                    Action::Digit(d) if (d as usize) < peers => d as usize,
+                    Action::Confirm => {
+                        self.dialog = None;
+                        return if rejoin {
+                            self.send(
+                                CommandRequest::Rejoin { worker },
+                                format!("rejoin worker {worker}"),
+                            )
+                        } else {
+                            self.send(CommandRequest::Fail { worker }, format!("fail worker {worker}"))
+                        };
+                    }
+                    _ => worker,
+                };
+                self.dialog = Some(Dialog::Worker { worker, rejoin });
+            }
+            (Dialog::Plan { strategy, target }, action) => {
+                let targets = self.targets().len().max(1);
+                let (s, t) = match action {
+                    Action::Left => ((strategy + STRATEGIES.len() - 1) % STRATEGIES.len(), target),
+                    Action::Right => ((strategy + 1) % STRATEGIES.len(), target),
+                    Action::Up => (strategy, (target + targets - 1) % targets),
+                    Action::Down => (strategy, (target + 1) % targets),
+                    Action::Confirm => {
+                        self.dialog = None;
+                        let schedule = STRATEGIES[strategy].to_string();
+                        let target = self
+                            .targets()
+                            .get(target)
+                            .cloned()
+                            .unwrap_or_else(|| "uniform".into());
+                        let what = format!("{schedule} plan to {target}");
+                        return self.send(CommandRequest::StartPlan { schedule, target }, what);
+                    }
+                    _ => (strategy, target),
+                };
+                self.dialog = Some(Dialog::Plan {
+                    strategy: s,
+                    target: t,
+                });
+            }
+        }
+        Vec::new()
+    }
+}

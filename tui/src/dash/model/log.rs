@@ -1,0 +1,254 @@
+//! The log: its lines, made from the job's events (and bin histories with them), and how
+//! commands and bins are said to a person.
+
+use megaflux_probe::event::{Event, Outcome, Phase, Stamped};
+use megaflux_probe::wire::CommandRequest;
+
+use super::Dash;
+
+/// Lines the log keeps.
+pub const LOG_LINES: usize = 2000;
+/// Moves remembered per bin.
+const BIN_HISTORY: usize = 16;
+
+/// A bin's move: (logical time, from, to).
+pub type PastMove = (u64, Option<u32>, Option<u32>);
+
+/// What the log shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFilter {
+    All,
+    Migrations,
+    Commands,
+    Problems,
+}
+
+impl LogFilter {
+    pub(super) fn next(self) -> Self {
+        match self {
+            LogFilter::All => LogFilter::Migrations,
+            LogFilter::Migrations => LogFilter::Commands,
+            LogFilter::Commands => LogFilter::Problems,
+            LogFilter::Problems => LogFilter::All,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            LogFilter::All => "all",
+            LogFilter::Migrations => "migrations",
+            LogFilter::Commands => "commands",
+            LogFilter::Problems => "problems",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogKind {
+    Job,
+    Migration,
+    Command,
+    Problem,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogLine {
+    pub at_s: f64,
+    pub kind: LogKind,
+    pub text: String,
+}
+
+impl Dash {
+    pub(super) fn push_log(&mut self, at_s: f64, kind: LogKind, text: String) {
+        if self.log.len() == LOG_LINES {
+            self.log.pop_front();
+        }
+        self.log.push_back(LogLine { at_s, kind, text });
+    }
+
+    /// Log lines and bin histories from an event (before the model applies it).
+    pub(super) fn note(&mut self, e: &Stamped) {
+        let line = match &e.event {
+            Event::Hello { peers, bins, .. } => Some((
+                LogKind::Job,
+                format!("process {} joined: {peers} workers, {bins} bins", e.process),
+            )),
+            Event::JobStarted { worker, .. } if *worker == 0 => {
+                Some((LogKind::Job, "the measured run started".into()))
+            }
+            Event::JobFinished { worker, .. } if *worker == 0 => {
+                Some((LogKind::Job, "the run finished".into()))
+            }
+            Event::PlanStarted {
+                strategy,
+                target,
+                steps,
+                bins,
+                purpose,
+                ..
+            } => Some((
+                LogKind::Migration,
+                match purpose.as_deref() {
+                    Some("recovery") => {
+                        format!("recovery {strategy}: {bins} bins get new standbys in {steps} steps")
+                    }
+                    Some("rebalance") => format!("rebalance {strategy}: {bins} bins in {steps} steps"),
+                    _ => format!("plan {strategy} to {target}: {bins} bins in {steps} steps"),
+                },
+            )),
+            Event::PlanCompleted {
+                strategy, seconds, ..
+            } => Some((
+                LogKind::Migration,
+                format!("plan {strategy} completed in {seconds:.3} s"),
+            )),
+            Event::Migration {
+                phase: Phase::Issued,
+                bin,
+                time,
+                from,
+                to,
+                copy,
+                ..
+            } => {
+                let h = self.history.entry(*bin).or_default();
+                if h.len() == BIN_HISTORY {
+                    h.pop_front();
+                }
+                h.push_back((*time, *from, *to));
+                let (from, to) = (worker_name(*from), worker_name(*to));
+                Some((
+                    LogKind::Migration,
+                    if *copy == Some(true) {
+                        format!("bin {bin}: copied from {from} to {to} (a new replica) at time {time}")
+                    } else {
+                        format!("bin {bin}: {from} -> {to} at time {time}")
+                    },
+                ))
+            }
+            Event::Migration {
+                phase: Phase::Completed,
+                bin,
+                time,
+                ..
+            } => Some((
+                LogKind::Migration,
+                format!("bin {bin}: move at time {time} completed"),
+            )),
+            Event::Command {
+                outcome,
+                command,
+                request,
+                time,
+                reason,
+                ..
+            } => {
+                // The request as a person would say it (traces before format 2 have only
+                // the command's Rust form).
+                let what = request
+                    .as_ref()
+                    .and_then(|r| serde_json::from_value::<CommandRequest>(r.clone()).ok())
+                    .map_or_else(|| command.clone(), |r| describe_request(&r));
+                let at = time.map_or(String::new(), |t| format!(" at time {t}"));
+                Some((
+                    if *outcome == Outcome::Rejected {
+                        LogKind::Problem
+                    } else {
+                        LogKind::Command
+                    },
+                    match reason {
+                        Some(r) => format!("{}: {what}{at}: {r}", outcome.name()),
+                        None => format!("{}: {what}{at}", outcome.name()),
+                    },
+                ))
+            }
+            Event::Dropped { place, count } => Some((
+                LogKind::Problem,
+                format!("process {} dropped {count} events ({place})", e.process),
+            )),
+            Event::Failure {
+                worker,
+                promoted,
+                degraded,
+                lost,
+                ..
+            } => Some((
+                LogKind::Problem,
+                match lost {
+                    Some(bins) => format!("worker {worker} failed: bins {bins} lost their last replica"),
+                    None => format!(
+                        "worker {worker} failed: {} standbys promoted, {} bins degraded",
+                        promoted.unwrap_or(0),
+                        degraded.unwrap_or(0)
+                    ),
+                },
+            )),
+            Event::Rejoin { worker, time } => Some((
+                LogKind::Job,
+                format!("worker {worker} rejoins at time {time}, empty"),
+            )),
+            Event::Recovery { worker, bins } => Some((
+                LogKind::Job,
+                format!(
+                    "recovered from worker {worker}'s failure: {} bins have two replicas again",
+                    bins.len()
+                ),
+            )),
+            Event::Lost { time, bins } => Some((
+                LogKind::Problem,
+                format!("bins {bins} lost their last replica at time {time}: the job stops"),
+            )),
+            _ => None,
+        };
+        if let Some((kind, text)) = line {
+            self.push_log(e.at_s, kind, text);
+        }
+    }
+
+    /// The log lines the filter lets through.
+    pub fn filtered_log(&self) -> impl DoubleEndedIterator<Item = &LogLine> {
+        let filter = self.log_filter;
+        self.log.iter().filter(move |l| match filter {
+            LogFilter::All => true,
+            LogFilter::Migrations => l.kind == LogKind::Migration,
+            LogFilter::Commands => l.kind == LogKind::Command,
+            LogFilter::Problems => l.kind == LogKind::Problem,
+        })
+    }
+}
+
+fn worker_name(w: Option<u32>) -> String {
+    w.map_or("?".into(), |w| format!("worker {w}"))
+}
+
+/// A command as the log says it: `move bins 1-3 to worker 2`, `fluid plan to pack:1`.
+pub fn describe_request(r: &CommandRequest) -> String {
+    match r {
+        CommandRequest::MoveBins {
+            bins,
+            worker,
+            standby,
+        } => format!(
+            "move {}{} to worker {worker}",
+            if *standby { "the standbys of " } else { "" },
+            describe_bins(bins)
+        ),
+        CommandRequest::StartPlan { schedule, target } => format!("{schedule} plan to {target}"),
+        CommandRequest::CancelPlan => "cancel the running plan".into(),
+        CommandRequest::Record { on: true } => "resume recording".into(),
+        CommandRequest::Record { on: false } => "pause recording".into(),
+        CommandRequest::Fail { worker } => format!("fail worker {worker}"),
+        CommandRequest::Rejoin { worker } => format!("rejoin worker {worker}"),
+    }
+}
+
+/// "bin 3", "bins 3-9" or "bins 0-3,7" (sorted, each bin once).
+pub fn describe_bins(bins: &[usize]) -> String {
+    let mut sorted: Vec<u32> = bins.iter().map(|b| *b as u32).collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    match sorted.as_slice() {
+        [] => "no bins".into(),
+        [one] => format!("bin {one}"),
+        many => format!("bins {}", megaflux::bins::list(many)),
+    }
+}

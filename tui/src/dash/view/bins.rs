@@ -1,0 +1,244 @@
+//! The bins view: every bin by owner as a heat map, and the bin under the cursor.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Paragraph, Wrap};
+
+use megaflux::size::human as bytes;
+
+use super::super::model::{Dash, describe_bins};
+use super::count;
+use super::theme::*;
+
+/// How the bins map lays out in `width` columns: (cell width, bins per cell).
+pub(super) fn bin_layout(width: u16, height: u16, per_worker: &[usize]) -> (usize, usize) {
+    let rows = |cw: usize, g: usize| -> usize {
+        let per_row = (width as usize / cw).max(1);
+        per_worker
+            .iter()
+            .map(|n| 1 + n.div_ceil(g).div_ceil(per_row))
+            .sum()
+    };
+    for (cw, g) in [(2, 1), (1, 1), (1, 2), (1, 4), (1, 8), (1, 16), (1, 32), (1, 64)] {
+        if rows(cw, g) <= height as usize {
+            return (cw, g);
+        }
+    }
+    (1, 128)
+}
+
+/// Bins per row of the bins map for a terminal `width` wide (what up and down step by).
+pub fn bins_per_row(dash: &Dash, width: u16, height: u16) -> usize {
+    let per_worker = per_worker(dash);
+    let (cw, g) = bin_layout(width.saturating_sub(2), map_height(height), &per_worker);
+    (width.saturating_sub(2) as usize / cw).max(1) * g
+}
+
+pub(super) fn map_height(total: u16) -> u16 {
+    // Tabs, status, borders, details and legend.
+    total.saturating_sub(2 + 2 + 6)
+}
+
+pub(super) fn per_worker(dash: &Dash) -> Vec<usize> {
+    let mut n = vec![0usize; dash.peers().max(1)];
+    for b in 0..dash.bins() {
+        if let Some(o) = dash.owner(b)
+            && let Some(c) = n.get_mut(o as usize)
+        {
+            *c += 1;
+        }
+    }
+    n
+}
+
+pub(super) fn bins(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
+    let [map_area, details] = Layout::vertical([Constraint::Min(4), Constraint::Length(6)]).areas(area);
+    let Some((name, views)) = dash.operator_bins() else {
+        frame.render_widget(
+            Paragraph::new("waiting for the job's first bin sizes…").block(Block::bordered().title("Bins")),
+            area,
+        );
+        return;
+    };
+    let job = dash.view();
+    let max_keys = views.iter().map(|b| b.keys).max().unwrap_or(0);
+    let selection = dash.selection();
+    let inner_w = map_area.width.saturating_sub(2);
+    let counts = per_worker(dash);
+    let (cw, group) = bin_layout(inner_w, map_area.height.saturating_sub(2), &counts);
+    let per_row = (inner_w as usize / cw).max(1);
+    let order = dash.order();
+    let mut lines: Vec<Line> = Vec::new();
+    // Failed workers hold nothing: they would not show up among the owners.
+    for w in &job.failed {
+        if !order.iter().any(|b| dash.owner(*b) == Some(*w)) {
+            lines.push(Line::styled(
+                format!("worker {w}: failed, holds nothing"),
+                theme.fg(Color::Red).add_modifier(Modifier::BOLD),
+            ));
+        }
+    }
+    let mut i = 0;
+    while i < order.len() {
+        let owner = dash.owner(order[i]);
+        let mine: Vec<usize> = order[i..]
+            .iter()
+            .take_while(|b| dash.owner(**b) == owner)
+            .copied()
+            .collect();
+        i += mine.len();
+        let (keys, size): (u64, u64) = mine
+            .iter()
+            .filter_map(|b| views.get(*b))
+            .fold((0, 0), |a, v| (a.0 + v.keys, a.1 + v.bytes));
+        let who = owner.map_or("no owner".to_string(), |w| format!("worker {w}"));
+        let standbys = match owner {
+            Some(w) if job.replicated => {
+                format!(
+                    ", {} standbys",
+                    (0..dash.bins()).filter(|b| dash.standby(*b) == Some(w)).count()
+                )
+            }
+            _ => String::new(),
+        };
+        lines.push(Line::styled(
+            format!(
+                "{who}: {} bins{standbys}, {} keys, {}",
+                mine.len(),
+                count(keys),
+                bytes(size)
+            ),
+            theme.accent(),
+        ));
+        for row in mine.chunks(per_row * group) {
+            let spans: Vec<Span> = row
+                .chunks(group)
+                .map(|cell| {
+                    let hottest = cell
+                        .iter()
+                        .filter_map(|b| views.get(*b))
+                        .map(|v| v.keys)
+                        .max()
+                        .unwrap_or(0);
+                    let level = heat_level(hottest, max_keys);
+                    let moving = cell.iter().find_map(|b| job.moving.get(&(*b as u32)));
+                    let lost = cell.iter().any(|b| dash.lost(*b));
+                    let degraded = cell.iter().any(|b| dash.degraded(*b));
+                    let (ch, mut style) = match moving {
+                        Some(m) => (
+                            phase_char(m.phase),
+                            theme.fg(Color::Magenta).add_modifier(Modifier::BOLD),
+                        ),
+                        None if lost => (LOST_CHAR, theme.fg(Color::Red).add_modifier(Modifier::BOLD)),
+                        None if degraded => (DEGRADED_CHAR, theme.fg(Color::Red)),
+                        None => (HEAT_CHARS[level], theme.fg(HEAT_COLORS[level])),
+                    };
+                    if cell.iter().any(|b| selection.contains(b)) {
+                        style = style.add_modifier(Modifier::UNDERLINED);
+                    }
+                    if cell.contains(&dash.cursor) {
+                        style = style.add_modifier(Modifier::REVERSED);
+                    }
+                    Span::styled(std::iter::repeat_n(ch, cw).collect::<String>(), style)
+                })
+                .collect();
+            lines.push(Line::from(spans));
+        }
+    }
+    let title = format!(
+        "Bins of {name} ({} operators; o: next){}",
+        job.operators.len(),
+        if group > 1 {
+            format!(", {group} bins per cell")
+        } else {
+            String::new()
+        }
+    );
+    frame.render_widget(
+        Paragraph::new(lines).block(Block::bordered().title(title)),
+        map_area,
+    );
+
+    let b = dash.cursor;
+    let view = views.get(b).cloned().unwrap_or_default();
+    let worker = |w: Option<u32>| w.map_or("?".to_string(), |w| w.to_string());
+    let holders = if job.replicated {
+        format!(
+            "  primary {}  standby {}",
+            worker(dash.owner(b)),
+            dash.standby(b)
+                .map_or("none (one replica left)".to_string(), |w| w.to_string())
+        )
+    } else {
+        format!("  owner {}", worker(dash.owner(b)))
+    };
+    let mut text = vec![Line::from(vec![
+        Span::styled(format!("bin {b}"), theme.accent()),
+        Span::raw(format!(
+            "{holders}  keys {}  {}",
+            count(view.keys),
+            bytes(view.bytes)
+        )),
+        Span::raw(match job.moving.get(&(b as u32)) {
+            Some(m) => format!("  moving at time {}: {:?}", m.time, m.phase).to_lowercase(),
+            None => String::new(),
+        }),
+    ])];
+    if selection.len() > 1 {
+        text.push(Line::raw(format!(
+            "selected: {} ({} bins)",
+            describe_bins(&selection),
+            selection.len()
+        )));
+    }
+    let history: Vec<String> = dash
+        .history
+        .get(&(b as u32))
+        .map(|h| {
+            h.iter()
+                .map(|(t, f, to)| {
+                    format!(
+                        "t{t}: {}→{}",
+                        f.map_or("?".into(), |w| w.to_string()),
+                        to.map_or("?".into(), |w| w.to_string())
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    text.push(Line::raw(if history.is_empty() {
+        "history: never moved".to_string()
+    } else {
+        format!("history: {}", history.join(", "))
+    }));
+    let mut legend = vec![Span::raw("heat (keys): ")];
+    for (lvl, c) in HEAT_CHARS.iter().enumerate() {
+        let lo = if lvl == 0 {
+            0
+        } else {
+            max_keys * (lvl as u64 - 1) / 4
+        };
+        legend.push(Span::styled(format!("{c}{c}"), theme.fg(HEAT_COLORS[lvl])));
+        legend.push(Span::raw(if lvl == 0 {
+            " 0 ".to_string()
+        } else {
+            format!(" >{} ", count(lo))
+        }));
+    }
+    legend.push(Span::raw(" moving: i issued x extracted r received n installed"));
+    if job.replicated {
+        legend.push(Span::styled(format!(" {DEGRADED_CHAR}"), theme.fg(Color::Red)));
+        legend.push(Span::raw(" one replica left"));
+        legend.push(Span::styled(format!(" {LOST_CHAR}"), theme.fg(Color::Red)));
+        legend.push(Span::raw(" lost"));
+    }
+    text.push(Line::from(legend));
+    frame.render_widget(
+        Paragraph::new(text)
+            .wrap(Wrap { trim: true })
+            .block(Block::bordered().title("Selected")),
+        details,
+    );
+}

@@ -1,0 +1,107 @@
+//! The migrations view: the running plan's progress and the finished ones.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::Line;
+use ratatui::widgets::{Block, Paragraph, Row, Table};
+
+use megaflux::size::human as bytes;
+use megaflux_probe::model::{JobModel, PlanView};
+
+use super::super::model::Dash;
+use super::ms;
+use super::theme::*;
+
+/// Worst p99 and max of the latency windows that arrived during a plan.
+pub(super) fn during(job: &JobModel, plan: &PlanView, now: f64) -> (u64, u64) {
+    let end = plan.seconds.map_or(now, |s| plan.started_s + s) + 0.25;
+    job.latency
+        .iter()
+        .filter(|w| w.at_s >= plan.started_s && w.at_s <= end)
+        .fold((0, 0), |a, w| (a.0.max(w.p99), a.1.max(w.max)))
+}
+
+pub(super) fn migrations(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
+    let job = dash.view();
+    let [running, history] = Layout::vertical([Constraint::Length(8), Constraint::Min(3)]).areas(area);
+    let lines: Vec<Line> = match &job.plan {
+        Some(p) => {
+            let elapsed = (dash.now_s - p.started_s).max(0.0);
+            let done = p.bins_completed as f64 / p.bins.max(1) as f64;
+            let eta = if done > 0.0 {
+                format!("{:.1} s", elapsed / done - elapsed)
+            } else {
+                "-".into()
+            };
+            let mut l = vec![
+                Line::styled(format!("{} to {}", p.strategy, p.target), theme.accent()),
+                Line::raw(format!(
+                    "steps {}/{}  bins {}/{}  moved {}  elapsed {elapsed:.1} s  ETA {eta}",
+                    p.steps_issued,
+                    p.steps,
+                    p.bins_completed,
+                    p.bins,
+                    bytes(p.bytes_moved)
+                )),
+            ];
+            let in_flight: Vec<String> = job
+                .moving
+                .values()
+                .take(12)
+                .map(|m| format!("{}:{}", m.bin, phase_char(m.phase)))
+                .collect();
+            l.push(Line::raw(format!(
+                "in flight (bin:phase): {}",
+                in_flight.join(" ")
+            )));
+            l
+        }
+        None => vec![Line::raw("no plan running (p starts one)")],
+    };
+    frame.render_widget(
+        Paragraph::new(lines).block(Block::bordered().title("Running plan")),
+        running,
+    );
+    let rows: Vec<Row> = job
+        .finished_plans
+        .iter()
+        .rev()
+        .map(|p| {
+            let (p99, max) = during(job, p, dash.now_s);
+            Row::new(vec![
+                p.strategy.clone(),
+                p.target.clone(),
+                p.bins.to_string(),
+                bytes(p.bytes_moved),
+                p.seconds.map_or("-".into(), |s| format!("{s:.3} s")),
+                ms(p99),
+                ms(max),
+            ])
+        })
+        .collect();
+    let header = Row::new([
+        "strategy",
+        "target",
+        "bins",
+        "moved",
+        "took",
+        "p99 during",
+        "max during",
+    ])
+    .style(theme.accent());
+    let widths = [
+        Constraint::Min(12),
+        Constraint::Length(10),
+        Constraint::Length(6),
+        Constraint::Length(9),
+        Constraint::Length(9),
+        Constraint::Length(11),
+        Constraint::Length(11),
+    ];
+    frame.render_widget(
+        Table::new(rows, widths)
+            .header(header)
+            .block(Block::bordered().title("Finished migrations")),
+        history,
+    );
+}
