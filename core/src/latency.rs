@@ -79,6 +79,39 @@ pub struct LatencyRecorder {
     window: Histogram<u64>,
 }
 
+/// A histogram as a window carries it: HdrHistogram's V2 format, base64-encoded.
+pub fn encode(h: &Histogram<u64>) -> Result<String, String> {
+    let mut bytes = Vec::new();
+    V2Serializer::new()
+        .serialize(h, &mut bytes)
+        .map_err(|e| e.to_string())?;
+    Ok(BASE64.encode(&bytes))
+}
+
+/// A histogram [`encode`] wrote (`None` for anything else).
+pub fn decode(encoded: &str) -> Option<Histogram<u64>> {
+    let bytes = BASE64.decode(encoded).ok()?;
+    hdrhistogram::serialization::Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .ok()
+}
+
+/// `acc` (encoded, or nothing yet) and the encoded window `more` merged: the merged
+/// histogram encoded, and its percentiles. `None` if either does not decode or they do not
+/// merge; then `acc` is unchanged.
+pub fn merge_encoded(acc: Option<&str>, more: &str) -> Option<(String, Percentiles)> {
+    let more = decode(more)?;
+    let merged = match acc {
+        None => more,
+        Some(acc) => {
+            let mut acc = decode(acc)?;
+            acc.add(&more).ok()?;
+            acc
+        }
+    };
+    Some((encode(&merged).ok()?, Percentiles::of(&merged)))
+}
+
 fn histogram() -> Histogram<u64> {
     // Three significant digits up to one minute: the bounds are constants, so this cannot fail.
     match Histogram::new_with_bounds(1, MAX_TRACKED_NS, 3) {
@@ -136,9 +169,8 @@ impl LatencyRecorder {
     pub fn report_window(&mut self, window: u64) {
         let h = std::mem::replace(&mut self.window, histogram());
         let p = Percentiles::of(&h);
-        let mut bytes = Vec::new();
-        let encoded = match V2Serializer::new().serialize(&h, &mut bytes) {
-            Ok(_) => BASE64.encode(&bytes),
+        let encoded = match encode(&h) {
+            Ok(encoded) => encoded,
             Err(e) => {
                 tracing::warn!(target: "megaflux::latency", window, error = %e, "histogram not serialized");
                 String::new()
@@ -225,6 +257,24 @@ fn add_epoch(h: &mut Histogram<u64>, rate: u64, len: EpochLen, epoch: Time, done
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Windows merged through their encodings say what one histogram of all their records
+    /// says; what does not decode leaves the merge as it was.
+    #[test]
+    fn merged_windows_are_one_histogram() {
+        let (mut a, mut b, mut all) = (histogram(), histogram(), histogram());
+        for v in 1..=1000u64 {
+            let h = if v % 3 == 0 { &mut a } else { &mut b };
+            h.record(v * 1000).unwrap();
+            all.record(v * 1000).unwrap();
+        }
+        let (a, b) = (encode(&a).unwrap(), encode(&b).unwrap());
+        let (first, _) = merge_encoded(None, &a).unwrap();
+        let (_, merged) = merge_encoded(Some(&first), &b).unwrap();
+        assert_eq!(merged, Percentiles::of(&all));
+        assert!(merge_encoded(Some(&first), "not base64!").is_none());
+        assert!(merge_encoded(None, "").is_none());
+    }
 
     #[test]
     fn every_record_counts_from_its_due_time() {

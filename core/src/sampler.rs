@@ -38,6 +38,7 @@ pub struct Sampler {
     reported: Vec<Vec<Option<(u64, u64, bool)>>>,
     records_before: u64,
     busy_before: u64,
+    applied_before: u64,
     scratch: Vec<BinSize>,
     /// The changed bins of one operator as `bin:keys:bytes` triples, space separated.
     sizes: String,
@@ -56,6 +57,7 @@ impl Sampler {
             reported: Vec::new(),
             records_before: 0,
             busy_before: 0,
+            applied_before: 0,
             scratch: Vec::new(),
             sizes: String::new(),
         }
@@ -66,6 +68,7 @@ impl Sampler {
     pub fn begin(&mut self, records: u64) {
         self.records_before = records;
         self.busy_before = self.observers.busy_ns();
+        self.applied_before = self.observers.applied();
         self.last = Duration::ZERO;
     }
 
@@ -150,14 +153,17 @@ impl Sampler {
             tracing::info!(target: "megaflux::frontier", worker, operator = "output", applied = output, input);
         }
         let busy = self.observers.busy_ns();
+        let applied = self.observers.applied();
         tracing::info!(
             target: "megaflux::worker",
             worker,
             records = records - self.records_before,
+            applied = applied - self.applied_before,
             busy_ns = busy - self.busy_before,
             interval_ns = interval.as_nanos() as u64
         );
         self.records_before = records;
         self.busy_before = busy;
+        self.applied_before = applied;
     }
 }

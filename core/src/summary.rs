@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::Time;
 use crate::driver::{FailureRecord, MigrationRecord};
+use crate::epoch::EpochLen;
 use crate::harness::RunConfig;
 use crate::latency::{LatencyRecorder, Percentiles, WindowStats};
 use crate::operator::TransferTotals;
@@ -15,6 +16,26 @@ pub struct DuringLatency {
     pub p50: u64,
     pub p99: u64,
     pub max: u64,
+}
+
+impl DuringLatency {
+    /// The percentiles of every record of the epochs due from `from_s` to one epoch after
+    /// `to_s` (seconds of the run): what a migration issued and completed then cost. The
+    /// summary and the live `plan` `latency` events both say this.
+    pub fn between(latency: &LatencyRecorder, epoch: EpochLen, from_s: f64, to_s: f64) -> DuringLatency {
+        let p = latency.between(epoch.in_secs(from_s), epoch.in_secs(to_s) + 1);
+        DuringLatency {
+            p50: p.p50,
+            p99: p.p99,
+            max: p.max,
+        }
+    }
+
+    /// The last epoch whose records [`DuringLatency::between`] takes for a span ending at
+    /// `to_s`.
+    pub fn last_epoch(epoch: EpochLen, to_s: f64) -> Time {
+        epoch.in_secs(to_s) + 1
+    }
 }
 
 /// One migration in the summary.
@@ -161,15 +182,7 @@ pub(crate) fn summarize(
             .map(|(_, r)| *r)
     };
     let first_migration = records.first().map(|r| r.issued_s).unwrap_or(f64::INFINITY);
-    let during = |from_s: f64, to_s: f64| {
-        let len = config.epoch;
-        let p = latency.between(len.in_secs(from_s), len.in_secs(to_s) + 1);
-        DuringLatency {
-            p50: p.p50,
-            p99: p.p99,
-            max: p.max,
-        }
-    };
+    let during = |from_s: f64, to_s: f64| DuringLatency::between(latency, config.epoch, from_s, to_s);
     let migrations = records
         .into_iter()
         .map(|r| {

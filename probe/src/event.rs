@@ -129,7 +129,12 @@ pub enum Event {
     /// A worker's load over the last sampling interval.
     WorkerStats {
         worker: u32,
+        /// Records the worker's source sent in the interval.
         records: u64,
+        /// Records the worker's stateful operators applied in the interval (a replica's
+        /// included) (version 2).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        applied: Option<u64>,
         busy_ns: u64,
         interval_ns: u64,
     },
@@ -187,6 +192,10 @@ pub enum Event {
         id: Option<u64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         time: Option<u64>,
+        /// When it was made, in seconds of the measured run (the clock the summary and
+        /// the latency windows' `t_s` use) (version 2).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        run_s: Option<f64>,
     },
     /// A plan finished: every step issued and complete (or cancelled and drained).
     PlanCompleted {
@@ -197,7 +206,14 @@ pub enum Event {
         id: Option<u64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cancelled: Option<bool>,
+        /// When it completed, in seconds of the measured run (version 2).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        run_s: Option<f64>,
     },
+    /// The latency of every record of the epochs due while plan `id` ran (from its
+    /// `run_s` to one epoch after its completion's, or the run's end): exactly what the
+    /// summary says of it, once worker 0 has measured them all (version 2).
+    PlanLatency { id: u64, p50: u64, p99: u64, max: u64 },
     /// A command was received from a subscriber and passed on to the job, or applied or
     /// rejected (with the reason). `id` is the control handle's: the job's answer carries
     /// the id the collector's `received` gave out.
@@ -366,6 +382,7 @@ pub const KINDS: &[&str] = &[
     "migration",
     "plan_started",
     "plan_completed",
+    "plan_latency",
     "command",
     "placement",
     "failure",
@@ -394,6 +411,7 @@ impl Event {
             Event::Migration { .. } => "migration",
             Event::PlanStarted { .. } => "plan_started",
             Event::PlanCompleted { .. } => "plan_completed",
+            Event::PlanLatency { .. } => "plan_latency",
             Event::Command { .. } => "command",
             Event::Placement { .. } => "placement",
             Event::Failure { .. } => "failure",

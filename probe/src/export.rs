@@ -128,7 +128,7 @@ async fn connect(
 }
 
 async fn attempt(target: &Target, hello: &Stamped) -> Result<Connection<TcpStream>, ProbeError> {
-    let mut conn = wire::connect(
+    let (mut conn, _) = wire::connect(
         target.addr,
         Role::Exporter {
             process: target.process,

@@ -225,6 +225,7 @@ fn convert(target: &str, f: &Fields) -> Option<Event> {
         "megaflux::worker" => Event::WorkerStats {
             worker: f.u32("worker")?,
             records: f.u64("records")?,
+            applied: f.u64("applied"),
             busy_ns: f.u64("busy_ns")?,
             interval_ns: f.u64("interval_ns")?,
         },
@@ -274,6 +275,7 @@ fn convert(target: &str, f: &Fields) -> Option<Event> {
                 purpose: f.str("purpose"),
                 id: f.u64("id"),
                 time: f.u64("time"),
+                run_s: f.f64("run_s"),
             },
             "completed" => Event::PlanCompleted {
                 strategy: f.str("strategy")?,
@@ -281,6 +283,13 @@ fn convert(target: &str, f: &Fields) -> Option<Event> {
                 seconds: f.f64("seconds")?,
                 id: f.u64("id"),
                 cancelled: f.bool("cancelled"),
+                run_s: f.f64("run_s"),
+            },
+            "latency" => Event::PlanLatency {
+                id: f.u64("id")?,
+                p50: f.u64("p50")?,
+                p99: f.u64("p99")?,
+                max: f.u64("max")?,
             },
             _ => return None,
         },

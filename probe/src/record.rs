@@ -515,6 +515,7 @@ mod tests {
             event: Event::WorkerStats {
                 worker,
                 records: 10,
+                applied: None,
                 busy_ns: 5,
                 interval_ns: 250_000_000,
             },

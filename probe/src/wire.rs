@@ -118,6 +118,10 @@ pub enum ClientFrame {
 pub enum ServerFrame {
     Welcome {
         protocol: u32,
+        /// A subscriber's number: the collector's `dropped` events name its place
+        /// `subscriber N`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        subscriber: Option<u64>,
     },
     Refused {
         reason: String,
@@ -204,13 +208,14 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
     }
 }
 
-/// Says hello on a fresh connection to the collector at `addr` and checks the welcome.
+/// Says hello on a fresh connection to the collector at `addr` and checks the welcome;
+/// returns the subscriber's number, if the collector gave one.
 pub async fn handshake<T: AsyncRead + AsyncWrite + Unpin>(
     conn: &mut Connection<T>,
     addr: std::net::SocketAddr,
     role: Role,
     token: Option<String>,
-) -> Result<(), ProbeError> {
+) -> Result<Option<u64>, ProbeError> {
     conn.send(&ClientFrame::Hello {
         protocol: PROTOCOL_VERSION,
         role,
@@ -218,7 +223,7 @@ pub async fn handshake<T: AsyncRead + AsyncWrite + Unpin>(
     })
     .await?;
     match conn.recv::<ServerFrame>().await? {
-        Some(ServerFrame::Welcome { .. }) => Ok(()),
+        Some(ServerFrame::Welcome { subscriber, .. }) => Ok(subscriber),
         Some(ServerFrame::Refused { reason }) => Err(ProbeError::Protocol(format!(
             "the collector at {addr} refused: {reason}"
         ))),
@@ -233,12 +238,13 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Connects to the collector at `addr` as `role`, within [`CONNECT_TIMEOUT`] and
-/// [`HANDSHAKE_TIMEOUT`]; every error names the address.
+/// [`HANDSHAKE_TIMEOUT`]; every error names the address. Returns the connection and the
+/// subscriber's number the collector gave, if any.
 pub async fn connect(
     addr: std::net::SocketAddr,
     role: Role,
     token: Option<String>,
-) -> Result<Connection<tokio::net::TcpStream>, ProbeError> {
+) -> Result<(Connection<tokio::net::TcpStream>, Option<u64>), ProbeError> {
     let context = || format!("connecting to the collector at {addr}");
     let stream = match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(addr)).await {
         Ok(stream) => stream.map_err(|e| ProbeError::io(context(), e))?,
@@ -251,7 +257,7 @@ pub async fn connect(
     };
     let mut conn = Connection::new(stream);
     match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&mut conn, addr, role, token)).await {
-        Ok(shaken) => shaken.map(|()| conn).map_err(|e| match e {
+        Ok(shaken) => shaken.map(|id| (conn, id)).map_err(|e| match e {
             ProbeError::Io { cause, .. } => ProbeError::io(context(), cause),
             e => e,
         }),
@@ -266,7 +272,10 @@ pub async fn subscribe(
     addr: std::net::SocketAddr,
     token: Option<String>,
 ) -> Result<Subscription, ProbeError> {
-    Ok(Subscription::new(connect(addr, Role::Subscriber, token).await?))
+    let (conn, id) = connect(addr, Role::Subscriber, token).await?;
+    let mut subscription = Subscription::new(conn);
+    subscription.id = id;
+    Ok(subscription)
 }
 
 /// Largest snapshot sent whole; a bigger one goes in parts of this size.
@@ -308,6 +317,8 @@ pub fn snapshot_frames(model: Box<JobModel>) -> Result<Vec<ServerFrame>, ProbeEr
 /// together, and commands to it.
 pub struct Subscription<T = tokio::net::TcpStream> {
     conn: Connection<T>,
+    /// Its number at the collector, if the collector said.
+    id: Option<u64>,
     /// The parts of a snapshot so far, and how many there are.
     parts: Option<(String, u32, u32)>,
 }
@@ -315,7 +326,16 @@ pub struct Subscription<T = tokio::net::TcpStream> {
 impl<T: AsyncRead + AsyncWrite + Unpin> Subscription<T> {
     /// A subscription over a connection that was welcomed.
     pub fn new(conn: Connection<T>) -> Self {
-        Subscription { conn, parts: None }
+        Subscription {
+            conn,
+            id: None,
+            parts: None,
+        }
+    }
+
+    /// Its number at the collector (its drops are reported as those of `subscriber N`).
+    pub fn id(&self) -> Option<u64> {
+        self.id
     }
 
     /// The next frame (a snapshot in parts comes as one [`ServerFrame::Snapshot`]); `None`
@@ -452,6 +472,7 @@ mod tests {
             event: crate::event::Event::WorkerStats {
                 worker: 3,
                 records: 5,
+                applied: None,
                 busy_ns: 1,
                 interval_ns: 10,
             },

@@ -62,6 +62,7 @@ fn stats(worker: u32) -> Event {
     Event::WorkerStats {
         worker,
         records: 1,
+        applied: None,
         busy_ns: 1,
         interval_ns: 1,
     }

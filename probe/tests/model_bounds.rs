@@ -74,9 +74,18 @@ fn event() -> BoxedStrategy<Event> {
             Event::WorkerStats {
                 worker,
                 records,
+                applied: Some(records / 2),
                 busy_ns,
                 interval_ns,
             }
+        }),
+        (number(), name(), wide()).prop_map(|(worker, operator, keys)| Event::Sampled {
+            worker,
+            operator,
+            full: true,
+            bins: keys % 100,
+            keys,
+            bytes: keys,
         }),
         (number(), name(), "[0-9: ]{0,40}").prop_map(|(worker, operator, sizes)| Event::BinSizes {
             worker,
@@ -126,15 +135,23 @@ fn event() -> BoxedStrategy<Event> {
             steps,
             bins: steps,
             purpose: None,
-            id: None,
+            id: Some(steps % 4),
             time: None,
+            run_s: Some(steps as f64 / 7.0),
         }),
         (name(), wide()).prop_map(|(strategy, steps)| Event::PlanCompleted {
             strategy,
             steps,
             seconds: 1.0,
-            id: None,
+            id: Some(steps % 4),
             cancelled: None,
+            run_s: Some(steps as f64 / 5.0),
+        }),
+        (wide(), wide()).prop_map(|(id, max)| Event::PlanLatency {
+            id: id % 4,
+            p50: max / 2,
+            p99: max,
+            max,
         }),
         (name(), proptest::option::of(name())).prop_map(|(command, reason)| Event::Command {
             outcome: Outcome::Rejected,

@@ -302,6 +302,7 @@ impl<W: Write> Exporter<W> {
                 records,
                 busy_ns,
                 interval_ns,
+                ..
             } => {
                 let busy = *busy_ns as f64 / (*interval_ns).max(1) as f64;
                 let name = format!("worker {worker} load");

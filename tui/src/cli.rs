@@ -342,7 +342,8 @@ fn run(args: RunArgs) -> ExitCode {
         }
     );
     let (ran, finished) = run_observed(config, observer, dashboard, &probe, control, run_headless);
-    let ran = ran.and_then(|summary| print_summary(summary, args.summary.as_deref()));
+    // After a dashboard, a person reads the summary: the JSON goes to --summary's file only.
+    let ran = ran.and_then(|summary| print_summary(summary, args.summary.as_deref(), !dashboard));
     match (ran, finished) {
         (Ok(()), Ok(report)) => {
             match (report, &args.record) {
@@ -492,8 +493,13 @@ fn run_with_dashboard(
     Ok(summary)
 }
 
-/// Prints (and writes) the job's summary; only the process that hosts worker 0 has one.
-fn print_summary(summary: Option<Summary>, summary_file: Option<&std::path::Path>) -> anyhow::Result<()> {
+/// Prints the job's summary for a person (and, with `json`, as JSON on stdout) and writes
+/// it to `summary_file`; only the process that hosts worker 0 has one.
+fn print_summary(
+    summary: Option<Summary>,
+    summary_file: Option<&std::path::Path>,
+    json: bool,
+) -> anyhow::Result<()> {
     let Some(summary) = summary else { return Ok(()) };
     if let Some(path) = summary_file {
         let pretty = serde_json::to_string_pretty(&summary)?;
@@ -501,7 +507,9 @@ fn print_summary(summary: Option<Summary>, summary_file: Option<&std::path::Path
             .with_context(|| format!("writing the summary to {}", path.display()))?;
     }
     eprintln!("{}", describe(&summary));
-    println!("{}", serde_json::to_string(&summary)?);
+    if json {
+        println!("{}", serde_json::to_string(&summary)?);
+    }
     Ok(())
 }
 

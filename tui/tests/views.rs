@@ -171,3 +171,56 @@ fn a_replay_shows_its_timeline() {
     }
     insta::assert_snapshot!("replay_goto_80x24", render(&d, 80, 24));
 }
+
+/// The cells whose style carries meaning, run by run: `row col+len "text" style`.
+fn styles(d: &Dash, width: u16, height: u16) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+    terminal
+        .draw(|f| view::draw(f, d, Theme { color: true }))
+        .unwrap();
+    let buffer = terminal.backend().buffer();
+    let mut out = String::new();
+    for y in 0..height {
+        let mut x = 0;
+        while x < width {
+            let style = buffer[(x, y)].style();
+            let start = x;
+            let mut text = String::new();
+            while x < width && buffer[(x, y)].style() == style {
+                text.push_str(buffer[(x, y)].symbol());
+                x += 1;
+            }
+            let unset =
+                |c: Option<ratatui::style::Color>| c.is_none_or(|c| c == ratatui::style::Color::Reset);
+            let plain = unset(style.fg) && unset(style.bg) && style.add_modifier.is_empty();
+            if !plain && !text.trim().is_empty() {
+                let fg = style.fg.map_or(String::new(), |c| format!(" fg:{c}"));
+                let mods = if style.add_modifier.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {:?}", style.add_modifier)
+                };
+                out.push_str(&format!(
+                    "{y:>2} {start:>3}+{:<3} {text:?}{fg}{mods}\n",
+                    x - start
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// What colour and emphasis say in the bins view: the cursor (reversed), a selected range
+/// (underlined), moving bins (magenta, bold, their phase's letter), heat; and the header
+/// and the status bar.
+#[test]
+fn the_bins_view_styles_cursor_selection_and_moves() {
+    let mut d = dash();
+    d.update(Msg::Action(Action::Tab(0)));
+    d.update(Msg::Action(Action::Select));
+    for _ in 0..3 {
+        d.update(Msg::Action(Action::Right));
+    }
+    assert_eq!(d.selection().len(), 4);
+    insta::assert_snapshot!("bins_styles_80x24", styles(&d, 80, 24));
+}

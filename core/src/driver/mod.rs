@@ -274,12 +274,14 @@ impl PlanDriver {
         self.plans += 1;
         tracing::info!(
             target: "megaflux::plan",
-            phase = "planned", id, time = self.time, strategy = %schedule, target = %target, steps = steps.len(), bins = bins_planned, purpose = kind
+            phase = "planned", id, time = self.time, strategy = %schedule, target = %target, steps = steps.len(), bins = bins_planned, purpose = kind,
+            run_s = now_s
         );
         self.active = Some(ActivePlan {
             id,
             purpose,
             record: MigrationRecord {
+                id,
                 strategy: schedule.to_string(),
                 target,
                 issued_s: now_s,
@@ -394,7 +396,7 @@ impl PlanDriver {
             tracing::info!(
                 target: "megaflux::plan",
                 phase = "completed", id = finished.id, strategy = %finished.record.strategy, steps = finished.record.step_times.len(),
-                seconds = now_s - finished.record.issued_s, cancelled = finished.record.cancelled
+                seconds = now_s - finished.record.issued_s, cancelled = finished.record.cancelled, run_s = now_s
             );
             self.finish(finished, now_s);
         }
@@ -443,6 +445,12 @@ impl PlanDriver {
             all.push(a.record.clone());
         }
         all
+    }
+
+    /// Every plan that finished (migrations, rebalances and recoveries), in no order.
+    pub fn finished(&self) -> impl Iterator<Item = &MigrationRecord> {
+        let recoveries = self.failures.iter().filter_map(|f| f.recovery.as_ref());
+        self.migrations.iter().chain(recoveries)
     }
 
     /// Every failure, with its recovery (the running one, not completed, if any).

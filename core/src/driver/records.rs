@@ -8,6 +8,8 @@ use crate::Time;
 /// What became of a migration or a recovery (a plan or a hand-made move).
 #[derive(Clone, Debug, Serialize)]
 pub struct MigrationRecord {
+    /// The plan's number in the run (its events' `id`).
+    pub id: u64,
     pub strategy: String,
     pub target: String,
     /// Wall-clock seconds since the start of the measured run.

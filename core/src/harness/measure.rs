@@ -1,13 +1,17 @@
 //! What worker 0 measures while the run goes on: each epoch's per-record latency once the
 //! output has passed it, its 250 ms windows, and resident memory.
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use timely::dataflow::ProbeHandle;
 
 use crate::Time;
+use crate::driver::MigrationRecord;
+use crate::epoch::EpochLen;
 use crate::latency::LatencyRecorder;
 use crate::rss;
+use crate::summary::DuringLatency;
 
 /// How often resident memory is sampled.
 const RSS_SAMPLE_EVERY: Duration = Duration::from_millis(100);
@@ -20,6 +24,8 @@ pub(super) struct Latencies {
     /// Whether windows are reported as the run goes (someone observes the job).
     windowed: bool,
     per_window: u64,
+    /// Plans whose latency during them was reported.
+    reported: BTreeSet<u64>,
 }
 
 impl Latencies {
@@ -29,6 +35,37 @@ impl Latencies {
             next: 1,
             windowed,
             per_window,
+            reported: BTreeSet::new(),
+        }
+    }
+
+    /// Reports the latency during every finished plan once all its epochs are measured
+    /// (with `end_s`, the run's end: every plan, a running one up to `end_s`), as the
+    /// summary will say it: a `megaflux::plan` event of phase `latency`, for observers.
+    pub(super) fn report_plans<'a>(
+        &mut self,
+        plans: impl Iterator<Item = &'a MigrationRecord>,
+        epoch: EpochLen,
+        end_s: Option<f64>,
+    ) {
+        if !self.windowed {
+            return;
+        }
+        for plan in plans {
+            let Some(to_s) = plan.completed_s.or(end_s) else {
+                continue;
+            };
+            if self.reported.contains(&plan.id)
+                || (end_s.is_none() && DuringLatency::last_epoch(epoch, to_s) > self.measured())
+            {
+                continue;
+            }
+            let d = DuringLatency::between(&self.recorder, epoch, plan.issued_s, to_s);
+            tracing::info!(
+                target: "megaflux::plan",
+                phase = "latency", id = plan.id, p50 = d.p50, p99 = d.p99, max = d.max
+            );
+            self.reported.insert(plan.id);
         }
     }
 

@@ -79,6 +79,11 @@ impl ControlPlane {
     }
 
     /// Whether a plan runs or waits, or failures or rejoins wait to be issued.
+    /// The plan driver, to read its records.
+    pub(crate) fn driver(&self) -> &PlanDriver {
+        &self.driver
+    }
+
     pub(crate) fn busy(&self) -> bool {
         self.driver.busy() || self.driver.urgent() || !self.plans_due.is_empty()
     }

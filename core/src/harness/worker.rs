@@ -236,6 +236,9 @@ pub(super) fn run_worker<J: Job>(
     let Some(driver) = driver else {
         return Ok(None);
     };
+    let (records, failures) = (driver.records(), driver.failures());
+    let recoveries = failures.iter().filter_map(|f| f.recovery.as_ref());
+    latencies.report_plans(records.iter().chain(recoveries), config.epoch, Some(end_s));
     // A stopped run covers fewer epochs than it was configured for.
     let ran = RunConfig {
         duration: config.epoch.closes_at(epochs.last()),
@@ -246,8 +249,8 @@ pub(super) fn run_worker<J: Job>(
         peers,
         &reports,
         &latencies.recorder,
-        driver.records(),
-        driver.failures(),
+        records,
+        failures,
         end_s,
     )))
 }
@@ -301,6 +304,9 @@ fn measured_loop<R: timely::ExchangeData + Clone>(
         if index == 0 {
             let now_ns = start.elapsed().as_nanos() as u64;
             latencies.record_done(&flow.probe, |e| epochs.time_of(e), now_ns, epochs.next());
+            if let Some(plane) = plane.as_ref() {
+                latencies.report_plans(plane.driver().finished(), config.epoch, None);
+            }
             shared
                 .control
                 .set_progress(config.epoch.closes_at(latencies.measured()));
@@ -349,6 +355,9 @@ fn finish<R: timely::ExchangeData + Clone>(
         if flow.index == 0 {
             let now_ns = start.elapsed().as_nanos() as u64;
             latencies.record_done(&flow.probe, |e| epochs.time_of(e), now_ns, epochs.last() + 1);
+            if let Some(plane) = plane.as_ref() {
+                latencies.report_plans(plane.driver().finished(), shared.config.epoch, None);
+            }
         }
         if let Some(plane) = plane.as_mut() {
             // Steps already issued may still complete while the last epochs finish.

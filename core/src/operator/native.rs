@@ -99,6 +99,7 @@ where
             while let Some((time, Work { records, scheduled })) =
                 work.next(|time| !frontier.less_equal(&time))
             {
+                busy.applied(records.len());
                 let applied = apply_time(
                     time,
                     records,

@@ -51,11 +51,13 @@ pub struct Observers {
     busy: Rc<Busy>,
 }
 
-/// Nanoseconds this worker's stateful operators spent in their activations.
+/// Nanoseconds this worker's stateful operators spent in their activations, and the
+/// records they applied.
 #[derive(Default)]
 pub(crate) struct Busy {
     on: Cell<bool>,
     ns: Cell<u64>,
+    applied: Cell<u64>,
 }
 
 /// Times one operator activation into the worker's busy time (when timing is on).
@@ -96,6 +98,12 @@ impl Observers {
         self.busy.ns.get()
     }
 
+    /// Records the worker's stateful operators applied so far (a replica's included; a
+    /// record two operators apply counts twice).
+    pub fn applied(&self) -> u64 {
+        self.busy.applied.get()
+    }
+
     /// The worker's busy-time counter, for an operator to hold.
     pub(crate) fn busy(&self) -> Rc<Busy> {
         Rc::clone(&self.busy)
@@ -103,6 +111,11 @@ impl Observers {
 }
 
 impl Busy {
+    /// Counts `n` records applied.
+    pub(crate) fn applied(&self, n: usize) {
+        self.applied.set(self.applied.get() + n as u64);
+    }
+
     /// Starts timing an activation; the time counts when the guard drops.
     pub(crate) fn activation(&self) -> Activation<'_> {
         Activation {

@@ -155,6 +155,7 @@ where
                     && time < control.control.get()
             };
             while let Some((time, work)) = state.work.next(ready) {
+                busy.applied(work.records.len());
                 state.apply(time, work);
                 // What was applied leaves, with its acks, even if the worker stopped after it.
                 if let Some(cap) = state.work.capability(0)

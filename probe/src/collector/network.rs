@@ -162,6 +162,10 @@ async fn handshake(conn: &mut Connection<TcpStream>, shared: &Listener) -> Resul
     };
     let welcome = ServerFrame::Welcome {
         protocol: PROTOCOL_VERSION,
+        subscriber: match &admitted {
+            Admitted::Subscriber { feed, .. } => Some(feed.id),
+            Admitted::Exporter(_) => None,
+        },
     };
     if let Err(e) = conn.send(&welcome).await {
         // Joined but never welcomed: leave again.

@@ -201,6 +201,7 @@ mod tests {
         Event::WorkerStats {
             worker,
             records: 1,
+            applied: None,
             busy_ns: 1,
             interval_ns: 1,
         }

@@ -267,11 +267,52 @@ pub fn action(key: KeyEvent, in_dialog: bool) -> Option<Action> {
         .map(|b| b.action)
 }
 
-/// The status bar's reminder of the main keys.
-pub const HINT: &str = "? help  q quit  tab view  ←→↑↓ bin  space range  m move  p plan  c cancel  P pause";
+/// The status bar's reminder of the main keys of a live job: actions, and what to call
+/// them there. Their keys come from [`BINDINGS`].
+const LIVE_HINTS: &[(&[Action], &str)] = &[
+    (&[Action::Help], "help"),
+    (&[Action::Quit], "quit"),
+    (&[Action::NextTab], "view"),
+    (&[Action::Left, Action::Right, Action::Up, Action::Down], "bin"),
+    (&[Action::Select], "range"),
+    (&[Action::Move], "move"),
+    (&[Action::Plan], "plan"),
+    (&[Action::Cancel], "cancel"),
+    (&[Action::Pause], "pause"),
+];
 /// The reminder in a replay.
-pub const REPLAY_HINT: &str =
-    "? help  q quit  space play/pause  ,. step  [] marks  -+ speed  <> 10 s  g go to";
+const REPLAY_HINTS: &[(&[Action], &str)] = &[
+    (&[Action::Help], "help"),
+    (&[Action::Quit], "quit"),
+    (&[Action::Select], "play/pause"),
+    (&[Action::StepBack, Action::Step], "step"),
+    (&[Action::PrevMark, Action::NextMark], "marks"),
+    (&[Action::Slower, Action::Faster], "speed"),
+    (&[Action::SeekBack, Action::SeekForward], "10 s"),
+    (&[Action::GoTo], "go to"),
+];
+
+/// The key of `action` as the status bar shows it: the first of its labels (`←` of `←/h`).
+fn key_of(action: Action) -> &'static str {
+    BINDINGS
+        .iter()
+        .find(|b| b.action == action)
+        .map_or("?", |b| b.label.split('/').next().unwrap_or(b.label))
+}
+
+/// The status bar's reminder of the main keys (of a replay's, with `replay`), from the
+/// key table.
+pub fn hint(replay: bool) -> String {
+    let hints = if replay { REPLAY_HINTS } else { LIVE_HINTS };
+    hints
+        .iter()
+        .map(|(actions, what)| {
+            let keys: String = actions.iter().map(|a| key_of(*a)).collect();
+            format!("{keys} {what}")
+        })
+        .collect::<Vec<_>>()
+        .join("  ")
+}
 
 #[cfg(test)]
 mod tests {
@@ -290,5 +331,16 @@ mod tests {
         assert_eq!(action(d, false), Some(Action::Tab(0)));
         let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
         assert_eq!(action(ctrl_c, false), Some(Action::Quit));
+    }
+
+    /// The hints name the keys the table gives.
+    #[test]
+    fn hints_come_from_the_table() {
+        assert_eq!(
+            hint(false),
+            "? help  q quit  tab view  ←→↑↓ bin  space range  m move  p plan  c cancel  P pause"
+        );
+        assert!(hint(true).contains(",. step"), "{}", hint(true));
+        assert!(hint(true).contains("[] marks"), "{}", hint(true));
     }
 }

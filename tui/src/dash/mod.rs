@@ -99,6 +99,7 @@ pub fn run(
 
 /// Reads the terminal's keys on a thread of its own and sends them on.
 fn spawn_keys(out: mpsc::SyncSender<Msg>) {
+    let started = Instant::now();
     let _ = std::thread::Builder::new()
         .name("megaflux-keys".into())
         .spawn(move || {
@@ -106,13 +107,13 @@ fn spawn_keys(out: mpsc::SyncSender<Msg>) {
                 let msg = match event::poll(Duration::from_millis(200)) {
                     Ok(true) => match event::read() {
                         Ok(TermEvent::Key(key)) => Msg::Key(key),
-                        Ok(TermEvent::Resize(..)) => Msg::Clock(0.0),
+                        Ok(TermEvent::Resize(..)) => Msg::Tick(started.elapsed().as_secs_f64()),
                         Ok(_) => continue,
                         Err(_) => return,
                     },
-                    // A tick: redraws what moves with time (ETA, elapsed), and notices the
-                    // dashboard has quit.
-                    Ok(false) => Msg::Clock(0.0),
+                    // A tick: redraws what moves with time (ETA, elapsed, how long the feed
+                    // has been quiet), and notices the dashboard has quit.
+                    Ok(false) => Msg::Tick(started.elapsed().as_secs_f64()),
                     Err(_) => return,
                 };
                 if out.send(msg).is_err() {

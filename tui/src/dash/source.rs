@@ -92,6 +92,9 @@ async fn subscribe(
         }
     };
     let _ = out.send(Msg::Connection(Connection::Live(addr.to_string())));
+    if let Some(id) = conn.id() {
+        let _ = out.send(Msg::Subscribed(id));
+    }
     let mut lost = Lost::default();
     loop {
         tokio::select! {

@@ -5,9 +5,12 @@
 //! * [`bins`]: the bins as the views order and select them, and what a move would do.
 //! * [`dialog`]: the dialogs and what keys do in them.
 //! * [`log`]: the log's lines, made from events, and how commands and bins are said.
+//! * [`feed`]: what the header and the status bar say of the feed: throughput, losses,
+//!   staleness.
 
 mod bins;
 mod dialog;
+mod feed;
 mod log;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -22,6 +25,7 @@ use super::keys::{self, Action};
 use super::timeline::Replay;
 
 pub use dialog::{Dialog, STRATEGIES};
+pub use feed::STALE_AFTER_S;
 pub use log::{LOG_LINES, LogFilter, LogKind, LogLine, PastMove, describe_bins, describe_request};
 
 /// The views, in tab order.
@@ -94,6 +98,11 @@ pub enum Msg {
     Connection(Connection),
     /// The probe's clock now (for the views of a live job).
     Clock(f64),
+    /// Seconds since the dashboard started, from its own clock, every few hundred
+    /// milliseconds: how long ago the feed last said anything.
+    Tick(f64),
+    /// The collector's number for this view (its drops are reported under it).
+    Subscribed(u64),
     Action(Action),
     /// A key press, read as an action in the dashboard's state (digits pick a worker in a
     /// dialog, a view outside one).
@@ -158,6 +167,12 @@ pub struct Dash {
     pub replay: Option<Replay>,
     /// Events this view lost because it fell behind.
     pub lost: u64,
+    /// The dashboard's own clock (the latest tick), and its reading when the feed last
+    /// said something.
+    pub tick: f64,
+    pub heard_at: f64,
+    /// The collector's number for this view.
+    pub subscriber: Option<u64>,
 }
 
 impl Dash {
@@ -185,6 +200,9 @@ impl Dash {
             row_len: 32,
             replay: None,
             lost: 0,
+            tick: 0.0,
+            heard_at: 0.0,
+            subscriber: None,
         }
     }
 
@@ -218,11 +236,13 @@ impl Dash {
     pub fn update(&mut self, msg: Msg) -> Vec<Effect> {
         match msg {
             Msg::Snapshot(model) => {
+                self.heard_at = self.tick;
                 self.job = *model;
                 self.now_s = self.now_s.max(self.job.now_s);
                 Vec::new()
             }
             Msg::Events(events) => {
+                self.heard_at = self.tick;
                 for e in &events {
                     self.note(e);
                     self.job.apply(e);
@@ -265,6 +285,14 @@ impl Dash {
             }
             Msg::Clock(now) => {
                 self.now_s = self.now_s.max(now);
+                Vec::new()
+            }
+            Msg::Tick(at) => {
+                self.tick(at);
+                Vec::new()
+            }
+            Msg::Subscribed(id) => {
+                self.subscriber = Some(id);
                 Vec::new()
             }
             Msg::Action(action) => self.act(action),

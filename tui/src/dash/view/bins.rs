@@ -37,8 +37,8 @@ pub fn bins_per_row(dash: &Dash, width: u16, height: u16) -> usize {
 }
 
 pub(super) fn map_height(total: u16) -> u16 {
-    // Tabs, status, borders, details and legend.
-    total.saturating_sub(2 + 2 + 6)
+    // Tabs, header, status, borders, details and legend.
+    total.saturating_sub(3 + 2 + 6)
 }
 
 pub(super) fn per_worker(dash: &Dash) -> Vec<usize> {

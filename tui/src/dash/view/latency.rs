@@ -4,11 +4,18 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Color;
 use ratatui::symbols::Marker;
-use ratatui::widgets::{Axis, Block, Chart, Dataset, GraphType, Paragraph};
+use ratatui::widgets::{Axis, Block, Chart, Dataset, GraphType, Paragraph, Row, Table};
+
+use megaflux_probe::model::PlanView;
 
 use super::super::model::Dash;
 use super::ms;
 use super::theme::*;
+
+/// Plans listed under the chart.
+const MAX_PLANS_SHOWN: usize = 4;
+/// A latency window's length, in seconds of the run.
+const WINDOW_S: f64 = 0.25;
 
 /// log10 of a latency in ms, floored at 1 µs.
 pub(super) fn log_ms(ns: u64) -> f64 {
@@ -18,7 +25,14 @@ pub(super) fn log_ms(ns: u64) -> f64 {
 pub(super) fn latency(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
     let job = dash.view();
     let windows = &job.latency;
-    let [head, chart_area] = Layout::vertical([Constraint::Length(1), Constraint::Min(3)]).areas(area);
+    let shown = plans(dash).count().min(MAX_PLANS_SHOWN) as u16;
+    let table = if shown > 0 { shown + 3 } else { 0 };
+    let [head, chart_area, plans_area] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(3),
+        Constraint::Length(table),
+    ])
+    .areas(area);
     let current = match windows.last() {
         Some(w) => format!(
             "last window (t {:.2} s, {} records): p50 {}  p99 {}  max {}",
@@ -31,17 +45,21 @@ pub(super) fn latency(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) 
         None => "no latency windows yet".into(),
     };
     frame.render_widget(Paragraph::new(current), head);
-    let p50: Vec<(f64, f64)> = windows.iter().map(|w| (w.at_s, log_ms(w.p50))).collect();
-    let p99: Vec<(f64, f64)> = windows.iter().map(|w| (w.at_s, log_ms(w.p99))).collect();
-    let max: Vec<(f64, f64)> = windows.iter().map(|w| (w.at_s, log_ms(w.max))).collect();
-    let x0 = windows.first().map_or(0.0, |w| w.at_s);
-    let x1 = windows.last().map_or(1.0, |w| w.at_s).max(x0 + 1.0);
+    // Each window at its logical time (the start of its epochs in the run), so that a
+    // window reported late still sits where its records were due.
+    let at = |w: &megaflux_probe::model::LatencyWindow| w.t_s;
+    let p50: Vec<(f64, f64)> = windows.iter().map(|w| (at(w), log_ms(w.p50))).collect();
+    let p99: Vec<(f64, f64)> = windows.iter().map(|w| (at(w), log_ms(w.p99))).collect();
+    let max: Vec<(f64, f64)> = windows.iter().map(|w| (at(w), log_ms(w.max))).collect();
+    let x0 = windows.first().map_or(0.0, at);
+    let x1 = windows.last().map_or(1.0, |w| at(w) + WINDOW_S).max(x0 + 1.0);
     let (y0, y1) = (-2.0, 4.0);
-    // Migrations as vertical bars at their start and end.
+    // Migrations as vertical bars at their start and end, on the run's clock too.
     let mut marks: Vec<Vec<(f64, f64)>> = Vec::new();
-    for p in job.finished_plans.iter().chain(job.plan.iter()) {
-        let end = p.seconds.map_or(dash.now_s, |s| p.started_s + s);
-        for x in [p.started_s, end] {
+    for p in plans(dash) {
+        let Some(start) = p.issued_run_s else { continue };
+        let end = p.completed_run_s.unwrap_or(x1);
+        for x in [start, end] {
             if (x0..=x1).contains(&x) {
                 marks.push(vec![(x, y0), (x, y1)]);
             }
@@ -89,4 +107,50 @@ pub(super) fn latency(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) 
                 .labels(["0.01", "0.1", "1", "10", "100", "1000", "10k"]),
         );
     frame.render_widget(chart, chart_area);
+    if shown > 0 {
+        let rows: Vec<Row> = plans(dash)
+            .rev()
+            .take(MAX_PLANS_SHOWN)
+            .map(|p| {
+                let (p99, max) = during_cells(p);
+                Row::new(vec![
+                    p.issued_run_s.map_or("-".into(), |s| format!("{s:.1} s")),
+                    format!("{} to {}", p.strategy, p.target),
+                    p99,
+                    max,
+                ])
+            })
+            .collect();
+        let widths = [
+            Constraint::Length(9),
+            Constraint::Min(16),
+            Constraint::Length(12),
+            Constraint::Length(12),
+        ];
+        let header = Row::new(["at", "plan", "p99 during", "max during"]).style(theme.accent());
+        let title = "Latency during each plan (every record; ≈ merged windows until the exact figure)";
+        frame.render_widget(
+            Table::new(rows, widths)
+                .header(header)
+                .block(Block::bordered().title(title)),
+            plans_area,
+        );
+    }
+}
+
+/// Plans in the order they started: the finished ones, then the running one.
+fn plans(dash: &Dash) -> impl DoubleEndedIterator<Item = &PlanView> {
+    let job = dash.view();
+    job.finished_plans.iter().chain(job.plan.iter())
+}
+
+/// The "p99 during" and "max during" cells of a plan: exact, estimated (≈) or unknown.
+pub(super) fn during_cells(p: &PlanView) -> (String, String) {
+    match p.during {
+        Some(d) => {
+            let mark = if d.exact { "" } else { "≈" };
+            (format!("{mark}{}", ms(d.p99)), format!("{mark}{}", ms(d.max)))
+        }
+        None => ("-".into(), "-".into()),
+    }
 }

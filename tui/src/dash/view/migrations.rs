@@ -6,20 +6,9 @@ use ratatui::text::Line;
 use ratatui::widgets::{Block, Paragraph, Row, Table};
 
 use megaflux::size::human as bytes;
-use megaflux_probe::model::{JobModel, PlanView};
 
 use super::super::model::Dash;
-use super::ms;
 use super::theme::*;
-
-/// Worst p99 and max of the latency windows that arrived during a plan.
-pub(super) fn during(job: &JobModel, plan: &PlanView, now: f64) -> (u64, u64) {
-    let end = plan.seconds.map_or(now, |s| plan.started_s + s) + 0.25;
-    job.latency
-        .iter()
-        .filter(|w| w.at_s >= plan.started_s && w.at_s <= end)
-        .fold((0, 0), |a, w| (a.0.max(w.p99), a.1.max(w.max)))
-}
 
 pub(super) fn migrations(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
     let job = dash.view();
@@ -67,15 +56,15 @@ pub(super) fn migrations(frame: &mut Frame, area: Rect, dash: &Dash, theme: Them
         .iter()
         .rev()
         .map(|p| {
-            let (p99, max) = during(job, p, dash.now_s);
+            let (p99, max) = super::latency::during_cells(p);
             Row::new(vec![
                 p.strategy.clone(),
                 p.target.clone(),
                 p.bins.to_string(),
                 bytes(p.bytes_moved),
                 p.seconds.map_or("-".into(), |s| format!("{s:.3} s")),
-                ms(p99),
-                ms(max),
+                p99,
+                max,
             ])
         })
         .collect();

@@ -3,12 +3,13 @@
 //! characters and phases with letters, which colour only adds to.
 //!
 //! One module per view ([`bins`], [`workers`], [`latency`], [`frontiers`], [`migrations`],
-//! [`log`]), the bars around them ([`status`], [`timeline`]), the dialogs over them
+//! [`log`]), the bars around them ([`header`], [`status`], [`timeline`]), the dialogs over them
 //! ([`dialog`]) and the [`theme`].
 
 mod bins;
 mod dialog;
 mod frontiers;
+mod header;
 mod latency;
 mod log;
 mod migrations;
@@ -43,7 +44,8 @@ pub(super) fn ms(ns: u64) -> String {
 /// Draws the whole dashboard.
 pub fn draw(frame: &mut Frame, dash: &Dash, theme: Theme) {
     let bar = u16::from(dash.replay.is_some());
-    let [tabs, main, timeline_bar, status] = Layout::vertical([
+    let [tabs, head, main, timeline_bar, status] = Layout::vertical([
+        Constraint::Length(1),
         Constraint::Length(1),
         Constraint::Min(0),
         Constraint::Length(bar),
@@ -63,6 +65,7 @@ pub fn draw(frame: &mut Frame, dash: &Dash, theme: Theme) {
             .divider("|"),
         tabs,
     );
+    header::header(frame, head, dash, theme);
     match dash.tab {
         Tab::Bins => bins::bins(frame, main, dash, theme),
         Tab::Workers => workers::workers(frame, main, dash, theme),

@@ -7,7 +7,7 @@ use ratatui::style::{Color, Modifier};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::super::keys::{HINT, REPLAY_HINT};
+use super::super::keys;
 use super::super::model::{Connection, Dash};
 use super::theme::*;
 
@@ -22,27 +22,26 @@ pub(super) fn status_bar(frame: &mut Frame, area: Rect, dash: &Dash, theme: Them
         format!(" {conn} "),
         theme.accent().add_modifier(Modifier::REVERSED),
     )];
-    // A replay shows what was recorded; whether it was being recorded is no news.
-    let recording = if dash.replay.is_some() {
-        None
-    } else {
-        dash.job.recording
-    };
-    match (&dash.recording, recording) {
-        (Some(r), Some(false)) => spans.push(Span::styled(
-            format!(" ○ rec paused {r} "),
-            theme.fg(Color::DarkGray),
-        )),
-        (Some(r), _) => spans.push(Span::styled(format!(" ● rec {r} "), theme.fg(Color::Red))),
-        (None, Some(on)) => spans.push(Span::styled(
-            if on { " ● rec " } else { " ○ rec paused " },
-            theme.fg(Color::Red),
-        )),
-        (None, None) => {}
+    // Recording is a live job's: a trace or its replay shows what was recorded.
+    let live = !matches!(dash.connection, Connection::Trace(_)) && dash.replay.is_none();
+    if live {
+        spans.extend(recording(dash, theme));
     }
-    let dropped = dash.job.dropped_total();
-    spans.push(Span::raw(format!(" dropped {dropped} ")));
-    if let Some((time, _)) = &dash.job.lost {
+    let (job_lost, view_lost) = (dash.job_lost(), dash.view_lost());
+    if job_lost > 0 {
+        let what = if live { "trace" } else { "when recorded" };
+        spans.push(Span::styled(
+            format!(" lost {job_lost} ({what}) "),
+            theme.fg(Color::Red),
+        ));
+    }
+    if view_lost > 0 {
+        spans.push(Span::styled(
+            format!(" lost {view_lost} (this view) "),
+            theme.fg(Color::Red),
+        ));
+    }
+    if let Some((time, _)) = &dash.view().lost {
         spans.push(Span::styled(
             format!(" STOPPED: bins lost at time {time} (q quits) "),
             theme
@@ -59,9 +58,30 @@ pub(super) fn status_bar(frame: &mut Frame, area: Rect, dash: &Dash, theme: Them
     match &dash.notice {
         Some(n) => spans.push(Span::styled(format!(" {n}"), theme.fg(Color::Yellow))),
         None => {
-            let hint = if dash.replay.is_some() { REPLAY_HINT } else { HINT };
+            let hint = keys::hint(dash.replay.is_some());
             spans.push(Span::styled(format!(" {hint}"), theme.fg(Color::DarkGray)));
         }
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+/// What the status bar says of a live job's trace: written, paused, failed, or nothing.
+fn recording(dash: &Dash, theme: Theme) -> Option<Span<'static>> {
+    let job = &dash.job;
+    let name = dash
+        .recording
+        .as_deref()
+        .map_or(String::new(), |r| format!(" {r}"));
+    if let Some(why) = &job.recording_failed {
+        let style = theme.fg(Color::Red).add_modifier(Modifier::BOLD);
+        return Some(Span::styled(format!(" ✗ rec failed{name}: {why} "), style));
+    }
+    match job.recording {
+        Some(true) => Some(Span::styled(format!(" ● rec{name} "), theme.fg(Color::Red))),
+        Some(false) => Some(Span::styled(
+            format!(" ○ rec paused{name} "),
+            theme.fg(Color::DarkGray),
+        )),
+        None => None,
+    }
 }

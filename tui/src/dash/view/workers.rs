@@ -24,13 +24,23 @@ pub(super) fn workers(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) 
         .map(|(w, (b, k, by))| {
             let stats = job.workers.get(&(w as u32)).cloned().unwrap_or_default();
             let failed = job.failed.contains(&(w as u32));
+            // Exact totals as the worker last sampled them; per-bin samples until then.
+            let (keys, state) = if stats.held.is_empty() {
+                (*k, *by)
+            } else {
+                stats
+                    .held
+                    .values()
+                    .fold((0, 0), |(k, b), h| (k + h.keys, b + h.bytes))
+            };
             let row = Row::new(vec![
                 format!("{w}"),
                 format!("{}", stats.process),
                 format!("{b}"),
                 format!("{}", standbys(w as u32)),
-                count(*k),
-                bytes(*by),
+                count(keys),
+                bytes(state),
+                stats.applied_per_s.map_or("-".into(), |a| count(a as u64)),
                 count(stats.records_per_s as u64),
                 format!("{:.0}%", stats.busy * 100.0),
                 if failed {
@@ -50,28 +60,33 @@ pub(super) fn workers(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) 
         .collect();
     let header = Row::new([
         "worker",
-        "process",
+        "proc",
         "bins",
-        "standbys",
+        "stby",
         "keys",
         "state",
-        "records/s",
+        "applied/s",
+        "sent/s",
         "busy",
         "",
     ])
     .style(theme.accent());
     let widths = [
-        Constraint::Length(7),
-        Constraint::Length(8),
         Constraint::Length(6),
+        Constraint::Length(4),
+        Constraint::Length(5),
+        Constraint::Length(5),
         Constraint::Length(8),
+        Constraint::Length(9),
+        Constraint::Length(9),
         Constraint::Length(8),
-        Constraint::Length(10),
-        Constraint::Length(10),
+        Constraint::Length(5),
         Constraint::Length(6),
-        Constraint::Length(7),
     ];
-    let mut title = format!("Workers: skew {skew:.2} (largest worker's primary keys ÷ mean)");
+    let mut title = format!(
+        "Workers: skew {skew:.2} (primary keys, largest ÷ mean); keys and state as each last \
+         sampled them, standbys included; applied/s by its stateful operators, sent/s by its source"
+    );
     if job.replicated {
         let degraded = (0..dash.bins()).filter(|b| dash.degraded(*b)).count();
         title.push_str(&format!("; {degraded} bins with one replica"));

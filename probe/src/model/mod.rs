@@ -10,6 +10,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::event::{Event, Outcome, Phase, Stamped};
 
+mod plans;
+
+pub use plans::{During, PlanView};
+
 /// Entries the command log keeps.
 pub const COMMAND_LOG: usize = 256;
 /// The most bins a job can have.
@@ -74,10 +78,26 @@ pub struct FailureView {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct WorkerView {
     pub process: u32,
+    /// Records its source sent per second, over the last interval.
     pub records_per_s: f64,
+    /// Records its stateful operators applied per second, over the last interval (a
+    /// replica's included; `None` from jobs that did not say).
+    #[serde(default)]
+    pub applied_per_s: Option<f64>,
     /// Fraction of the last interval spent running operators.
     pub busy: f64,
     pub finished: bool,
+    /// What it holds of each operator, exactly, as of its last sample (standbys included).
+    #[serde(default)]
+    pub held: BTreeMap<String, Held>,
+}
+
+/// What a worker holds of one operator.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Held {
+    pub bins: u64,
+    pub keys: u64,
+    pub bytes: u64,
 }
 
 /// An operator's frontiers on a worker.
@@ -141,20 +161,6 @@ pub struct Move {
     pub to: Option<u32>,
     pub phase: Phase,
     pub bytes: u64,
-}
-
-/// A plan, running or finished.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PlanView {
-    pub strategy: String,
-    pub target: String,
-    pub steps: u64,
-    pub bins: u64,
-    pub steps_issued: u64,
-    pub bins_completed: u64,
-    pub bytes_moved: u64,
-    pub started_s: f64,
-    pub seconds: Option<f64>,
 }
 
 /// A command and what became of it.
@@ -280,6 +286,7 @@ impl JobModel {
             && self.operators.len() <= MAX_OPERATORS
             && self.operators.values().all(|b| b.len() <= bins)
             && self.workers.len() <= MAX_PEERS as usize
+            && self.workers.values().all(|w| w.held.len() <= MAX_OPERATORS)
             && self.frontiers.len() <= MAX_PEERS as usize
             && self.frontiers.values().all(|f| f.len() <= MAX_OPERATORS + 1)
             && self.moving.len() <= bins
@@ -295,7 +302,7 @@ impl JobModel {
     pub fn entries(&self) -> usize {
         self.processes.len()
             + self.operators.values().map(Vec::len).sum::<usize>()
-            + self.workers.len()
+            + self.workers.values().map(|w| 1 + w.held.len()).sum::<usize>()
             + self.frontiers.values().map(|f| f.len() + 1).sum::<usize>()
             + self.latency.len()
             + self.moving.len()
@@ -312,7 +319,7 @@ impl JobModel {
         let (bins, peers) = (bins.min(MAX_BINS) as usize, peers.min(MAX_PEERS) as usize);
         peers // processes
             + MAX_OPERATORS * bins
-            + peers
+            + peers * (1 + MAX_OPERATORS)
             + peers * (MAX_OPERATORS + 2)
             + LATENCY_WINDOWS
             + bins
@@ -391,7 +398,27 @@ impl JobModel {
                     }
                 }
             }
-            Event::Sampled { .. } => {}
+            Event::Sampled {
+                worker,
+                operator,
+                bins,
+                keys,
+                bytes,
+                ..
+            } => {
+                if !self.known_worker(*worker) {
+                    return;
+                }
+                let w = self.workers.entry(*worker).or_default();
+                if w.held.contains_key(operator) || w.held.len() < MAX_OPERATORS {
+                    let held = Held {
+                        bins: *bins,
+                        keys: *keys,
+                        bytes: *bytes,
+                    };
+                    w.held.insert(text(operator), held);
+                }
+            }
             Event::Frontier {
                 worker,
                 operator,
@@ -419,6 +446,7 @@ impl JobModel {
             Event::WorkerStats {
                 worker,
                 records,
+                applied,
                 busy_ns,
                 interval_ns,
             } => {
@@ -429,13 +457,26 @@ impl JobModel {
                 w.process = stamped.process;
                 let secs = (*interval_ns as f64 / 1e9).max(1e-9);
                 w.records_per_s = *records as f64 / secs;
+                w.applied_per_s = applied.map(|a| a as f64 / secs);
                 w.busy = (*busy_ns as f64 / *interval_ns.max(&1) as f64).min(1.0);
             }
-            Event::Latency { .. } => {
+            Event::Latency {
+                window, histogram, ..
+            } => {
                 if self.latency.len() >= LATENCY_WINDOWS {
                     self.latency.drain(..LATENCY_WINDOWS / 8);
                 }
                 self.latency.extend(LatencyWindow::of(stamped));
+                let epoch = self.epoch();
+                for plan in self.plan.iter_mut().chain(self.finished_plans.iter_mut()) {
+                    plan.merge_window(*window, histogram, epoch);
+                }
+            }
+            Event::PlanLatency { id, p50, p99, max } => {
+                let mut plans = self.plan.iter_mut().chain(self.finished_plans.iter_mut().rev());
+                if let Some(plan) = plans.find(|p| p.id == Some(*id)) {
+                    plan.exact(*p50, *p99, *max);
+                }
             }
             Event::Migration {
                 phase,
@@ -479,6 +520,8 @@ impl JobModel {
                 target,
                 steps,
                 bins,
+                id,
+                run_s,
                 ..
             } => {
                 self.plan = Some(PlanView {
@@ -491,11 +534,17 @@ impl JobModel {
                     bytes_moved: 0,
                     started_s: stamped.at_s,
                     seconds: None,
+                    id: *id,
+                    issued_run_s: *run_s,
+                    completed_run_s: None,
+                    during: None,
+                    merged: None,
                 })
             }
-            Event::PlanCompleted { seconds, .. } => {
+            Event::PlanCompleted { seconds, run_s, .. } => {
                 if let Some(mut plan) = self.plan.take() {
                     plan.seconds = Some(*seconds);
+                    plan.completed_run_s = *run_s;
                     bounded_push(&mut self.finished_plans, plan);
                 }
             }

@@ -1,0 +1,77 @@
+//! The header above every view: the job's throughput, its last latency window, the bins
+//! on the move and the running plan's progress, and a warning when the feed went quiet.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use super::super::model::Dash;
+use super::count;
+use super::theme::Theme;
+
+/// From this width on, the header also says what the operators applied.
+const WIDE: u16 = 100;
+
+/// A latency in milliseconds, short.
+fn short_ms(ns: u64) -> String {
+    let ms = ns as f64 / 1e6;
+    if ms >= 100.0 {
+        format!("{ms:.0}")
+    } else if ms >= 10.0 {
+        format!("{ms:.1}")
+    } else {
+        format!("{ms:.2}")
+    }
+}
+
+pub(super) fn header(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
+    let job = dash.view();
+    let sep = || Span::styled(" │ ", theme.fg(Color::DarkGray));
+    let (sent, applied) = dash.throughput();
+    let mut spans = vec![Span::styled(
+        format!(" {} rec/s", count(sent as u64)),
+        theme.accent(),
+    )];
+    // What the stateful operators applied, where there is room for it.
+    if let Some(applied) = applied.filter(|_| area.width >= WIDE) {
+        spans.push(Span::raw(format!(" (applied {}/s)", count(applied as u64))));
+    }
+    spans.push(sep());
+    spans.push(Span::raw(match job.latency.last() {
+        Some(w) => format!(
+            "p50 {} p99 {} max {} ms",
+            short_ms(w.p50),
+            short_ms(w.p99),
+            short_ms(w.max)
+        ),
+        None => "latency: no window yet".into(),
+    }));
+    spans.push(sep());
+    let moving = job.moving.len();
+    spans.push(if moving > 0 {
+        Span::styled(
+            format!("{moving} moving"),
+            theme.fg(Color::Magenta).add_modifier(Modifier::BOLD),
+        )
+    } else {
+        Span::raw("none moving")
+    });
+    if let Some(p) = &job.plan {
+        spans.push(sep());
+        let done = 100 * p.bins_completed / p.bins.max(1);
+        spans.push(Span::raw(format!(
+            "{}→{} {done}% ({}/{} steps)",
+            p.strategy, p.target, p.steps_issued, p.steps
+        )));
+    }
+    if let Some(quiet) = dash.stale_s() {
+        spans.push(sep());
+        spans.push(Span::styled(
+            format!("⚠ no events for {quiet:.0} s"),
+            theme.fg(Color::Yellow).add_modifier(Modifier::BOLD),
+        ));
+    }
+    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
