@@ -406,7 +406,8 @@ impl JobModel {
                 bytes,
                 ..
             } => {
-                if !self.known_worker(*worker) {
+                // A failed worker's samples describe what it no longer serves.
+                if !self.known_worker(*worker) || self.failed.contains(worker) {
                     return;
                 }
                 let w = self.workers.entry(*worker).or_default();
@@ -457,7 +458,9 @@ impl JobModel {
                 w.process = stamped.process;
                 let secs = (*interval_ns as f64 / 1e9).max(1e-9);
                 w.records_per_s = *records as f64 / secs;
-                w.applied_per_s = applied.map(|a| a as f64 / secs);
+                w.applied_per_s = applied
+                    .filter(|_| !self.failed.contains(worker))
+                    .map(|a| a as f64 / secs);
                 w.busy = (*busy_ns as f64 / *interval_ns.max(&1) as f64).min(1.0);
             }
             Event::Latency {
@@ -591,6 +594,11 @@ impl JobModel {
                     return;
                 }
                 self.failed.insert(*worker);
+                // It holds nothing from now on, whatever it last sampled.
+                if let Some(w) = self.workers.get_mut(worker) {
+                    w.held.clear();
+                    w.applied_per_s = None;
+                }
                 bounded_push(
                     &mut self.failures,
                     FailureView {

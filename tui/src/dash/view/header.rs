@@ -61,9 +61,14 @@ pub(super) fn header(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
     if let Some(p) = &job.plan {
         spans.push(sep());
         let done = 100 * p.bins_completed / p.bins.max(1);
+        let steps = if area.width >= WIDE {
+            format!(" ({}/{} steps)", p.steps_issued, p.steps)
+        } else {
+            String::new()
+        };
         spans.push(Span::raw(format!(
-            "{}→{} {done}% ({}/{} steps)",
-            p.strategy, p.target, p.steps_issued, p.steps
+            "{}→{} {done}% done{steps}",
+            p.strategy, p.target
         )));
     }
     if let Some(quiet) = dash.stale_s() {

@@ -128,7 +128,7 @@ pub(super) fn latency(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) 
             Constraint::Length(12),
         ];
         let header = Row::new(["at", "plan", "p99 during", "max during"]).style(theme.accent());
-        let title = "Latency during each plan (every record; ≈ merged windows until the exact figure)";
+        let title = "Latency during each plan (≈: whole windows, until the exact figure)";
         frame.render_widget(
             Table::new(rows, widths)
                 .header(header)

@@ -1,9 +1,9 @@
 //! The workers view: each worker's share of the bins, its load and its state.
 
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Rect};
+use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Color;
-use ratatui::widgets::{Block, Row, Table};
+use ratatui::widgets::{Block, Paragraph, Row, Table, Wrap};
 
 use megaflux::size::human as bytes;
 
@@ -14,25 +14,34 @@ use super::theme::*;
 pub(super) fn workers(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
     let job = dash.view();
     let totals = dash.worker_totals(&[], 0);
-    let mean = totals.iter().map(|t| t.1).sum::<u64>() as f64 / totals.len().max(1) as f64;
-    let largest = totals.iter().map(|t| t.1).max().unwrap_or(0) as f64;
+    let stats = |w: usize| job.workers.get(&(w as u32)).cloned().unwrap_or_default();
+    // Exact totals as each worker last sampled them; per-bin samples until then.
+    let held = |w: usize, k: u64, by: u64| {
+        let s = stats(w);
+        if s.held.is_empty() {
+            (k, by)
+        } else {
+            s.held
+                .values()
+                .fold((0, 0), |(k, b), h| (k + h.keys, b + h.bytes))
+        }
+    };
+    let shown: Vec<(u64, u64)> = totals
+        .iter()
+        .enumerate()
+        .map(|(w, (_, k, by))| held(w, *k, *by))
+        .collect();
+    let mean = shown.iter().map(|t| t.0).sum::<u64>() as f64 / shown.len().max(1) as f64;
+    let largest = shown.iter().map(|t| t.0).max().unwrap_or(0) as f64;
     let skew = if mean > 0.0 { largest / mean } else { 1.0 };
     let standbys = |w: u32| (0..dash.bins()).filter(|b| dash.standby(*b) == Some(w)).count();
     let rows: Vec<Row> = totals
         .iter()
         .enumerate()
-        .map(|(w, (b, k, by))| {
-            let stats = job.workers.get(&(w as u32)).cloned().unwrap_or_default();
+        .map(|(w, (b, _, _))| {
+            let stats = stats(w);
             let failed = job.failed.contains(&(w as u32));
-            // Exact totals as the worker last sampled them; per-bin samples until then.
-            let (keys, state) = if stats.held.is_empty() {
-                (*k, *by)
-            } else {
-                stats
-                    .held
-                    .values()
-                    .fold((0, 0), |(k, b), h| (k + h.keys, b + h.bytes))
-            };
+            let (keys, state) = shown[w];
             let row = Row::new(vec![
                 format!("{w}"),
                 format!("{}", stats.process),
@@ -83,18 +92,25 @@ pub(super) fn workers(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) 
         Constraint::Length(5),
         Constraint::Length(6),
     ];
-    let mut title = format!(
-        "Workers: skew {skew:.2} (primary keys, largest ÷ mean); keys and state as each last \
-         sampled them, standbys included; applied/s by its stateful operators, sent/s by its source"
-    );
+    let mut title = format!("Workers: skew {skew:.2} (keys held, largest ÷ mean)");
     if job.replicated {
         let degraded = (0..dash.bins()).filter(|b| dash.degraded(*b)).count();
         title.push_str(&format!("; {degraded} bins with one replica"));
     }
+    let note_lines = if area.width < 120 { 2 } else { 1 };
+    let [table, notes] = Layout::vertical([Constraint::Min(3), Constraint::Length(note_lines)]).areas(area);
     frame.render_widget(
         Table::new(rows, widths)
             .header(header)
             .block(Block::bordered().title(title)),
-        area,
+        table,
+    );
+    let note = "keys, state: as each last sampled them, standbys included · applied/s: by its \
+                stateful operators · sent/s: by its source";
+    frame.render_widget(
+        Paragraph::new(note)
+            .style(theme.fg(Color::DarkGray))
+            .wrap(Wrap { trim: true }),
+        notes,
     );
 }
