@@ -340,3 +340,80 @@ fn an_exporter_reconnects_when_its_collector_comes_back() {
     let report = second.finish(Duration::from_secs(5), None).unwrap();
     assert!(report.closed.is_empty(), "{:?}", report.closed);
 }
+
+/// A trace whose writes start failing (here: its reader went away) stops recording,
+/// visibly, and nothing else: the collector goes on serving its viewers.
+#[test]
+fn a_failed_trace_write_stops_the_recording_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("trace.fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    // A reader that takes the header, then goes away: later writes fail (EPIPE).
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            let mut first = String::new();
+            let file = std::fs::File::open(&fifo).unwrap();
+            std::io::BufReader::new(file).read_line(&mut first).unwrap();
+            first
+        })
+    };
+    let (local, queue, hello) = process(0);
+    let header = megaflux_probe::record::TraceHeader::new(serde_json::json!({}), 1, 1, 16, vec![0; 16]);
+    let collector = Collector::start(
+        CollectorConfig {
+            serve: Some("127.0.0.1:0".parse().unwrap()),
+            record: Some((fifo, header)),
+            replace: true,
+            hello: Some(hello),
+            ..CollectorConfig::default()
+        },
+        queue,
+    )
+    .unwrap();
+    assert!(reader.join().unwrap().contains("megaflux-trace"));
+    let addr = collector.local_addr().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut sub = subscribe(addr).await;
+        let mut model = JobModel::new();
+        let wait = async {
+            let mut records = 1;
+            while model.recording_failed.is_none() {
+                emit(&local, 0, records);
+                records += 1;
+                if let Ok(Ok(Some(frame))) =
+                    tokio::time::timeout(Duration::from_millis(100), sub.recv()).await
+                {
+                    match frame {
+                        ServerFrame::Snapshot { model: m } => model = *m,
+                        ServerFrame::Events { events } => events.iter().for_each(|e| model.apply(e)),
+                        _ => {}
+                    }
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(20), wait)
+            .await
+            .expect("the viewer was told the recording failed");
+        assert_eq!(model.recording, Some(false));
+        // The collector goes on.
+        emit(&local, 0, 1000);
+        follow(&mut sub, &mut model, |m| {
+            m.workers
+                .get(&0)
+                .is_some_and(|w| (w.records_per_s - 4000.0).abs() < 1e-6)
+        })
+        .await;
+    });
+    let report = collector.finish(Duration::ZERO, None).unwrap();
+    let failed = report
+        .recording_failed
+        .expect("the report says the recording failed");
+    assert!(failed.contains("trace.fifo"), "{failed}");
+}

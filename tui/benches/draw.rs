@@ -69,6 +69,7 @@ fn big_job() -> Dash {
             purpose: None,
             id: None,
             time: None,
+            run_s: None,
         },
     ));
     for bin in 0..64 {
