@@ -253,7 +253,16 @@ pub fn main() -> ExitCode {
                     player: None,
                 },
             ) {
-                Ok(()) => ExitCode::SUCCESS,
+                // A dashboard that never reached its collector says why, and fails.
+                Ok(dash) if !dash.connected => {
+                    let why = match dash.connection {
+                        Connection::Closed(why) => why,
+                        _ => format!("the collector at {} was not reached", args.addr),
+                    };
+                    eprintln!("error: {why}");
+                    ExitCode::FAILURE
+                }
+                Ok(_) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("error: {e:#}");
                     ExitCode::FAILURE

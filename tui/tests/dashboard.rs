@@ -284,3 +284,33 @@ fn event_number(screen: &str) -> u64 {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no event number in:\n{screen}"))
 }
+
+/// `attach` to an address where no collector serves: the dashboard says why, naming the
+/// address, and quitting it fails with the reason on stderr.
+#[test]
+fn attach_to_nothing_says_where_and_fails() {
+    let port = free_port();
+    let dir = std::env::temp_dir().join(format!("megaflux-attach-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    let command = format!(
+        "{bin} attach {addr} 2> {err}; echo $? > {done}; sleep 60",
+        bin = env!("CARGO_BIN_EXE_megaflux"),
+        err = dir.join("stderr").display(),
+        done = dir.join("done").display(),
+    );
+    let tmux = Session::start("attach", &command);
+    tmux.wait_for(&format!("closed: connecting to the collector at {addr}"));
+    tmux.keys(&["q"]);
+    let code = wait_for_file(&dir.join("done"), |t| t.ends_with('\n'));
+    assert_eq!(code.trim(), "1");
+    let stderr = std::fs::read_to_string(dir.join("stderr")).unwrap();
+    assert!(stderr.contains(&addr) && stderr.contains("refused"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A port nothing listens on (it was free a moment ago).
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}

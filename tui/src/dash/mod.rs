@@ -41,13 +41,13 @@ pub struct Sinks {
 }
 
 /// Runs the dashboard until the person quits. `messages` feeds it; `sinks` receive what the
-/// person asks for.
+/// person asks for. Returns the dashboard as it was at the end (how its feed stood).
 pub fn run(
     mut dash: Dash,
     messages: mpsc::Receiver<Msg>,
     keys_to: mpsc::SyncSender<Msg>,
     sinks: Sinks,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Dash> {
     let Sinks { commands, player } = sinks;
     let theme = Theme::from_env();
     let mut terminal = ratatui::try_init()?;
@@ -94,7 +94,7 @@ pub fn run(
         }
     })();
     ratatui::restore();
-    result
+    result.map(|()| dash)
 }
 
 /// Reads the terminal's keys on a thread of its own and sends them on.

@@ -35,5 +35,6 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
             commands: None,
             player: Some(requests),
         },
-    )
+    )?;
+    Ok(())
 }

@@ -173,6 +173,8 @@ pub struct Dash {
     pub heard_at: f64,
     /// The collector's number for this view.
     pub subscriber: Option<u64>,
+    /// Whether the feed was ever live (an `attach` that never connected failed).
+    pub connected: bool,
 }
 
 impl Dash {
@@ -203,6 +205,7 @@ impl Dash {
             tick: 0.0,
             heard_at: 0.0,
             subscriber: None,
+            connected: false,
         }
     }
 
@@ -280,6 +283,7 @@ impl Dash {
                     LogKind::Job
                 };
                 self.push_log(self.now_s, kind, text);
+                self.connected |= matches!(c, Connection::Live(_));
                 self.connection = c;
                 Vec::new()
             }
