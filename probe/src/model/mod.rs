@@ -8,169 +8,21 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use megaflux::epoch::EpochLen;
 use serde::{Deserialize, Serialize};
 
-use crate::event::{Event, Outcome, Phase, Stamped};
+use crate::event::{Event, Phase, Stamped};
 
+mod bounds;
 mod plans;
+mod views;
 
+pub use bounds::{COMMAND_LOG, DROP_PLACES, HISTORY, LATENCY_WINDOWS, MAX_OPERATORS, MAX_PEERS, TEXT_CHARS};
+use bounds::{bounded_push, text};
 pub use plans::{During, PlanView};
+pub use views::{
+    BinView, CommandView, FailureView, FrontierView, Held, Holders, LatencyWindow, Move, WorkerView,
+};
 
-/// Entries the command log keeps.
-pub const COMMAND_LOG: usize = 256;
 /// The most bins a job can have.
 pub const MAX_BINS: u32 = megaflux::bins::MAX_BINS as u32;
-/// The most workers (and processes) a model keeps: events about others are ignored, as
-/// are events about workers past the job's `peers` once a hello said it.
-pub const MAX_PEERS: u32 = 4096;
-/// The most operators a model keeps bins and frontiers of (a job has a handful).
-pub const MAX_OPERATORS: usize = 16;
-/// Latency windows kept: a little over four hours of 250 ms windows; older ones go first.
-pub const LATENCY_WINDOWS: usize = 1 << 16;
-/// Failures and finished plans kept: older ones go first.
-pub const HISTORY: usize = 1024;
-/// Places of dropped events kept.
-pub const DROP_PLACES: usize = 64;
-/// Longest text (a command, a reason) a model keeps, in characters.
-pub const TEXT_CHARS: usize = 512;
-
-/// One bin of one operator, as the workers holding it report it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct BinView {
-    /// The worker that reported it as its primary.
-    pub owner: Option<u32>,
-    /// The worker that reported it as its standby.
-    #[serde(default)]
-    pub standby: Option<u32>,
-    pub keys: u64,
-    pub bytes: u64,
-}
-
-/// Where a bin's replicas are, as the control plane placed them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Holders {
-    pub primary: Option<u32>,
-    pub standby: Option<u32>,
-}
-
-impl Holders {
-    /// One replica left (the job had two).
-    pub fn degraded(&self) -> bool {
-        self.primary.is_some() && self.standby.is_none()
-    }
-}
-
-/// A worker's failure and what followed.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct FailureView {
-    pub worker: u32,
-    pub at_s: f64,
-    pub time: Option<u64>,
-    pub promoted: u64,
-    pub degraded: u64,
-    /// Replicas that did their first work in place of the failed worker.
-    pub takeovers: u64,
-    pub rejoined_s: Option<f64>,
-    /// Bins given two replicas again, once the recovery finished.
-    pub recovered: Option<u64>,
-    pub lost: Option<String>,
-}
-
-/// A worker's latest load.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct WorkerView {
-    pub process: u32,
-    /// Records its source sent per second, over the last interval.
-    pub records_per_s: f64,
-    /// Records its stateful operators applied per second, over the last interval (a
-    /// replica's included; `None` from jobs that did not say).
-    #[serde(default)]
-    pub applied_per_s: Option<f64>,
-    /// Fraction of the last interval spent running operators.
-    pub busy: f64,
-    pub finished: bool,
-    /// What it holds of each operator, exactly, as of its last sample (standbys included).
-    #[serde(default)]
-    pub held: BTreeMap<String, Held>,
-}
-
-/// What a worker holds of one operator.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Held {
-    pub bins: u64,
-    pub keys: u64,
-    pub bytes: u64,
-}
-
-/// An operator's frontiers on a worker.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct FrontierView {
-    pub applied: Option<u64>,
-    pub control: Option<u64>,
-    pub input: u64,
-}
-
-impl FrontierView {
-    /// Epochs the operator lags behind the input.
-    pub fn lag(&self) -> Option<u64> {
-        self.applied.map(|a| self.input.saturating_sub(a))
-    }
-}
-
-/// One latency window.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct LatencyWindow {
-    /// When the window's report arrived, on the probe's clock (as plans' times are).
-    pub at_s: f64,
-    /// Start of the window in the measured run.
-    pub t_s: f64,
-    pub count: u64,
-    pub p50: u64,
-    pub p99: u64,
-    pub max: u64,
-}
-
-impl LatencyWindow {
-    /// The window a `latency` event reports (`None` for other events).
-    pub fn of(stamped: &Stamped) -> Option<LatencyWindow> {
-        match &stamped.event {
-            Event::Latency {
-                t_s,
-                count,
-                p50,
-                p99,
-                max,
-                ..
-            } => Some(LatencyWindow {
-                at_s: stamped.at_s,
-                t_s: *t_s,
-                count: *count,
-                p50: *p50,
-                p99: *p99,
-                max: *max,
-            }),
-            _ => None,
-        }
-    }
-}
-
-/// A bin on the move.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Move {
-    pub bin: u32,
-    pub time: u64,
-    pub from: Option<u32>,
-    pub to: Option<u32>,
-    pub phase: Phase,
-    pub bytes: u64,
-}
-
-/// A command and what became of it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CommandView {
-    pub at_s: f64,
-    pub outcome: Outcome,
-    pub command: String,
-    pub reason: Option<String>,
-}
 
 /// Everything known about a job.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -270,65 +122,6 @@ impl JobModel {
             self.placement.resize(bin as usize + 1, Holders::default());
         }
         self.placement.get_mut(bin as usize)
-    }
-
-    /// Whether events about `worker` are kept: one of the job's workers (once a hello said
-    /// how many), and never more than [`MAX_PEERS`].
-    fn known_worker(&self, worker: u32) -> bool {
-        worker < if self.peers > 0 { self.peers } else { MAX_PEERS }
-    }
-
-    /// Whether a model (a keyframe's) keeps the bounds that events are held to.
-    fn within_bounds(&self) -> bool {
-        let bins = self.bins().unwrap_or(MAX_BINS) as usize;
-        self.peers <= MAX_PEERS
-            && self.processes.len() <= MAX_PEERS as usize
-            && self.operators.len() <= MAX_OPERATORS
-            && self.operators.values().all(|b| b.len() <= bins)
-            && self.workers.len() <= MAX_PEERS as usize
-            && self.workers.values().all(|w| w.held.len() <= MAX_OPERATORS)
-            && self.frontiers.len() <= MAX_PEERS as usize
-            && self.frontiers.values().all(|f| f.len() <= MAX_OPERATORS + 1)
-            && self.moving.len() <= bins
-            && self.placement.len() <= bins
-            && self.finished_plans.len() <= HISTORY
-            && self.failures.len() <= HISTORY
-            && self.commands.len() <= COMMAND_LOG
-            && self.dropped.len() <= DROP_PLACES
-    }
-
-    /// How many entries the model holds in all: what [`JobModel::apply`] keeps within the
-    /// job's bounds whatever the events.
-    pub fn entries(&self) -> usize {
-        self.processes.len()
-            + self.operators.values().map(Vec::len).sum::<usize>()
-            + self.workers.values().map(|w| 1 + w.held.len()).sum::<usize>()
-            + self.frontiers.values().map(|f| f.len() + 1).sum::<usize>()
-            + self.latency.len()
-            + self.moving.len()
-            + self.finished_plans.len()
-            + self.commands.len()
-            + self.dropped.len()
-            + self.placement.len()
-            + self.failed.len()
-            + self.failures.len()
-    }
-
-    /// The most entries a model of a job with `bins` bins and `peers` workers may hold.
-    pub fn entries_bound(bins: u32, peers: u32) -> usize {
-        let (bins, peers) = (bins.min(MAX_BINS) as usize, peers.min(MAX_PEERS) as usize);
-        peers // processes
-            + MAX_OPERATORS * bins
-            + peers * (1 + MAX_OPERATORS)
-            + peers * (MAX_OPERATORS + 2)
-            + LATENCY_WINDOWS
-            + bins
-            + HISTORY
-            + COMMAND_LOG
-            + DROP_PLACES
-            + bins
-            + peers
-            + HISTORY
     }
 
     /// This model as a keyframe carries it: without the latency history.
@@ -735,22 +528,6 @@ impl JobModel {
             self.moving.remove(&bin);
         }
     }
-}
-
-/// `s` cut to [`TEXT_CHARS`] characters.
-fn text(s: &str) -> String {
-    match s.char_indices().nth(TEXT_CHARS) {
-        None => s.to_string(),
-        Some((end, _)) => format!("{}…", &s[..end]),
-    }
-}
-
-/// Pushes onto a history of at most [`HISTORY`] entries, the oldest going first.
-fn bounded_push<T>(history: &mut Vec<T>, item: T) {
-    if history.len() >= HISTORY {
-        history.remove(0);
-    }
-    history.push(item);
 }
 
 #[cfg(test)]

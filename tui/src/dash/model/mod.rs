@@ -536,6 +536,24 @@ mod tests {
         assert!(d.pending.is_empty());
     }
 
+    /// Keys queued back to back are read in the state each finds: `m` opens the move
+    /// dialog, so the `1` right after it picks worker 1 rather than the first view.
+    #[test]
+    fn keys_typed_fast_are_read_in_order() {
+        use ratatui::crossterm::event::{KeyCode, KeyModifiers};
+        let key = |c| Msg::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
+        let mut d = job();
+        d.update(Msg::Action(Action::Tab(1)));
+        d.update(key('m'));
+        d.update(key('1'));
+        assert_eq!(d.tab, Tab::Workers);
+        assert!(
+            matches!(d.dialog, Some(Dialog::Move { worker: 1, .. })),
+            "{:?}",
+            d.dialog
+        );
+    }
+
     #[test]
     fn plans_pick_strategy_and_target() {
         let mut d = job();

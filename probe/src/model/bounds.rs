@@ -1,0 +1,97 @@
+//! The bounds a model keeps whatever the events: events come from the network and from
+//! files, so none may make it allocate more than the job its first hello describes.
+
+use super::{JobModel, MAX_BINS};
+
+/// Entries the command log keeps.
+pub const COMMAND_LOG: usize = 256;
+/// The most workers (and processes) a model keeps: events about others are ignored, as
+/// are events about workers past the job's `peers` once a hello said it.
+pub const MAX_PEERS: u32 = 4096;
+/// The most operators a model keeps bins and frontiers of (a job has a handful).
+pub const MAX_OPERATORS: usize = 16;
+/// Latency windows kept: a little over four hours of 250 ms windows; older ones go first.
+pub const LATENCY_WINDOWS: usize = 1 << 16;
+/// Failures and finished plans kept: older ones go first.
+pub const HISTORY: usize = 1024;
+/// Places of dropped events kept.
+pub const DROP_PLACES: usize = 64;
+/// Longest text (a command, a reason) a model keeps, in characters.
+pub const TEXT_CHARS: usize = 512;
+
+impl JobModel {
+    /// Whether events about `worker` are kept: one of the job's workers (once a hello said
+    /// how many), and never more than [`MAX_PEERS`].
+    pub(super) fn known_worker(&self, worker: u32) -> bool {
+        worker < if self.peers > 0 { self.peers } else { MAX_PEERS }
+    }
+
+    /// Whether a model (a keyframe's) keeps the bounds that events are held to.
+    pub(super) fn within_bounds(&self) -> bool {
+        let bins = self.bins().unwrap_or(MAX_BINS) as usize;
+        self.peers <= MAX_PEERS
+            && self.processes.len() <= MAX_PEERS as usize
+            && self.operators.len() <= MAX_OPERATORS
+            && self.operators.values().all(|b| b.len() <= bins)
+            && self.workers.len() <= MAX_PEERS as usize
+            && self.workers.values().all(|w| w.held.len() <= MAX_OPERATORS)
+            && self.frontiers.len() <= MAX_PEERS as usize
+            && self.frontiers.values().all(|f| f.len() <= MAX_OPERATORS + 1)
+            && self.moving.len() <= bins
+            && self.placement.len() <= bins
+            && self.finished_plans.len() <= HISTORY
+            && self.failures.len() <= HISTORY
+            && self.commands.len() <= COMMAND_LOG
+            && self.dropped.len() <= DROP_PLACES
+    }
+
+    /// How many entries the model holds in all: what [`JobModel::apply`] keeps within the
+    /// job's bounds whatever the events.
+    pub fn entries(&self) -> usize {
+        self.processes.len()
+            + self.operators.values().map(Vec::len).sum::<usize>()
+            + self.workers.values().map(|w| 1 + w.held.len()).sum::<usize>()
+            + self.frontiers.values().map(|f| f.len() + 1).sum::<usize>()
+            + self.latency.len()
+            + self.moving.len()
+            + self.finished_plans.len()
+            + self.commands.len()
+            + self.dropped.len()
+            + self.placement.len()
+            + self.failed.len()
+            + self.failures.len()
+    }
+
+    /// The most entries a model of a job with `bins` bins and `peers` workers may hold.
+    pub fn entries_bound(bins: u32, peers: u32) -> usize {
+        let (bins, peers) = (bins.min(MAX_BINS) as usize, peers.min(MAX_PEERS) as usize);
+        peers // processes
+            + MAX_OPERATORS * bins
+            + peers * (1 + MAX_OPERATORS)
+            + peers * (MAX_OPERATORS + 2)
+            + LATENCY_WINDOWS
+            + bins
+            + HISTORY
+            + COMMAND_LOG
+            + DROP_PLACES
+            + bins
+            + peers
+            + HISTORY
+    }
+}
+
+/// `s` cut to [`TEXT_CHARS`] characters.
+pub(super) fn text(s: &str) -> String {
+    match s.char_indices().nth(TEXT_CHARS) {
+        None => s.to_string(),
+        Some((end, _)) => format!("{}…", &s[..end]),
+    }
+}
+
+/// Pushes onto a history of at most [`HISTORY`] entries, the oldest going first.
+pub(super) fn bounded_push<T>(history: &mut Vec<T>, item: T) {
+    if history.len() >= HISTORY {
+        history.remove(0);
+    }
+    history.push(item);
+}
