@@ -417,3 +417,43 @@ fn a_failed_trace_write_stops_the_recording_and_nothing_else() {
         .expect("the report says the recording failed");
     assert!(failed.contains("trace.fifo"), "{failed}");
 }
+
+/// One exporter per process: a second one is refused while the first is connected, and
+/// welcome once it has gone.
+#[test]
+fn one_exporter_per_process() {
+    let (_local, queue, hello) = process(0);
+    let collector = Collector::start(
+        CollectorConfig {
+            serve: Some("127.0.0.1:0".parse().unwrap()),
+            hello: Some(hello),
+            ..CollectorConfig::default()
+        },
+        queue,
+    )
+    .unwrap();
+    let addr = collector.local_addr().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let exporter = || wire::connect(addr, Role::Exporter { process: 1 }, None);
+        let first = exporter().await.unwrap();
+        let second = exporter().await.err().expect("refused");
+        assert!(second.to_string().contains("already has an exporter"), "{second}");
+        drop(first);
+        let again = async {
+            loop {
+                if exporter().await.is_ok() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), again)
+            .await
+            .expect("welcome once the first has gone");
+    });
+    drop(collector);
+}

@@ -73,40 +73,72 @@ enum Admitted {
 async fn serve(stream: TcpStream, shared: &Listener, permit: OwnedSemaphorePermit) -> Result<(), String> {
     let limits = &shared.limits;
     let mut conn = Connection::with_limit(stream, limits.hello_bytes);
-    let admitted = match tokio::time::timeout(limits.hello_timeout, handshake(&mut conn, shared)).await {
+    let hello = match tokio::time::timeout(limits.hello_timeout, conn.recv::<ClientFrame>()).await {
         Err(_) => return Err(format!("no hello within {:?}", limits.hello_timeout)),
-        Ok(Err(reason)) => {
+        Ok(hello) => hello.map_err(|e| e.to_string()),
+    };
+    let admitted = match admit(hello, shared).await {
+        Ok(None) => return Ok(()),
+        Ok(Some(admitted)) => admitted,
+        Err(reason) => {
             let refusal = ServerFrame::Refused {
                 reason: short(&reason),
             };
             let _ = tokio::time::timeout(limits.hello_timeout, conn.send(&refusal)).await;
             return Err(reason);
         }
-        Ok(Ok(None)) => return Ok(()),
-        Ok(Ok(Some(admitted))) => admitted,
+    };
+    let welcome = ServerFrame::Welcome {
+        protocol: PROTOCOL_VERSION,
+        subscriber: match &admitted {
+            Admitted::Subscriber { feed, .. } => Some(feed.id),
+            Admitted::Exporter(_) => None,
+        },
+    };
+    let welcomed = match tokio::time::timeout(limits.hello_timeout, conn.send(&welcome)).await {
+        Ok(sent) => sent.map_err(|e| e.to_string()),
+        Err(_) => Err(format!(
+            "did not take its welcome within {:?}",
+            limits.hello_timeout
+        )),
     };
     drop(permit);
     match admitted {
         Admitted::Exporter(speaker) => {
-            conn.set_limit(MAX_FRAME_BYTES);
             let process = speaker.process();
-            let result = exporter(&mut conn, &shared.inbox, speaker).await;
+            let result = match welcomed {
+                Ok(()) => {
+                    conn.set_limit(MAX_FRAME_BYTES);
+                    exporter(&mut conn, &shared.inbox, speaker).await
+                }
+                Err(reason) => Err(reason),
+            };
             let _ = shared.inbox.send(Inbox::ExporterLeft(process)).await;
             result
         }
         Admitted::Subscriber { model, feed } => {
-            conn.set_limit(limits.command_bytes);
             let id = feed.id;
-            let result = subscriber(&mut conn, shared, model, feed).await;
+            let result = match welcomed {
+                Ok(()) => {
+                    conn.set_limit(limits.command_bytes);
+                    subscriber(&mut conn, shared, model, feed).await
+                }
+                Err(reason) => Err(reason),
+            };
             let _ = shared.inbox.send(Inbox::Unsubscribe(id)).await;
             result
         }
     }
 }
 
-/// Reads the hello and admits the client, or says why not (`None`: it left first).
-async fn handshake(conn: &mut Connection<TcpStream>, shared: &Listener) -> Result<Option<Admitted>, String> {
-    let (role, presented) = match conn.recv::<ClientFrame>().await.map_err(|e| e.to_string())? {
+/// Admits the client that sent `hello`, joining it to the collector, or says why not
+/// (`None`: it left first). Reads and writes nothing: whatever joined here leaves when
+/// [`serve`] ends.
+async fn admit(
+    hello: Result<Option<ClientFrame>, String>,
+    shared: &Listener,
+) -> Result<Option<Admitted>, String> {
+    let (role, presented) = match hello? {
         None => return Ok(None),
         Some(ClientFrame::Hello {
             protocol: PROTOCOL_VERSION,
@@ -122,7 +154,7 @@ async fn handshake(conn: &mut Connection<TcpStream>, shared: &Listener) -> Resul
     };
     let holds_token = shared.gate.holds(presented.as_deref());
     shared.gate.admit(&role, holds_token)?;
-    let admitted = match role {
+    match role {
         Role::Exporter { process } => {
             // None may speak for this collector's own process, whose answers to commands
             // it trusts.
@@ -136,7 +168,7 @@ async fn handshake(conn: &mut Connection<TcpStream>, shared: &Listener) -> Resul
             answer
                 .await
                 .map_err(|_| "the collector is stopping".to_string())??;
-            Admitted::Exporter(speaker)
+            Ok(Some(Admitted::Exporter(speaker)))
         }
         Role::Subscriber => {
             let (frames_tx, frames) = mpsc::unbounded_channel();
@@ -157,26 +189,9 @@ async fn handshake(conn: &mut Connection<TcpStream>, shared: &Listener) -> Resul
                 queued,
                 holds_token,
             };
-            Admitted::Subscriber { model, feed }
+            Ok(Some(Admitted::Subscriber { model, feed }))
         }
-    };
-    let welcome = ServerFrame::Welcome {
-        protocol: PROTOCOL_VERSION,
-        subscriber: match &admitted {
-            Admitted::Subscriber { feed, .. } => Some(feed.id),
-            Admitted::Exporter(_) => None,
-        },
-    };
-    if let Err(e) = conn.send(&welcome).await {
-        // Joined but never welcomed: leave again.
-        let left = match &admitted {
-            Admitted::Exporter(s) => Inbox::ExporterLeft(s.process()),
-            Admitted::Subscriber { feed, .. } => Inbox::Unsubscribe(feed.id),
-        };
-        let _ = shared.inbox.send(left).await;
-        return Err(e.to_string());
     }
-    Ok(Some(admitted))
 }
 
 async fn exporter(
