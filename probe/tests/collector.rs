@@ -40,6 +40,16 @@ fn process(n: u32) -> (tracing::Dispatch, megaflux_probe::EventQueue, Stamped) {
     (dispatch, queue, hello)
 }
 
+/// A collector serving on `addr` with this hello, fed by `queue`.
+fn serving(addr: &str, hello: Stamped, queue: megaflux_probe::EventQueue) -> Collector {
+    let config = CollectorConfig {
+        serve: Some(addr.parse().unwrap()),
+        hello: Some(hello),
+        ..CollectorConfig::default()
+    };
+    Collector::start(config, queue).unwrap()
+}
+
 async fn subscribe(addr: SocketAddr) -> Subscription {
     wire::subscribe(addr, None).await.unwrap()
 }
@@ -64,15 +74,7 @@ async fn follow(conn: &mut Subscription, model: &mut JobModel, done: impl Fn(&Jo
 #[test]
 fn merges_two_exporters_and_survives_bad_clients() {
     let (local, queue, hello) = process(0);
-    let collector = Collector::start(
-        CollectorConfig {
-            serve: Some("127.0.0.1:0".parse().unwrap()),
-            hello: Some(hello),
-            ..CollectorConfig::default()
-        },
-        queue,
-    )
-    .unwrap();
+    let collector = serving("127.0.0.1:0", hello, queue);
     let addr = collector.local_addr().unwrap();
     let (one, q1, h1) = process(1);
     let (two, q2, h2) = process(2);
@@ -272,15 +274,7 @@ fn an_exporter_reconnects_when_its_collector_comes_back() {
     // The collector's layer lives as long as the collector (it ends when its layer is gone).
     let start = |addr: SocketAddr| {
         let (layer, queue, hello) = process(0);
-        let collector = Collector::start(
-            CollectorConfig {
-                serve: Some(addr),
-                hello: Some(hello),
-                ..CollectorConfig::default()
-            },
-            queue,
-        )
-        .unwrap();
+        let collector = serving(&addr.to_string(), hello, queue);
         (collector, layer)
     };
     let (first, _layer) = start("127.0.0.1:0".parse().unwrap());
@@ -423,15 +417,7 @@ fn a_failed_trace_write_stops_the_recording_and_nothing_else() {
 #[test]
 fn one_exporter_per_process() {
     let (_local, queue, hello) = process(0);
-    let collector = Collector::start(
-        CollectorConfig {
-            serve: Some("127.0.0.1:0".parse().unwrap()),
-            hello: Some(hello),
-            ..CollectorConfig::default()
-        },
-        queue,
-    )
-    .unwrap();
+    let collector = serving("127.0.0.1:0", hello, queue);
     let addr = collector.local_addr().unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
