@@ -124,16 +124,10 @@ fn an_attacked_collector_keeps_the_job_and_its_viewers_whole() {
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let job = std::thread::spawn(move || harness::run(config(), control).unwrap().unwrap());
 
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     // The well-behaved viewer, on a thread of its own (the attacks below block theirs).
     let watching = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = common::runtime();
         rt.block_on(viewer(addr))
     });
     let (flood, moved) = rt.block_on(async {

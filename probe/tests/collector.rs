@@ -81,10 +81,7 @@ fn merges_two_exporters_and_survives_bad_clients() {
     let e1 = Exporter::start(addr, 1, None, h1, q1).unwrap();
     let e2 = Exporter::start(addr, 2, None, h2, q2).unwrap();
 
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     rt.block_on(async {
         let mut sub = subscribe(addr).await;
         let mut model = JobModel::new();
@@ -202,10 +199,7 @@ fn recording_pauses_and_resumes_on_command() {
     )
     .unwrap();
     let addr = collector.local_addr().unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     rt.block_on(async {
         let mut sub = subscribe(addr).await;
         let mut model = JobModel::new();
@@ -281,10 +275,7 @@ fn an_exporter_reconnects_when_its_collector_comes_back() {
     let addr = first.local_addr().unwrap();
     let (one, q1, h1) = process(1);
     let exporter = Exporter::start(addr, 1, None, h1, q1).unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     rt.block_on(async {
         let mut sub = subscribe(addr).await;
         let mut model = JobModel::new();
@@ -369,10 +360,7 @@ fn a_failed_trace_write_stops_the_recording_and_nothing_else() {
     .unwrap();
     assert!(reader.join().unwrap().contains("megaflux-trace"));
     let addr = collector.local_addr().unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     rt.block_on(async {
         let mut sub = subscribe(addr).await;
         let mut model = JobModel::new();
@@ -419,10 +407,7 @@ fn one_exporter_per_process() {
     let (_local, queue, hello) = process(0);
     let collector = serving("127.0.0.1:0", hello, queue);
     let addr = collector.local_addr().unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     rt.block_on(async {
         let exporter = || wire::connect(addr, Role::Exporter { process: 1 }, None);
         let first = exporter().await.unwrap();

@@ -43,10 +43,7 @@ fn bad_commands_are_rejected_and_the_job_goes_on() {
     let addr = collector.local_addr().unwrap();
     let job = std::thread::spawn(move || harness::run(config(), control).unwrap().unwrap());
 
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     let answers = rt.block_on(async {
         let mut conn = wire::subscribe(addr, None).await.unwrap();
         let commands = [

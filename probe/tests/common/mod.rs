@@ -66,3 +66,11 @@ pub fn job(seconds: u64) -> RunConfig {
         ..RunConfig::default()
     }
 }
+
+/// A runtime for a test's clients, on the test's thread.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
