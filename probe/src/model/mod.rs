@@ -66,6 +66,9 @@ pub struct JobModel {
     pub events: u64,
     /// The latest event's time.
     pub now_s: f64,
+    /// The logical time of the measured run's first epoch, once worker 0 said.
+    #[serde(default)]
+    pub base: Option<u64>,
 }
 
 impl JobModel {
@@ -160,7 +163,10 @@ impl JobModel {
                 self.replicated |= config["replicas"].as_u64().is_some_and(|r| r > 1);
                 self.processes.insert(stamped.process, stamped.clone());
             }
-            Event::JobStarted { worker, peers, .. } => {
+            Event::JobStarted { worker, peers, base } => {
+                if *worker == 0 {
+                    self.base = Some(*base);
+                }
                 if self.processes.is_empty() {
                     self.peers = self.peers.max((*peers).min(MAX_PEERS));
                 }
@@ -318,8 +324,15 @@ impl JobModel {
                 bins,
                 id,
                 run_s,
+                time,
                 ..
             } => {
+                // Traces written before plans said their run time: the logical time the
+                // control input stood at, on the run's clock.
+                let epoch = self.epoch();
+                let from_time = time
+                    .zip(self.base)
+                    .map(|(t, base)| t.saturating_sub(base) as f64 * epoch.us() as f64 / 1e6);
                 self.plan = Some(PlanView {
                     strategy: text(strategy),
                     target: text(target),
@@ -331,7 +344,7 @@ impl JobModel {
                     started_s: stamped.at_s,
                     seconds: None,
                     id: *id,
-                    issued_run_s: *run_s,
+                    issued_run_s: run_s.or(from_time),
                     completed_run_s: None,
                     during: None,
                     merged: None,
@@ -340,7 +353,8 @@ impl JobModel {
             Event::PlanCompleted { seconds, run_s, .. } => {
                 if let Some(mut plan) = self.plan.take() {
                     plan.seconds = Some(*seconds);
-                    plan.completed_run_s = *run_s;
+                    // `seconds` is the completion's run time less the issue's.
+                    plan.completed_run_s = run_s.or(plan.issued_run_s.map(|i| i + seconds));
                     bounded_push(&mut self.finished_plans, plan);
                 }
             }
@@ -540,6 +554,52 @@ mod tests {
             process: 0,
             event,
         }
+    }
+
+    /// Plans of traces written before `run_s` are placed on the run's clock from their
+    /// logical time and the run's base.
+    #[test]
+    fn old_plans_get_their_run_time_from_logical_time() {
+        let mut m = JobModel::new();
+        m.apply(&at(Event::Hello {
+            processes: 1,
+            workers: 1,
+            peers: 1,
+            bins: 16,
+            config: serde_json::json!({}),
+            anchor_unix_s: None,
+        }));
+        m.apply(&at(Event::JobStarted {
+            worker: 0,
+            peers: 1,
+            base: 5,
+        }));
+        let started = |run_s| Event::PlanStarted {
+            strategy: "fluid".into(),
+            target: "uniform".into(),
+            steps: 1,
+            bins: 1,
+            purpose: None,
+            id: Some(0),
+            time: Some(1005),
+            run_s,
+        };
+        let completed = |run_s| Event::PlanCompleted {
+            strategy: "fluid".into(),
+            steps: 1,
+            seconds: 0.5,
+            id: Some(0),
+            cancelled: None,
+            run_s,
+        };
+        m.apply(&at(started(None)));
+        m.apply(&at(completed(None)));
+        let plan = &m.finished_plans[0];
+        assert_eq!((plan.issued_run_s, plan.completed_run_s), (Some(1.0), Some(1.5)));
+        m.apply(&at(started(Some(2.0))));
+        m.apply(&at(completed(Some(2.25))));
+        let plan = &m.finished_plans[1];
+        assert_eq!((plan.issued_run_s, plan.completed_run_s), (Some(2.0), Some(2.25)));
     }
 
     #[test]
