@@ -197,9 +197,14 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
     }
 
     /// Receives one frame; `Ok(None)` when the peer closed the connection.
+    ///
+    /// A peer that went away abruptly (a reset) has closed the connection too: that is no
+    /// protocol error.
     pub async fn recv<F: DeserializeOwned>(&mut self) -> Result<Option<F>, ProbeError> {
+        use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
         match self.reader.next().await {
             None => Ok(None),
+            Some(Err(e)) if matches!(e.kind(), ConnectionReset | ConnectionAborted | BrokenPipe) => Ok(None),
             Some(Err(e)) => Err(ProbeError::Protocol(format!("bad frame: {e}"))),
             Some(Ok(bytes)) => serde_json::from_slice(&bytes)
                 .map(Some)
