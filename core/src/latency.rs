@@ -2,6 +2,9 @@
 //! record's epoch minus the time the record was due (its place in the schedule), in
 //! HdrHistograms overall and per window.
 
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use hdrhistogram::Histogram;
@@ -70,7 +73,7 @@ pub fn due_ns(i: u64, rate: u64) -> u64 {
 /// (the Megaphone reference measures records from their due time too). It keeps the moment
 /// each epoch completed, and expands epochs into their records when asked.
 pub struct LatencyRecorder {
-    rate: u64,
+    dues: Dues,
     len: EpochLen,
     /// Per measured epoch, in order: the nanoseconds after the start at which it completed.
     epochs: Vec<(Time, u64)>,
@@ -123,8 +126,13 @@ fn histogram() -> Histogram<u64> {
 impl LatencyRecorder {
     /// A recorder for a run of `rate` records per second in epochs of `len`.
     pub fn new(rate: u64, len: EpochLen) -> Self {
+        Self::with_dues(Dues::rate(rate), len)
+    }
+
+    /// A recorder for records due as `dues` says, in epochs of `len`.
+    pub fn with_dues(dues: Dues, len: EpochLen) -> Self {
         LatencyRecorder {
-            rate,
+            dues,
             len,
             epochs: Vec::new(),
             all: histogram(),
@@ -137,9 +145,9 @@ impl LatencyRecorder {
     /// (for [`LatencyRecorder::report_window`]) takes them too.
     pub fn record(&mut self, epoch: Time, done_ns: u64, windowed: bool) {
         self.epochs.push((epoch, done_ns));
-        add_epoch(&mut self.all, self.rate, self.len, epoch, done_ns);
+        add_epoch(&mut self.all, &self.dues, self.len, epoch, done_ns);
         if windowed {
-            add_epoch(&mut self.window, self.rate, self.len, epoch, done_ns);
+            add_epoch(&mut self.window, &self.dues, self.len, epoch, done_ns);
         }
     }
 
@@ -157,7 +165,7 @@ impl LatencyRecorder {
     pub fn between(&self, from: Time, to: Time) -> Percentiles {
         let mut h = histogram();
         for (e, done) in self.epochs.iter().filter(|(e, _)| (from..=to).contains(e)) {
-            add_epoch(&mut h, self.rate, self.len, *e, *done);
+            add_epoch(&mut h, &self.dues, self.len, *e, *done);
         }
         Percentiles::of(&h)
     }
@@ -230,7 +238,7 @@ impl LatencyRecorder {
                 h.reset();
                 current = Some(w);
             }
-            add_epoch(&mut h, self.rate, self.len, *e, *done);
+            add_epoch(&mut h, &self.dues, self.len, *e, *done);
         }
         if let Some(c) = current {
             stats[c] = Percentiles::of(&h);
@@ -247,10 +255,81 @@ impl LatencyRecorder {
 }
 
 /// Adds the latency of each record of `epoch`, completed `done_ns` into the run, to `h`.
-fn add_epoch(h: &mut Histogram<u64>, rate: u64, len: EpochLen, epoch: Time, done_ns: u64) {
-    for i in first_record(epoch, rate, len)..first_record(epoch + 1, rate, len) {
-        // A record is never done before it is due; 1 ns keeps it in the histogram.
-        h.saturating_record(done_ns.saturating_sub(due_ns(i, rate)).max(1));
+fn add_epoch(h: &mut Histogram<u64>, dues: &Dues, len: EpochLen, epoch: Time, done_ns: u64) {
+    // A record is never done before it is due; 1 ns keeps it in the histogram.
+    match dues {
+        Dues::Rate { rate, total } => {
+            let end = first_record(epoch + 1, *rate, len).min(total.get());
+            for i in first_record(epoch, *rate, len)..end {
+                h.saturating_record(done_ns.saturating_sub(due_ns(i, *rate)).max(1));
+            }
+        }
+        Dues::Listed(listed) => {
+            for &(due, n) in listed.borrow().of(epoch) {
+                let _ = h.record_n(done_ns.saturating_sub(due).max(1).min(h.high()), u64::from(n));
+            }
+        }
+    }
+}
+
+/// When the records of a run were due.
+pub enum Dues {
+    /// Record `i` at `i / rate` seconds: generated records, and files read by rate, which
+    /// say how many records there were once they end (`total`).
+    Rate {
+        /// Records per second.
+        rate: u64,
+        /// The number of records, once known (`u64::MAX` until then).
+        total: Rc<Cell<u64>>,
+    },
+    /// As listed, epoch by epoch, by the feed that sent them (files read by event time,
+    /// streams by arrival).
+    Listed(Rc<RefCell<ListedDues>>),
+}
+
+impl Dues {
+    /// Records at `rate` per second, with no end.
+    pub fn rate(rate: u64) -> Self {
+        Dues::Rate {
+            rate,
+            total: Rc::new(Cell::new(u64::MAX)),
+        }
+    }
+}
+
+/// The due times of the records of every epoch, in runs of records due at the same
+/// nanosecond: a file read by event time in milliseconds has about one run per epoch, a
+/// stream one per microsecond in which records arrived. Kept for the whole run, like the
+/// epochs' completion times, so that the latency during any span can be told at the end.
+#[derive(Debug, Default)]
+pub struct ListedDues {
+    /// Where in `runs` each epoch's begin, for epochs 1, 2, ...
+    starts: Vec<usize>,
+    runs: Vec<(u64, u32)>,
+}
+
+impl ListedDues {
+    /// A record of epoch `epoch` was due `due_ns` into the run. Epochs come in order.
+    pub fn push(&mut self, epoch: Time, due_ns: u64) {
+        let epoch = epoch.max(1) as usize;
+        while self.starts.len() < epoch {
+            self.starts.push(self.runs.len());
+        }
+        let started = self.runs.len() > self.starts[epoch - 1];
+        match self.runs.last_mut() {
+            Some((due, n)) if started && *due == due_ns && *n < u32::MAX => *n += 1,
+            _ => self.runs.push((due_ns, 1)),
+        }
+    }
+
+    /// The runs of epoch `epoch`: (due ns, records).
+    fn of(&self, epoch: Time) -> &[(u64, u32)] {
+        let e = epoch as usize;
+        if e == 0 || e > self.starts.len() {
+            return &[];
+        }
+        let hi = self.starts.get(e).copied().unwrap_or(self.runs.len());
+        &self.runs[self.starts[e - 1]..hi]
     }
 }
 
@@ -329,6 +408,30 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn listed_dues_count_every_record_from_its_own_due_time() {
+        let listed = Rc::new(RefCell::new(ListedDues::default()));
+        {
+            let mut l = listed.borrow_mut();
+            // Epoch 1: three records due at 0.2 ms (one run), one at 0.5 ms; epoch 2 none;
+            // epoch 3 one record due at 2.1 ms.
+            for due in [200_000, 200_000, 200_000, 500_000] {
+                l.push(1, due);
+            }
+            l.push(3, 2_100_000);
+        }
+        let mut r = LatencyRecorder::with_dues(Dues::Listed(listed), EpochLen::MS);
+        r.record(1, 1_000_000, true);
+        r.record(2, 2_000_000, true);
+        r.record(3, 3_000_000, true);
+        let all = r.overall();
+        assert_eq!(all.count, 5);
+        assert!((799_000..=801_000).contains(&all.p50), "{all:?}");
+        assert!((899_000..=901_000).contains(&all.max), "{all:?}");
+        assert_eq!(r.between(2, 2).count, 0);
+        assert_eq!(r.between(3, 3).count, 1);
     }
 
     #[test]

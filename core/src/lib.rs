@@ -17,13 +17,16 @@ pub mod error;
 pub mod failover;
 pub mod failure;
 pub mod harness;
+pub mod job;
 pub mod latency;
 pub mod nexmark;
 pub mod operator;
 pub mod plan;
 pub mod rss;
 pub mod sampler;
+mod sink;
 pub mod size;
+pub mod source;
 pub mod summary;
 pub mod workload;
 
@@ -34,5 +37,10 @@ pub type Time = u64;
 pub use bins::Bins;
 pub use config::ControlInst;
 pub use error::{CommandError, ConfigError};
+pub use harness::{RunConfig, RunError, run_job};
+pub use job::{Job, Jobs, Operators};
 pub use operator::{Bin, Side, StatefulConfig, stateful_binary, stateful_unary};
 pub use size::{BinState, StateSize};
+pub use source::Source;
+/// The timely dataflow this crate builds on, so that jobs name its types at the same version.
+pub use timely;

@@ -130,6 +130,9 @@ pub struct Summary {
     pub timeline: Vec<WindowStats>,
     /// (latency ns, fraction of records slower) over the whole run.
     pub latency_ccdf: Vec<(u64, f64)>,
+    /// Lines written to `--output`, when the run wrote one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outputs_written: Option<u64>,
 }
 
 fn one() -> usize {
@@ -243,7 +246,7 @@ pub(crate) fn summarize(
         .collect();
     let rss_peak = reports.iter().filter_map(|r| r.rss_peak).reduce(|a, b| a + b);
     Summary {
-        workload: config.workload.to_string(),
+        workload: config.workload.clone(),
         native: config.native,
         workers: peers,
         processes: peers / config.workers.max(1),
@@ -266,6 +269,7 @@ pub(crate) fn summarize(
         achieved_rate: records_in.saturating_sub(preloaded) as f64 / config.duration.as_secs_f64().max(1e-9),
         timeline: latency.timeline(),
         latency_ccdf: latency.ccdf(),
+        outputs_written: None,
     }
 }
 

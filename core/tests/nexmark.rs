@@ -8,10 +8,11 @@ use std::sync::{Arc, Mutex};
 
 use megaflux::config::uniform;
 use megaflux::epoch::EpochLen;
+use megaflux::harness::RunConfig;
+use megaflux::job::{Job, Operators};
 use megaflux::nexmark::events::Source;
 use megaflux::nexmark::{Event, NexmarkJob, NexmarkParams, Output, Query, reference};
 use megaflux::plan::Strategy;
-use megaflux::workload::Job;
 use megaflux::{Bins, ControlInst, StatefulConfig, Time};
 use timely::dataflow::operators::{Inspect, Probe};
 use timely::dataflow::{InputHandleVec, ProbeHandle};
@@ -110,16 +111,23 @@ fn run(
             config.chunk_bytes = chunk_bytes;
         }
         let transfers = std::rc::Rc::clone(&config.transfers);
-        let job = NexmarkJob::new(query, RATE, params(), EpochLen::MS);
+        let job = NexmarkJob::new(query);
+        let run = Arc::new(RunConfig {
+            rate: RATE,
+            nexmark: params(),
+            epoch: EpochLen::MS,
+            ..RunConfig::default()
+        });
         let sink = Arc::clone(&sink);
         let probe = ProbeHandle::new();
         let (d, c) = (&mut data, &mut control);
         worker.dataflow::<Time, _, _>(|scope| {
-            let out = if native {
-                job.native(d.to_stream(scope), &config)
+            let ops = if native {
+                Operators::native(config.clone(), run)
             } else {
-                job.megaflux(d.to_stream(scope), c.to_stream(scope), &config)
+                Operators::migrating(c.to_stream(scope), config.clone(), run)
             };
+            let out = job.dataflow(d.to_stream(scope), &ops);
             out.inspect_core(move |event| {
                 if let Ok((stamp, batch)) = event {
                     let t = *stamp.least().expect("outputs carry a time");

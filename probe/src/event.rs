@@ -16,6 +16,7 @@ pub struct Stamped {
     pub at_s: f64,
     /// The timely process the event comes from.
     pub process: u32,
+    /// What happened; its `kind` and fields sit beside `at_s` and `process` on the line.
     #[serde(flatten)]
     pub event: Event,
 }
@@ -55,7 +56,11 @@ impl Phase {
 pub enum Outcome {
     /// The collector passed it on to the job (which answers `applied` or `rejected`).
     Received,
+    /// Carried out: by worker 0, at the logical `time` its control input stood at (or, for
+    /// a recording command, by the collector).
     Applied,
+    /// Refused, with a `reason`: by the collector (a `command` event without `id`) or by the
+    /// job.
     Rejected,
 }
 
@@ -76,11 +81,13 @@ impl Outcome {
 pub enum Event {
     /// A process joined: its share of the job and the job's configuration.
     Hello {
+        /// Timely processes in the job (`-n`).
         processes: u32,
         /// Workers in this process.
         workers: u32,
         /// Workers in the whole job.
         peers: u32,
+        /// Bins per operator (a power of two).
         bins: u32,
         /// The job's complete configuration, as `megaflux run` took it.
         config: serde_json::Value,
@@ -91,43 +98,74 @@ pub enum Event {
         anchor_unix_s: Option<f64>,
     },
     /// A worker finished its preload: the measured run starts at logical time `base`.
-    JobStarted { worker: u32, peers: u32, base: u64 },
+    JobStarted {
+        /// The worker's index in the whole job.
+        worker: u32,
+        /// Workers in the whole job.
+        peers: u32,
+        /// The logical time the preload ended at: the measured run's first epoch is `base + 1`.
+        base: u64,
+    },
     /// A worker finished its last epoch.
-    JobFinished { worker: u32, records: u64 },
+    JobFinished {
+        /// The worker's index in the whole job.
+        worker: u32,
+        /// Records the worker's source sent in the whole run.
+        records: u64,
+    },
     /// The size of one bin of one operator, reported by a worker holding it (its primary,
     /// or its standby when `standby`).
     BinSize {
+        /// The worker holding the bin, in the whole job.
         worker: u32,
+        /// The stateful operator's name.
         operator: String,
+        /// The bin's index, below the job's `bins`.
         bin: u32,
+        /// Keys the bin holds.
         keys: u64,
+        /// Shallow in-memory estimate of the bin's state (entries × entry size), in bytes.
         bytes: u64,
+        /// The worker holds the bin as its standby (`false`: its primary).
         #[serde(default, skip_serializing_if = "is_false")]
         standby: bool,
     },
     /// A worker finished sampling an operator. When `full`, every bin it holds was reported
     /// just before this event.
     Sampled {
+        /// The sampling worker, in the whole job.
         worker: u32,
+        /// The stateful operator's name.
         operator: String,
+        /// Every bin the worker holds was just reported (its first sample), not only the
+        /// changed ones.
         full: bool,
+        /// Bins of the operator the worker holds.
         bins: u64,
+        /// Keys in those bins, in total.
         keys: u64,
+        /// Shallow in-memory estimate of those bins' state, in bytes.
         bytes: u64,
     },
     /// An operator's frontiers on a worker: everything before `applied` is applied (`None`:
     /// finished); `control` is the control frontier it has seen; `input` the time the
     /// worker's input is open at, so `input - applied` is its lag in epochs (ms).
     Frontier {
+        /// The worker, in the whole job.
         worker: u32,
+        /// The operator's name; `output` is the job's output frontier.
         operator: String,
+        /// Every update before this logical time is applied; `None`: the operator is done.
         applied: Option<u64>,
+        /// The control frontier the operator has seen (absent for native operators).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         control: Option<u64>,
+        /// The logical time the worker's input is open at.
         input: u64,
     },
     /// A worker's load over the last sampling interval.
     WorkerStats {
+        /// The worker, in the whole job.
         worker: u32,
         /// Records the worker's source sent in the interval.
         records: u64,
@@ -135,41 +173,66 @@ pub enum Event {
         /// included) (version 2).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         applied: Option<u64>,
+        /// Time the worker's stateful operators spent in their activations in the interval,
+        /// in nanoseconds.
         busy_ns: u64,
+        /// Length of the interval, in nanoseconds.
         interval_ns: u64,
     },
     /// Latency of one 250 ms window of epochs; `histogram` is HdrHistogram V2, base64.
     Latency {
+        /// The window's number: window `w` holds epochs `250w+1 … 250w+250` (ms).
         window: u64,
+        /// When the window starts, in seconds of the measured run (`window × 0.25`).
         t_s: f64,
+        /// Records measured in the window.
         count: u64,
+        /// Median latency of the window's records, in nanoseconds.
         p50: u64,
+        /// 99th-percentile latency, in nanoseconds.
         p99: u64,
+        /// Largest latency, in nanoseconds.
         max: u64,
+        /// The window's HdrHistogram of latencies in ns, V2-serialized and base64-encoded
+        /// (empty if it could not be serialized).
         histogram: String,
     },
     /// A bin's move went through a phase. `worker` is where it happened.
     Migration {
+        /// The phase the move went through.
         phase: Phase,
+        /// The bin that moves.
         bin: u32,
+        /// The logical time the bin's new holders take effect at.
         time: u64,
+        /// The operator whose bin it is (`extracted`, `received`, `installed`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         operator: Option<String>,
+        /// The worker the phase happened on: the sender for `extracted`, the new holder for
+        /// `received` and `installed`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         worker: Option<u32>,
+        /// The worker the bin leaves: `issued` and `completed`, the old primary when the
+        /// primary changes, else the old standby; `extracted`, the sending holder.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         from: Option<u32>,
+        /// The worker the bin goes to: the new primary when the primary changes, else the
+        /// new standby; `extracted`, the receiving holder.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         to: Option<u32>,
+        /// Size of the serialized bin, in bytes (`extracted`, `received`, `installed`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         bytes: Option<u64>,
+        /// Chunks the bin was sent in (`extracted`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         chunks: Option<u64>,
+        /// The plan step that issued the move, from 0 (`issued`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         step: Option<u64>,
         /// Issued: the bin's holders from `time` on (`standby` -1: none).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         primary: Option<u32>,
+        /// Issued: the bin's standby from `time` on, `-1` for none.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         standby: Option<i64>,
         /// The source keeps its replica (a recovery copy), rather than moving it.
@@ -180,16 +243,23 @@ pub enum Event {
     /// replicas after a failure (`recovery`) or to spread bins onto a worker that rejoined
     /// (`rebalance`).
     PlanStarted {
+        /// How the plan splits its moves into steps, as its schedule spells it
+        /// (`fluid`, `all-at-once`, ..., with `+pipelined` when steps do not wait).
         strategy: String,
+        /// The placement the plan moves to, as a description (`uniform`, ...).
         target: String,
+        /// Steps the plan was split into.
         steps: u64,
+        /// Bins the plan changes the holders of.
         bins: u64,
+        /// Why it was made: `migration` (also when absent), `recovery` or `rebalance`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         purpose: Option<String>,
         /// The plan's number in the run, and the logical time the control input stood at
         /// when it was made (version 2).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         id: Option<u64>,
+        /// The logical time the control input stood at when the plan was made (version 2).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         time: Option<u64>,
         /// When it was made, in seconds of the measured run (the clock the summary and
@@ -199,11 +269,16 @@ pub enum Event {
     },
     /// A plan finished: every step issued and complete (or cancelled and drained).
     PlanCompleted {
+        /// The plan's strategy, as in its [`Event::PlanStarted`].
         strategy: String,
+        /// Steps the plan issued.
         steps: u64,
+        /// Seconds the plan ran, from its making to its completion.
         seconds: f64,
+        /// The plan's number in the run, as in its [`Event::PlanStarted`] (version 2).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         id: Option<u64>,
+        /// The plan was cancelled before all its steps were issued (version 2).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cancelled: Option<bool>,
         /// When it completed, in seconds of the measured run (version 2).
@@ -213,16 +288,29 @@ pub enum Event {
     /// The latency of every record of the epochs due while plan `id` ran (from its
     /// `run_s` to one epoch after its completion's, or the run's end): exactly what the
     /// summary says of it, once worker 0 has measured them all (version 2).
-    PlanLatency { id: u64, p50: u64, p99: u64, max: u64 },
+    PlanLatency {
+        /// The plan's number in the run, as in its [`Event::PlanStarted`].
+        id: u64,
+        /// Median latency of those records, in nanoseconds.
+        p50: u64,
+        /// 99th-percentile latency, in nanoseconds.
+        p99: u64,
+        /// Largest latency, in nanoseconds.
+        max: u64,
+    },
     /// A command was received from a subscriber and passed on to the job, or applied or
     /// rejected (with the reason). `id` is the control handle's: the job's answer carries
     /// the id the collector's `received` gave out.
     Command {
+        /// What became of the command.
         outcome: Outcome,
+        /// The control handle's id for the command; absent when the collector refused it, or
+        /// the job a `--migrate` spec.
         id: Option<u64>,
         /// The logical time worker 0's control input stood at when it took the command.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         time: Option<u64>,
+        /// The command described for people, not to be parsed (`request` is the command).
         command: String,
         /// The command as a subscriber sends it (`{"command": "move_bins", ...}`), to run
         /// it again (version 2).
@@ -232,50 +320,84 @@ pub enum Event {
         /// `--migrate`, `--fail`, `--rejoin`, or a failure it noticed) (version 2).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         source: Option<String>,
+        /// Why it was rejected (`rejected` only).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
     /// Where every bin's replicas are from logical time `time` on: one entry per bin,
     /// space separated, `P/S` (primary and standby), `P` (no standby) or `-` (lost).
-    Placement { time: u64, holders: String },
+    Placement {
+        /// The logical time the placement holds from.
+        time: u64,
+        /// One entry per bin, in bin order, space separated: `P/S`, `P` or `-`.
+        holders: String,
+    },
     /// A worker failed (fail-stop of its partitions): from `time` on it holds nothing.
     /// `promoted` bins' standbys became primaries; `degraded` bins have one replica left;
     /// `suspects` holders were dropped because their copy may never have left the worker;
     /// `lost` lists bins left with none (`0-3,7`).
     Failure {
+        /// The failed worker, in the whole job.
         worker: u32,
+        /// Why it is taken as failed (`fail-stop` when core gives no reason).
         reason: String,
+        /// The logical time the failure is in force from.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         time: Option<u64>,
+        /// Bins whose standby became their primary.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         promoted: Option<u64>,
+        /// Bins left with one replica.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         degraded: Option<u64>,
+        /// Holders dropped because the state they were sent may never have left the worker.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         suspects: Option<u64>,
+        /// The bins left with no replica, as a compact list (`0-3,7`); absent if none.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         lost: Option<String>,
     },
     /// A replica did its first work for a bin whose primary failed: `worker` took over `bin`
     /// of `operator` at `time`.
     Takeover {
+        /// The operator whose bin was taken over.
         operator: String,
+        /// The worker that took over, in the whole job.
         worker: u32,
+        /// The bin taken over.
         bin: u32,
+        /// The logical time of the worker's first work for the bin.
         time: u64,
     },
     /// A failed worker serves again, empty, from `time` on.
-    Rejoin { worker: u32, time: u64 },
+    Rejoin {
+        /// The worker that serves again, in the whole job.
+        worker: u32,
+        /// The logical time it serves from.
+        time: u64,
+    },
     /// The bins that `worker`'s failure left with one replica have two again.
-    Recovery { worker: u32, bins: Vec<u32> },
+    Recovery {
+        /// The worker whose failure the recovery repaired.
+        worker: u32,
+        /// The bins that got a new copy.
+        bins: Vec<u32>,
+    },
     /// Bins lost their last replica at `time` (`0-3,7`): the job stops.
-    Lost { time: u64, bins: String },
+    Lost {
+        /// The logical time from which the bins have no replica.
+        time: u64,
+        /// The lost bins, as a compact list (`0-3,7`; [`parse_bins`] reads it).
+        bins: String,
+    },
     /// Recording to the trace was paused (`on: false`, the last event before the gap) or
     /// resumed (`on: true`, the first event after it; also the first event of a trace).
     /// `failed` says why it stopped when a write to the trace failed: the job and the views
     /// go on, the trace ends there (never in a trace, whose writes failed).
     Recording {
+        /// `true`: recording started or resumed; `false`: it paused or stopped.
         on: bool,
+        /// The error of the failed write that stopped the recording for good.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         failed: Option<String>,
     },
@@ -285,20 +407,35 @@ pub enum Event {
     /// to traces only). `model` is a [`crate::model::JobModel`]; it travels as plain JSON
     /// because its maps have integer keys, which this internally tagged enum cannot read
     /// back typed.
-    Keyframe { model: serde_json::Value },
+    Keyframe {
+        /// The [`crate::model::JobModel`] as JSON, without its latency history.
+        model: serde_json::Value,
+    },
     /// The run's summary (as `megaflux run` prints it): the last line of a trace that ended
     /// cleanly (version 2).
-    Summary { summary: serde_json::Value },
+    Summary {
+        /// The summary's JSON, as `megaflux run` prints it.
+        summary: serde_json::Value,
+    },
     /// Events lost on the way, counted where they were lost (`queue`: the layer's queue of
     /// that process; `subscriber N`: a slow viewer). The count is the total so far there.
-    Dropped { place: String, count: u64 },
+    Dropped {
+        /// Where the events were lost: `queue` or `subscriber N`.
+        place: String,
+        /// Events lost there since the start (a running total, not a delta).
+        count: u64,
+    },
     /// A sample of one operator's bins as core sends it, `bin:keys:bytes` triples separated
     /// by spaces: one event leaves the worker thread instead of one per bin. The collector
     /// and the exporter turn it into [`Event::BinSize`]s ([`expand`]) before anything else
     /// sees it, so it never travels or reaches a trace.
     BinSizes {
+        /// The sampling worker, in the whole job.
         worker: u32,
+        /// The stateful operator's name.
         operator: String,
+        /// `bin:keys:bytes` triples, space separated; `:s` after one marks a bin held as
+        /// standby.
         sizes: String,
     },
 }

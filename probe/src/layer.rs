@@ -22,7 +22,9 @@ pub const EVENT_QUEUE: usize = 1 << 16;
 
 /// The receiving end of the layer's queue, and the count of what it dropped.
 pub struct EventQueue {
+    /// The layer's events, in the order the process emitted them, stamped on its clock.
     pub events: mpsc::Receiver<Stamped>,
+    /// Events the layer dropped so far because the queue was full (a running total).
     pub dropped: Arc<AtomicU64>,
     /// When the layer's clock (every `at_s` of this process) was 0: the collector stamps
     /// its own events on it too.

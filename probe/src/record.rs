@@ -26,7 +26,9 @@ const BUFFER_BYTES: usize = 1 << 20;
 /// The first line of a trace: what job it records, and what recorded it where.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TraceHeader {
+    /// Always [`FORMAT_NAME`]; a reader refuses anything else.
     pub format: String,
+    /// The format version the trace follows; readers take 1 to [`FORMAT_VERSION`].
     pub version: u32,
     /// The megaflux version that wrote the trace.
     pub megaflux: String,
@@ -39,10 +41,13 @@ pub struct TraceHeader {
     /// The job's complete configuration (workload and its flags, seed, rate, bins, workers,
     /// migrations, failures, timely arguments), as `megaflux run` took it.
     pub config: serde_json::Value,
+    /// Timely processes in the job (`-n`).
     pub processes: u32,
     /// Workers per process.
     pub workers: u32,
+    /// Workers in the whole job (`processes × workers`).
     pub peers: u32,
+    /// Bins per operator (a power of two).
     pub bins: u32,
     /// The unit of every logical time in the trace (version 1: always `ms`).
     #[serde(default = "milliseconds")]
@@ -66,6 +71,7 @@ fn milliseconds() -> String {
 /// The build that wrote a trace.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Build {
+    /// The megaflux version of the build (the crate's version).
     pub version: String,
     /// The git revision it was built from (`unknown` outside a git checkout).
     pub git: String,
@@ -76,7 +82,9 @@ pub struct Build {
 /// The machine a trace was written on.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Host {
+    /// The cores the process could use (its available parallelism).
     pub cores: usize,
+    /// The machine's memory in bytes, `None` where it could not be read.
     pub memory_bytes: Option<u64>,
 }
 
@@ -91,6 +99,9 @@ impl Host {
 }
 
 impl TraceHeader {
+    /// The header of a trace of this format version written by this build, for a job of
+    /// `processes` × `workers` workers; the time unit comes from `config`'s epoch, and
+    /// `build`, `host`, `initial_placement` and `hosts` are left for the caller to fill.
     pub fn new(
         config: serde_json::Value,
         processes: u32,
@@ -204,7 +215,9 @@ pub const MAX_LINE_BYTES: usize = 64 << 20;
 /// A trace as read back whole.
 #[derive(Clone, Debug)]
 pub struct Trace {
+    /// The trace's first line.
     pub header: TraceHeader,
+    /// Every event of a known kind, in the order of the file.
     pub events: Vec<Stamped>,
     /// Events of kinds this version does not know.
     pub skipped: u64,
@@ -241,10 +254,16 @@ pub enum Skimmed {
     /// Read whole.
     Event(Stamped),
     /// Only its clock and kind.
-    Head { at_s: f64, kind: &'static str },
+    Head {
+        /// The event's clock, as [`Stamped::at_s`].
+        at_s: f64,
+        /// The event's kind, one of [`KINDS`].
+        kind: &'static str,
+    },
 }
 
 impl Skimmed {
+    /// The event's clock: seconds since the probe of its process started.
     pub fn at_s(&self) -> f64 {
         match self {
             Skimmed::Event(e) => e.at_s,
@@ -252,6 +271,7 @@ impl Skimmed {
         }
     }
 
+    /// The event's `kind`, whether it was read whole or not.
     pub fn kind(&self) -> &'static str {
         match self {
             Skimmed::Event(e) => e.event.kind(),
@@ -335,6 +355,7 @@ impl<R: BufRead> TraceReader<R> {
         Ok(reader)
     }
 
+    /// The trace's header, read when the reader was made.
     pub fn header(&self) -> &TraceHeader {
         &self.header
     }

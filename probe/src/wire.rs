@@ -35,7 +35,10 @@ pub const TOKEN_ENV: &str = "MEGAFLUX_TOKEN";
 #[serde(tag = "role", rename_all = "snake_case")]
 pub enum Role {
     /// A process of the job sending its events.
-    Exporter { process: u32 },
+    Exporter {
+        /// The timely process it speaks for.
+        process: u32,
+    },
     /// A viewer: gets the events, may send commands.
     Subscriber,
 }
@@ -47,22 +50,39 @@ pub enum CommandRequest {
     /// Move these bins' primaries (or, with `standby`, their standbys) to this worker in
     /// one step.
     MoveBins {
+        /// The bins to move, each below the job's `bins`.
         bins: Vec<usize>,
+        /// Where they go: the worker's index in the whole job.
         worker: usize,
+        /// Move the bins' standbys instead of their primaries.
         #[serde(default)]
         standby: bool,
     },
     /// Start a plan: `schedule` as in `--migrate` (`fluid`, `batched:8+pipelined`, ...),
     /// `target` as well (`uniform`, `pack:1`, `drain:0`, `map:...`).
-    StartPlan { schedule: String, target: String },
+    StartPlan {
+        /// The schedule, as `--migrate` spells it (`fluid`, `batched:8+pipelined`, ...).
+        schedule: String,
+        /// The placement to move to, as `--migrate` spells it (`uniform`, `pack:1`, ...).
+        target: String,
+    },
     /// Drop the running plan's steps not issued yet.
     CancelPlan,
     /// Pause (`false`) or resume (`true`) writing the trace; the collector answers itself.
-    Record { on: bool },
+    Record {
+        /// `true` to resume, `false` to pause.
+        on: bool,
+    },
     /// Fail-stop a worker's partitions now.
-    Fail { worker: usize },
+    Fail {
+        /// The worker to fail, by its index in the whole job.
+        worker: usize,
+    },
     /// A failed worker serves again, empty.
-    Rejoin { worker: usize },
+    Rejoin {
+        /// The failed worker to bring back, by its index in the whole job.
+        worker: usize,
+    },
 }
 
 impl CommandRequest {
@@ -95,18 +115,28 @@ impl CommandRequest {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ClientFrame {
+    /// The first frame of every connection; nothing else is taken before it is welcomed.
     Hello {
+        /// The client's [`PROTOCOL_VERSION`]; the collector refuses another.
         protocol: u32,
+        /// What the client is.
         #[serde(flatten)]
         role: Role,
+        /// The collector's token, if the client holds it: exporters, commands, and every
+        /// client on an address other than loopback need it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         token: Option<String>,
     },
+    /// An exporter's events, in the order its process emitted them.
     Events {
+        /// The events, stamped on the exporting process's clock.
         events: Vec<Stamped>,
     },
+    /// A subscriber's command, answered once with a [`ServerFrame::Answer`].
     Command {
+        /// The subscriber's number for the command, which the answer repeats.
         request: u64,
+        /// What it asks for.
         command: CommandRequest,
     },
 }
@@ -116,34 +146,48 @@ pub enum ClientFrame {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", content = "data", rename_all = "snake_case")]
 pub enum ServerFrame {
+    /// The hello was accepted.
     Welcome {
+        /// The collector's [`PROTOCOL_VERSION`].
         protocol: u32,
         /// A subscriber's number: the collector's `dropped` events name its place
         /// `subscriber N`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         subscriber: Option<u64>,
     },
+    /// The hello was refused; the collector closes the connection after it.
     Refused {
+        /// Why, for the client to report.
         reason: String,
     },
     /// The job as the collector knows it, sent once to a new subscriber.
     Snapshot {
+        /// The collector's model at the time of the subscription.
         model: Box<JobModel>,
     },
     /// A snapshot too big for one frame, in parts: the JSON of the model, cut in `parts`
     /// pieces sent in order ([`Subscription`] puts them together).
     SnapshotPart {
+        /// This piece's place, from 0.
         part: u32,
+        /// How many pieces there are.
         parts: u32,
+        /// This piece of the model's JSON, cut at a character boundary.
         json: String,
     },
+    /// Events for a subscriber, in the collector's order, at most
+    /// [`crate::collector::FRAME_EVENTS`] a frame.
     Events {
+        /// The events, each stamped on its process's clock.
         events: Vec<Stamped>,
     },
     /// The answer to command `request`.
     Answer {
+        /// The subscriber's number for the command, from its [`ClientFrame::Command`].
         request: u64,
+        /// `applied` or `rejected` (never `received`).
         outcome: Outcome,
+        /// Why it was rejected.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
@@ -161,6 +205,7 @@ fn codec(max: usize) -> LengthDelimitedCodec {
 }
 
 impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
+    /// A connection over `io` that reads frames of up to [`MAX_FRAME_BYTES`].
     pub fn new(io: T) -> Self {
         Self::with_limit(io, MAX_FRAME_BYTES)
     }
@@ -240,6 +285,7 @@ pub async fn handshake<T: AsyncRead + AsyncWrite + Unpin>(
 
 /// How long connecting to a collector may take, and then its answer to the hello.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the collector may take to answer the hello, once connected.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Connects to the collector at `addr` as `role`, within [`CONNECT_TIMEOUT`] and

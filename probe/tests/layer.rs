@@ -6,7 +6,6 @@ use std::time::Duration;
 use megaflux::Bins;
 use megaflux::control::{Command, ControlHandle};
 use megaflux::harness::{self, RunConfig};
-use megaflux::workload::Workload;
 use megaflux_probe::event::{Event, KINDS, Outcome, Phase, expand};
 use megaflux_probe::{ProbeLayer, Stamped};
 use tracing_subscriber::prelude::*;
@@ -20,7 +19,7 @@ fn a_job_s_events_arrive_typed() {
     tracing_subscriber::registry().with(layer.filtered()).init();
 
     let config = RunConfig {
-        workload: Workload::KeyCount,
+        workload: "keycount".into(),
         workers: 2,
         bins: Bins::new(16).unwrap(),
         keys: KEYS,

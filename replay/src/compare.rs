@@ -10,10 +10,13 @@ use megaflux::summary::{DuringLatency, MigrationSummary, RecoverySummary, Summar
 
 /// A recorded run's summary and its re-run's.
 pub struct Comparison<'a> {
+    /// The summary the trace recorded (its `summary` line).
     pub recorded: &'a Summary,
+    /// The summary of the re-run.
     pub rerun: &'a Summary,
     /// Whether each run's latencies mean anything (not at `--speed max`).
     pub recorded_latency: bool,
+    /// Whether the re-run's latencies mean anything (it did not run at `--speed max`).
     pub rerun_latency: bool,
 }
 

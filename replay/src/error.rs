@@ -15,7 +15,12 @@ pub enum ReplayError {
     /// Writing the output failed.
     /// The cause is in the message (as in [`ProbeError`]'s).
     #[error("writing {what}: {cause}")]
-    Write { what: String, cause: std::io::Error },
+    Write {
+        /// The output, as the caller named it (a file's path, say).
+        what: String,
+        /// The I/O error the write met.
+        cause: std::io::Error,
+    },
 }
 
 impl ReplayError {

@@ -29,8 +29,11 @@ pub const FRAME: Duration = Duration::from_millis(50);
 /// What a person asks of the player.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Request {
+    /// Pause, or play on; at the end of the trace, play it again from the start.
     PlayPause,
+    /// The next speed up in [`SPEEDS`] (the fastest stays).
     Faster,
+    /// The next speed down in [`SPEEDS`] (the slowest stays).
     Slower,
     /// To the trace's clock reading, in seconds.
     SeekTo(f64),
@@ -40,16 +43,22 @@ pub enum Request {
     Step,
     /// One event back (and pause).
     StepBack,
+    /// To just after the next mark's event (or nowhere, past the last mark).
     NextMark,
+    /// To just after the previous mark's event before the position, or to the start.
     PrevMark,
 }
 
 /// The whole trace, as the timeline shows it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Timeline {
+    /// The trace's clock at its first event, in seconds.
     pub start_s: f64,
+    /// The trace's clock at its last event, in seconds.
     pub end_s: f64,
+    /// Events in the trace, keyframes included.
     pub events: u64,
+    /// The places worth jumping to, in the trace's order.
     pub marks: Vec<Mark>,
 }
 
@@ -60,18 +69,22 @@ pub struct Position {
     pub events: u64,
     /// The trace's clock where playing has got to.
     pub at_s: f64,
+    /// Playing (`false`: paused).
     pub playing: bool,
+    /// Trace seconds played per second of the viewer's, one of [`SPEEDS`].
     pub speed: f64,
 }
 
 /// What the player sends to whoever shows the trace.
 #[derive(Clone, Debug)]
 pub enum Output {
+    /// The whole trace's extent and marks, sent first.
     Timeline(Timeline),
     /// The model at the new position: the view starts over from it.
     Reset(Box<JobModel>),
     /// Events to apply, in order.
     Events(Vec<Stamped>),
+    /// Where the player stands, after the outputs of every request and every tick.
     Position(Position),
     /// Reading the trace failed (a line the index skimmed does not parse, say): the player
     /// pauses before that line.
@@ -110,6 +123,7 @@ impl<R: BufRead + Seek> Player<R> {
         })
     }
 
+    /// The trace's index, built when the player was made.
     pub fn index(&self) -> &Index {
         &self.index
     }
@@ -128,6 +142,8 @@ impl<R: BufRead + Seek> Player<R> {
         ]
     }
 
+    /// Where the player stands now, as an [`Output::Position`] (its clock reading kept
+    /// within the trace's).
     pub fn position(&self) -> Output {
         Output::Position(Position {
             events: self.done,

@@ -142,9 +142,22 @@ impl Recording {
         })
     }
 
-    /// The job to run again with `options`.
+    /// The job to run again with `options`. A job that read a file reads it again, once
+    /// it is checked to be the same file (its size and hash in the header); one that read a
+    /// stream cannot be re-run: its records were not recorded.
     pub fn rerun(&self, options: &Options) -> Result<RunConfig, ReplayError> {
         let mut config = self.config.clone();
+        if let Some(input) = &config.input {
+            if !input.rereadable() {
+                return Err(ReplayError::Rerun(format!(
+                    "its job read its records from {}, which a trace does not record: it cannot be re-run",
+                    input.name()
+                )));
+            }
+            input
+                .check_unchanged()
+                .map_err(|e| ReplayError::Rerun(format!("{e}: a re-run must read the same records")))?;
+        }
         config.pace = options.pace;
         if let Some(recovery) = options.recovery {
             config.recovery = recovery;

@@ -23,6 +23,7 @@ pub struct KeyframeAt {
     pub events_before: u64,
     /// Byte offset of its line, and the number of the line before it.
     pub offset: u64,
+    /// The number of the line before it: with `offset`, what [`TraceReader::seek`] takes.
     pub line: usize,
     /// The trace's clock there.
     pub at_s: f64,
@@ -35,20 +36,24 @@ pub struct Mark {
     pub events_before: u64,
     /// The trace's clock there (see [`Clock`]).
     pub at_s: f64,
+    /// What happened there, for people (`worker 1 failed`, ...).
     pub label: String,
 }
 
 /// What seeking in one trace needs, from one pass over it.
 #[derive(Clone, Debug, Default)]
 pub struct Index {
+    /// Every keyframe of the trace, in order.
     pub keyframes: Vec<KeyframeAt>,
     /// Every latency window, with the number of events before it.
     latency: Vec<(u64, LatencyWindow)>,
+    /// Every mark of the trace, in order.
     pub marks: Vec<Mark>,
     /// Events in the trace (the keyframes included).
     pub events: u64,
     /// The trace's clock at its first and last event.
     pub start_s: f64,
+    /// The trace's clock at its last event: its largest `at_s`.
     pub end_s: f64,
 }
 

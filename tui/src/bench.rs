@@ -9,11 +9,12 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use megaflux::harness::{self, DEFAULT_RECOVERY, RunConfig, WorkerAt};
+use megaflux::harness::{DEFAULT_RECOVERY, Pacing, RunConfig, WorkerAt};
+use megaflux::job::Jobs;
 use megaflux::nexmark::NexmarkParams;
 use megaflux::plan::{MigrationSpec, Schedule};
+use megaflux::source::Input;
 use megaflux::summary::Summary;
-use megaflux::workload::Workload;
 use megaflux::{Bins, ConfigError};
 use serde::Serialize;
 
@@ -22,9 +23,19 @@ const VARIANTS: &[&str] = &["native", "none", "all-at-once", "fluid", "batched:8
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Workloads, comma separated (keycount, hashcount, q1..q8).
+    /// Workloads, comma separated: jobs of this binary (`megaflux`: keycount, hashcount,
+    /// q1..q8).
     #[arg(long, value_delimiter = ',', default_value = "hashcount")]
     workloads: Vec<String>,
+    /// The input of jobs that read one (as `run --input`).
+    #[arg(long, value_name = "FILE|-|tcp:HOST:PORT", value_parser = crate::flags::input)]
+    input: Option<Input>,
+    /// How their records are due (as `run --pace`).
+    #[arg(long, value_name = "rate|event-time", default_value = "rate", value_parser = crate::flags::pacing)]
+    pace: Pacing,
+    /// As `run --speed`.
+    #[arg(long, default_value_t = 1.0, value_parser = crate::flags::speed)]
+    speed: f64,
     /// Variants, comma separated: native, none, or a strategy (all-at-once, fluid, batched:K,
     /// matched, each optionally +pipelined); fail:STRATEGY (two replicas, worker 1 fails at
     /// 1/3 and rejoins at 2/3, recovery by STRATEGY); any of them with +replicas runs with two
@@ -106,13 +117,14 @@ struct Results<'a> {
 
 /// One cell of the matrix.
 struct Cell {
-    workload: Workload,
+    workload: String,
     variant: String,
     bins: usize,
     rate: u64,
 }
 
-pub fn bench(mut args: BenchArgs) -> anyhow::Result<()> {
+/// Runs the matrix `args` describe with the jobs of `jobs`.
+pub fn bench(mut args: BenchArgs, jobs: &Jobs) -> anyhow::Result<()> {
     if args.quick {
         args.duration = 9.0;
         args.keys = 1_000_000;
@@ -122,9 +134,12 @@ pub fn bench(mut args: BenchArgs) -> anyhow::Result<()> {
             .map(|s| s.to_string())
             .collect();
     }
-    let cells = cells(&args)?;
+    if let Some(input) = args.input.as_mut() {
+        input.resolve()?;
+    }
+    let cells = cells(&args, jobs)?;
     for cell in &cells {
-        check(&args, cell)?;
+        check(&args, cell, jobs)?;
     }
     let bar = ProgressBar::new(cells.len() as u64);
     bar.set_style(
@@ -150,10 +165,10 @@ pub fn bench(mut args: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn cells(args: &BenchArgs) -> Result<Vec<Cell>, ConfigError> {
+fn cells(args: &BenchArgs, jobs: &Jobs) -> Result<Vec<Cell>, ConfigError> {
     let mut cells = Vec::new();
     for w in &args.workloads {
-        let workload: Workload = w.parse()?;
+        let workload = jobs.find(w)?.name().to_string();
         for &bins in &args.bins {
             Bins::new(bins)?;
             for &rate in &args.rates {
@@ -172,7 +187,7 @@ fn cells(args: &BenchArgs) -> Result<Vec<Cell>, ConfigError> {
                         }
                     }
                     cells.push(Cell {
-                        workload,
+                        workload: workload.clone(),
                         variant: variant.clone(),
                         bins,
                         rate,
@@ -242,7 +257,20 @@ fn run_args(args: &BenchArgs, cell: &Cell, summary: &Path, trace: &Path) -> Vec<
         argv.push(format!("--{name}"));
         argv.push(value);
     };
-    flag("workload", cell.workload.to_string());
+    flag("workload", cell.workload.clone());
+    if let Some(input) = &args.input {
+        flag("input", input.from.clone());
+        flag(
+            "pace",
+            if args.pace == Pacing::EventTime {
+                "event-time"
+            } else {
+                "rate"
+            }
+            .into(),
+        );
+        flag("speed", args.speed.to_string());
+    }
     flag("workers", args.workers.to_string());
     flag("bins", cell.bins.to_string());
     flag("keys", args.keys.to_string());
@@ -312,7 +340,7 @@ fn run_child(args: &BenchArgs, cell: &Cell) -> anyhow::Result<(Summary, Option<u
 
 /// Checks a cell's settings the way `megaflux run` will, so that a bad matrix fails before
 /// its first run.
-fn check(args: &BenchArgs, cell: &Cell) -> anyhow::Result<()> {
+fn check(args: &BenchArgs, cell: &Cell, jobs: &Jobs) -> anyhow::Result<()> {
     let third = args.duration / 3.0;
     let variant = Variant::parse(&cell.variant);
     let recovery = variant.recovery();
@@ -329,7 +357,10 @@ fn check(args: &BenchArgs, cell: &Cell) -> anyhow::Result<()> {
         at_secs: secs,
     };
     let config = RunConfig {
-        workload: cell.workload,
+        workload: cell.workload.clone(),
+        input: args.input.clone(),
+        pacing: args.pace,
+        speed: args.speed,
         workers: args.workers,
         bins: Bins::new(cell.bins)?,
         keys: args.keys,
@@ -354,7 +385,7 @@ fn check(args: &BenchArgs, cell: &Cell) -> anyhow::Result<()> {
         },
         ..RunConfig::default()
     };
-    harness::validate(&config)?;
+    jobs.find(&cell.workload)?.check(&config)?;
     Ok(())
 }
 
@@ -402,7 +433,7 @@ fn row(cell: &Cell, summary: Summary, trace_bytes: Option<u64>) -> Row {
         ),
     };
     Row {
-        workload: cell.workload.to_string(),
+        workload: cell.workload.clone(),
         variant: cell.variant.clone(),
         bins: cell.bins,
         rate: cell.rate,

@@ -1,4 +1,5 @@
-//! Command-line parsing, and `megaflux run` with or without its dashboard.
+//! Command-line parsing, and `megaflux run` with or without its dashboard, for the jobs a
+//! binary offers.
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -6,29 +7,31 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use megaflux::epoch::EpochLen;
-use megaflux::harness::{self, Idle, RunConfig, RunError, WorkerAt};
+use megaflux::harness::{self, Idle, Pacing, RunConfig, RunError, WorkerAt};
+use megaflux::job::{AnyJob, Jobs, registry::Takes};
 use megaflux::nexmark::NexmarkParams;
 use megaflux::plan::{MigrationSpec, Schedule};
-use megaflux::summary::Summary;
-use megaflux::workload::Workload;
+use megaflux::source::{Input, Location};
 use megaflux::{Bins, ConfigError, control::ControlHandle};
 use megaflux_probe::ProbeError;
 use megaflux_probe::wire::TOKEN_ENV;
 
 use crate::dash::{self, model::Connection, model::Dash};
+use crate::flags;
 use crate::observe::{self, ProbeArgs};
+use crate::outcome::print_summary;
+use crate::session::{self, LOOPBACK_ANY, Shown};
 
 /// A headless run's length when `--duration` is not given.
 const HEADLESS_SECS: f64 = 10.0;
 /// A run's length with the dashboard when `--duration` is not given: until q, in practice.
 const DASHBOARD_SECS: f64 = 3600.0;
 
-/// Live state migration for timely dataflow: run a workload, migrate its bins, measure.
+/// Live state migration for timely dataflow: run a job, migrate its bins, measure, watch.
 #[derive(Debug, Parser)]
-#[command(name = "megaflux", version, about)]
+#[command(version, about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -36,11 +39,12 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run a built-in workload (timely's -n/-p/-h go after `--`).
+    /// Run a job (timely's -n/-p/-h go after `--`).
     Run(Box<RunArgs>),
     /// Run a matrix of workloads x variants, print a table and write JSON.
     Bench(crate::bench::BenchArgs),
-    /// Draw bench results or run summaries as an SVG (latency over time, CCDF).
+    /// Draw bench results, run summaries or traces as an SVG (latency over time, CCDF), or a
+    /// trace for Perfetto.
     Report(crate::report::ReportArgs),
     /// Open the dashboard on a running job's collector (`run --serve ADDR`).
     Attach(AttachArgs),
@@ -62,29 +66,46 @@ struct RunArgs {
     /// No dashboard: print the final JSON summary as the last line of stdout.
     #[arg(long)]
     headless: bool,
-    /// keycount, hashcount, or a NEXMark query q1 to q8.
-    #[arg(long, default_value = "keycount", value_parser = parse_workload)]
-    workload: Workload,
+    /// The job to run, by name: one of this binary's (`megaflux`: keycount, hashcount, q1 to
+    /// q8) [default: its first].
+    #[arg(long, value_name = "JOB")]
+    workload: Option<String>,
+    /// Where a job that reads its records reads them: a file, - for standard input, or
+    /// tcp:HOST:PORT (a server that sends one record per line).
+    #[arg(long, value_name = "FILE|-|tcp:HOST:PORT", value_parser = flags::input)]
+    input: Option<Input>,
+    /// How records read from a file are due: `rate` (record i at i / --rate) or
+    /// `event-time` (at the record's event time, from the first record's, divided by --speed).
+    #[arg(long, value_name = "rate|event-time", default_value = "rate", value_parser = flags::pacing)]
+    pace: Pacing,
+    /// With --pace event-time: how many times faster than their event times records are due.
+    #[arg(long, default_value_t = 1.0, value_parser = flags::speed)]
+    speed: f64,
+    /// Write every output to this file, one JSON line each (the record as serde serializes
+    /// it), exactly once whatever the migrations and failures.
+    #[arg(long, value_name = "FILE")]
+    output: Option<PathBuf>,
     /// Worker threads per process.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=1024))]
     workers: u64,
     /// Number of bins: a power of two from 16 to 65536.
-    #[arg(long, default_value_t = megaflux::bins::DEFAULT_BINS, value_parser = parse_bins)]
+    #[arg(long, default_value_t = megaflux::bins::DEFAULT_BINS, value_parser = flags::bins)]
     bins: usize,
-    /// Number of distinct keys.
+    /// Number of distinct keys (the key-count workloads).
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     keys: u64,
-    /// Offered load in records per second, over all workers.
+    /// Offered load in records per second, over all workers (generated records, and a file
+    /// read by rate).
     #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..))]
     rate: u64,
-    /// Length of the measured run in seconds [default: 10; an hour with the dashboard on
-    /// one process, where q ends it].
-    #[arg(long, value_parser = parse_duration, value_name = "SECS")]
+    /// Length of the measured run in seconds [default: 10, or until the input ends for a
+    /// job that reads one; an hour with the dashboard on one process, where q ends it].
+    #[arg(long, value_parser = flags::duration, value_name = "SECS")]
     duration: Option<f64>,
     /// Seed of the record generator.
     #[arg(long, default_value_t = 42)]
     seed: u64,
-    /// Run the plain-timely twin of the workload (no migration machinery).
+    /// Run the plain-timely twin of the job (no migration machinery).
     #[arg(long)]
     native: bool,
     /// Start the measured run with empty state: no preload of every key (count workloads)
@@ -93,7 +114,7 @@ struct RunArgs {
     no_preload: bool,
     /// A migration: STRATEGY[+pipelined]@SECS:TARGET, e.g. fluid@10:pack:1 or matched@20:uniform.
     /// Strategies: all-at-once, fluid, batched:K, matched. Targets: uniform, pack:N, drain:W, map:W,W,...
-    #[arg(long = "migrate", value_name = "SPEC", value_parser = parse_migration)]
+    #[arg(long = "migrate", value_name = "SPEC", value_parser = flags::migration)]
     migrations: Vec<MigrationSpec>,
     /// Replicas per bin: 1, or 2 for a primary and a standby on another worker (on another
     /// process when the job has several).
@@ -101,19 +122,19 @@ struct RunArgs {
     replicas: u64,
     /// A worker failure: WORKER@SECS, e.g. 1@7. The worker's partitions fail-stop wherever
     /// it is; with --replicas 2 their standbys take over. Repeatable.
-    #[arg(long = "fail", value_name = "W@SECS", value_parser = parse_worker_at)]
+    #[arg(long = "fail", value_name = "W@SECS", value_parser = flags::worker_at)]
     failures: Vec<WorkerAt>,
     /// A failed worker serves again, empty: WORKER@SECS. Bins then rebalance onto it.
     /// Repeatable.
-    #[arg(long = "rejoin", value_name = "W@SECS", value_parser = parse_worker_at)]
+    #[arg(long = "rejoin", value_name = "W@SECS", value_parser = flags::worker_at)]
     rejoins: Vec<WorkerAt>,
     /// How a recovery copies bins to their new standbys (and a rejoin rebalances):
     /// all-at-once, fluid, batched:K or matched, optionally +pipelined.
-    #[arg(long, default_value = "matched", value_parser = parse_schedule)]
+    #[arg(long, default_value = "matched", value_parser = flags::schedule)]
     recovery: Schedule,
     /// Fault injection: worker WORKER panics at SECS, to see how a job stops (every process
     /// exits non-zero with the panic's message). Repeatable.
-    #[arg(long = "inject-panic", value_name = "W@SECS", value_parser = parse_worker_at)]
+    #[arg(long = "inject-panic", value_name = "W@SECS", value_parser = flags::worker_at)]
     panics: Vec<WorkerAt>,
     /// NEXMark: window length of Q5 (sliding), Q7 and Q8 (tumbling), in ms.
     #[arg(long, default_value_t = NexmarkParams::default().window_ms, value_parser = clap::value_parser!(u64).range(1..))]
@@ -122,20 +143,20 @@ struct RunArgs {
     #[arg(long, default_value_t = NexmarkParams::default().slide_ms, value_parser = clap::value_parser!(u64).range(1..))]
     slide_ms: u64,
     /// NEXMark: auctions open at any time (state of Q3, Q4, Q6).
-    #[arg(long, default_value_t = NexmarkParams::default().in_flight_auctions, value_parser = parse_auctions)]
+    #[arg(long, default_value_t = NexmarkParams::default().in_flight_auctions, value_parser = flags::auctions)]
     in_flight_auctions: usize,
     /// What a worker with nothing to do does: spin (lowest latency, a busy core per worker)
     /// or park (waits for news until its next epoch: little CPU at low rates, but on a
     /// shared machine a parked core can wake late).
-    #[arg(long, default_value = "spin", value_parser = parse_idle)]
+    #[arg(long, default_value = "spin", value_parser = flags::idle)]
     idle: Idle,
     /// Length of an epoch (the unit of logical time) in microseconds: a divisor of 1000.
     /// Every record waits for its epoch to close, so finer epochs mean lower latency, at a
     /// cost per epoch in every operator.
-    #[arg(long, value_name = "US", default_value_t = EpochLen::default().us(), value_parser = parse_epoch)]
+    #[arg(long, value_name = "US", default_value_t = EpochLen::default().us(), value_parser = flags::epoch)]
     epoch_us: u64,
     /// Largest state message in bytes.
-    #[arg(long, default_value_t = megaflux::operator::DEFAULT_CHUNK_BYTES, value_parser = parse_chunk)]
+    #[arg(long, default_value_t = megaflux::operator::DEFAULT_CHUNK_BYTES, value_parser = flags::chunk)]
     chunk_bytes: usize,
     /// Also write the summary (pretty JSON) to this file.
     #[arg(long, value_name = "FILE")]
@@ -143,8 +164,8 @@ struct RunArgs {
     /// Record every event of the job to this trace file (JSON Lines, traces/FORMAT.md).
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
-    /// Let --record replace an existing file.
-    #[arg(long, requires = "record")]
+    /// Let --record and --output replace existing files.
+    #[arg(long)]
     force: bool,
     /// Serve the job's events and take commands on this address (loopback unless --token).
     #[arg(long, value_name = "ADDR")]
@@ -162,61 +183,11 @@ struct RunArgs {
     timely: Vec<String>,
 }
 
-fn parse_workload(s: &str) -> Result<Workload, String> {
-    s.parse().map_err(|e: ConfigError| e.to_string())
-}
-
-fn parse_auctions(s: &str) -> Result<usize, String> {
-    match s.parse::<usize>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(format!("`{s}` is not a number of auctions (at least 1)")),
-    }
-}
-
-fn parse_bins(s: &str) -> Result<usize, String> {
-    let n: usize = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
-    Bins::new(n).map(Bins::count).map_err(|e| e.to_string())
-}
-
-fn parse_duration(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(x) if x.is_finite() && x > 0.0 && x <= 86_400.0 => Ok(x),
-        _ => Err(format!("`{s}` is not a duration in seconds (0 < SECS <= 86400)")),
-    }
-}
-
-fn parse_migration(s: &str) -> Result<MigrationSpec, String> {
-    s.parse().map_err(|e: ConfigError| e.to_string())
-}
-
-fn parse_worker_at(s: &str) -> Result<WorkerAt, String> {
-    s.parse().map_err(|e: ConfigError| e.to_string())
-}
-
-pub(crate) fn parse_schedule(s: &str) -> Result<Schedule, String> {
-    s.parse().map_err(|e: ConfigError| e.to_string())
-}
-
-fn parse_idle(s: &str) -> Result<Idle, String> {
-    s.parse().map_err(|e: ConfigError| e.to_string())
-}
-
-fn parse_epoch(s: &str) -> Result<u64, String> {
-    let us = s
-        .parse::<u64>()
-        .map_err(|_| format!("`{s}` is not a number of microseconds"))?;
-    EpochLen::from_us(us).map(EpochLen::us).map_err(|e| e.to_string())
-}
-
-fn parse_chunk(s: &str) -> Result<usize, String> {
-    match s.parse::<usize>() {
-        Ok(n) if n >= 64 => Ok(n),
-        _ => Err(format!("`{s}` is not a chunk size of at least 64 bytes")),
-    }
-}
-
-/// Parses the command line and runs it; usage errors exit with status 2.
-pub fn main() -> ExitCode {
+/// The `megaflux` command line for the jobs of `jobs`: `run`, `attach`, `replay`, `bench`
+/// and `report`, with the same flags and outputs as the `megaflux` binary. Usage errors exit
+/// with status 2.
+pub fn main(jobs: impl Into<Jobs>) -> ExitCode {
+    let jobs: Jobs = jobs.into();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => e.exit(),
@@ -237,38 +208,9 @@ pub fn main() -> ExitCode {
         observe::install_tracing(None);
     }
     match cli.command {
-        Command::Run(args) => run(*args),
-        Command::Replay(args) => crate::replay::replay(args),
-        Command::Attach(args) => {
-            let token = args.token.or_else(|| std::env::var(TOKEN_ENV).ok());
-            let (tx, rx) = dash::queue();
-            let commands = dash::source::live(args.addr, token, tx.clone());
-            let view = Dash::new(Connection::Connecting(args.addr.to_string()), None);
-            match dash::run(
-                view,
-                rx,
-                tx,
-                dash::Sinks {
-                    commands: Some(commands),
-                    player: None,
-                },
-            ) {
-                // A dashboard that never reached its collector says why, and fails.
-                Ok(dash) if !dash.connected => {
-                    let why = match dash.connection {
-                        Connection::Closed(why) => why,
-                        _ => format!("the collector at {} was not reached", args.addr),
-                    };
-                    eprintln!("error: {why}");
-                    ExitCode::FAILURE
-                }
-                Ok(_) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("error: {e:#}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
+        Command::Run(args) => run(*args, &jobs),
+        Command::Replay(args) => crate::replay::replay(args, &jobs),
+        Command::Attach(args) => attach(args),
         Command::Report(args) => match crate::report::report(args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -280,7 +222,7 @@ pub fn main() -> ExitCode {
                 }
             }
         },
-        Command::Bench(args) => match crate::bench::bench(args) {
+        Command::Bench(args) => match crate::bench::bench(args, &jobs) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("error: {e:#}");
@@ -295,10 +237,43 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn run(args: RunArgs) -> ExitCode {
+fn attach(args: AttachArgs) -> ExitCode {
+    let token = args.token.or_else(|| std::env::var(TOKEN_ENV).ok());
+    let (tx, rx) = dash::queue();
+    let commands = dash::source::live(args.addr, token, tx.clone());
+    let view = Dash::new(Connection::Connecting(args.addr.to_string()), None);
+    let sinks = dash::Sinks {
+        commands: Some(commands),
+        player: None,
+    };
+    match dash::run(view, rx, tx, sinks) {
+        // A dashboard that never reached its collector says why, and fails.
+        Ok(dash) if !dash.connected => {
+            let why = match dash.connection {
+                Connection::Closed(why) => why,
+                _ => format!("the collector at {} was not reached", args.addr),
+            };
+            eprintln!("error: {why}");
+            ExitCode::FAILURE
+        }
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: RunArgs, jobs: &Jobs) -> ExitCode {
     let dashboard = !args.headless && std::io::stdout().is_terminal();
-    let config = match run_config(&args, dashboard) {
-        Ok(c) => c,
+    let job = match args.workload.as_deref() {
+        Some(name) => jobs.find(name),
+        None => jobs
+            .first()
+            .ok_or_else(|| ConfigError::Invalid("this binary has no job to run".into())),
+    };
+    let (job, mut config) = match job.and_then(|job| run_config(&args, dashboard, &*job).map(|c| (job, c))) {
+        Ok(found) => found,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
@@ -312,6 +287,22 @@ fn run(args: RunArgs) -> ExitCode {
             "error: the dashboard runs with the process that serves; processes that --export run --headless"
         );
         return ExitCode::from(2);
+    }
+    if args.record.is_some()
+        && let Some(input) = config.input.as_mut()
+    {
+        if input.rereadable() {
+            // The trace says which file it read, so that a re-run can check it reads the same.
+            if let Err(e) = input.identify() {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        } else {
+            eprintln!(
+                "megaflux: warning: the job reads {}, which is not recorded: the trace can be watched and reported, but not re-run",
+                input.name()
+            );
+        }
     }
     let probe = ProbeArgs {
         record: args.record.clone(),
@@ -332,27 +323,19 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(if usage { 2 } else { 1 });
         }
     };
-    let state = match config.workload {
-        Workload::Nexmark(_) => format!("{} in-flight auctions", config.nexmark.in_flight_auctions),
-        _ => format!("{} keys", config.keys),
-    };
-    eprintln!(
-        "megaflux: {}{} at {} records/s for {} s, {state}, {} bins, {} worker(s) per process{}",
-        config.workload,
-        if config.native { " (native)" } else { "" },
-        config.rate,
-        config.duration.as_secs_f64(),
-        config.bins.count(),
-        config.workers,
-        match (config.preload, config.workload) {
-            (false, _) => "",
-            (true, Workload::Nexmark(_)) => "; preloading the events that open the in-flight auctions",
-            (true, _) => "; preloading every key first",
-        }
-    );
-    let (ran, finished) = run_observed(config, observer, dashboard, &probe, control, run_headless);
+    eprintln!("megaflux: {}", starting(&*job, &config, args.duration.is_some()));
+    let output = config.output.clone();
+    let shown = if dashboard { Shown::Dashboard } else { Shown::Plain };
+    let (ran, finished) = session::run(job, config, observer, shown, &probe, control);
     // After a dashboard, a person reads the summary: the JSON goes to --summary's file only.
-    let ran = ran.and_then(|summary| print_summary(summary, args.summary.as_deref(), !dashboard));
+    let ran = ran.and_then(|summary| {
+        if let (Some(s), Some(path)) = (&summary, &output)
+            && let Some(lines) = s.outputs_written
+        {
+            eprintln!("megaflux: wrote {lines} outputs to {}", path.display());
+        }
+        print_summary(summary, args.summary.as_deref(), !dashboard)
+    });
     match (ran, finished) {
         (Ok(()), Ok(report)) => {
             match (report, &args.record) {
@@ -383,23 +366,50 @@ fn run(args: RunArgs) -> ExitCode {
     }
 }
 
-/// The job `args` describe; without `--duration` it runs [`HEADLESS_SECS`], or
-/// [`DASHBOARD_SECS`] when a dashboard shows it.
-fn run_config(args: &RunArgs, dashboard: bool) -> Result<RunConfig, ConfigError> {
-    let config = RunConfig {
-        workload: args.workload,
+/// The line `run` prints as the job starts: what runs, on what, how fast, for how long.
+fn starting(job: &dyn AnyJob, config: &RunConfig, timed: bool) -> String {
+    let secs = config.duration.as_secs_f64();
+    let pace = match config.input.as_ref().map(|i| (i, i.location())) {
+        None => format!("at {} records/s for {secs} s", config.rate),
+        Some((input, location)) => {
+            let how = match (location, config.pacing) {
+                (Location::File(_), Pacing::Rate) => format!("at {} records/s", config.rate),
+                (Location::File(_), Pacing::EventTime) => format!("by event time x{}", config.speed),
+                _ => "as records arrive".to_string(),
+            };
+            let until = if timed {
+                format!("for at most {secs} s")
+            } else {
+                "until it ends".to_string()
+            };
+            format!("reading {} {how}, {until}", input.name())
+        }
+    };
+    let state = job.describe(config).map(|d| format!(", {d}")).unwrap_or_default();
+    format!(
+        "{}{} {pace}{state}, {} bins, {} worker(s) per process",
+        config.workload,
+        if config.native { " (native)" } else { "" },
+        config.bins.count(),
+        config.workers,
+    )
+}
+
+/// The run `args` describe for `job`; without `--duration` it runs [`HEADLESS_SECS`],
+/// [`DASHBOARD_SECS`] when a dashboard shows it, or until its input ends (at most a day).
+fn run_config(args: &RunArgs, dashboard: bool, job: &dyn AnyJob) -> Result<RunConfig, ConfigError> {
+    let cluster = harness::cluster_position(&args.timely)?;
+    let mut input = args.input.clone();
+    // Worker 0 reads the input: the first process must find it, the others need not.
+    if let Some(input) = input.as_mut().filter(|_| cluster.process == 0) {
+        input.resolve()?;
+    }
+    let mut config = RunConfig {
+        workload: job.name().to_string(),
         workers: args.workers as usize,
         bins: Bins::new(args.bins)?,
         keys: args.keys,
         rate: args.rate,
-        // A cluster's processes must agree on the length, and only process 0 has a dashboard.
-        duration: Duration::from_secs_f64(args.duration.unwrap_or(
-            if dashboard && harness::cluster_position(&args.timely)?.processes == 1 {
-                DASHBOARD_SECS
-            } else {
-                HEADLESS_SECS
-            },
-        )),
         seed: args.seed,
         native: args.native,
         preload: !args.no_preload,
@@ -418,179 +428,23 @@ fn run_config(args: &RunArgs, dashboard: bool) -> Result<RunConfig, ConfigError>
         panics: args.panics.clone(),
         idle: args.idle,
         epoch: EpochLen::from_us(args.epoch_us)?,
+        input,
+        pacing: args.pace,
+        speed: args.speed,
+        output: args.output.clone(),
+        replace_output: args.force,
         ..RunConfig::default()
     };
-    harness::validate(&config)?;
-    Ok(config)
-}
-
-/// What [`run_observed`] returns: the run's summary, and the observer's report.
-pub(crate) type Observed = (
-    anyhow::Result<Option<Summary>>,
-    anyhow::Result<Option<megaflux_probe::collector::CollectorReport>>,
-);
-
-/// Runs the job with the dashboard (when `dashboard` and the observer serves) or with
-/// `headless`, then lets the observer finish: the trace keeps what the job emitted even if
-/// the run failed, and ends with the summary if it did not.
-pub(crate) fn run_observed(
-    config: RunConfig,
-    observer: observe::Observer,
-    dashboard: bool,
-    probe: &ProbeArgs,
-    control: ControlHandle,
-    headless: impl FnOnce(RunConfig, ControlHandle) -> anyhow::Result<Option<Summary>>,
-) -> Observed {
-    let ran = match observer.local_addr() {
-        Some(addr) if dashboard => {
-            let recording = probe.record.as_ref().map(|p| p.display().to_string());
-            run_with_dashboard(config, recording, probe.token.clone(), addr, control)
-        }
-        _ => headless(config, control),
-    };
-    let summary = ran.as_ref().ok().and_then(Option::as_ref);
-    let finished = observer.finish(summary.and_then(|s| serde_json::to_value(s).ok()));
-    (ran, finished)
-}
-
-/// Where the dashboard's collector listens: loopback, a port the system picks.
-pub(crate) const LOOPBACK_ANY: SocketAddr =
-    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
-
-fn run_headless(config: RunConfig, control: ControlHandle) -> anyhow::Result<Option<Summary>> {
-    harness::run(config, control).context("the run failed")
-}
-
-/// Runs the job on its own threads and the dashboard on this one, subscribed to this
-/// process's collector at `addr` (`recording` names the trace it writes). Quitting the
-/// dashboard on process 0 stops the job (a few epochs later) in every process, at the same
-/// epoch; another process's runs on to the job's end.
-fn run_with_dashboard(
-    config: RunConfig,
-    recording: Option<String>,
-    token: Option<String>,
-    addr: SocketAddr,
-    control: ControlHandle,
-) -> anyhow::Result<Option<Summary>> {
-    let first = harness::cluster_position(&config.timely_args)?.process == 0;
-    let (tx, rx) = dash::queue();
-    let commands = dash::source::live(addr, token, tx.clone());
-    let job_control = control.clone();
-    let job = std::thread::Builder::new()
-        .name("megaflux-job".into())
-        .spawn(move || harness::run(config, job_control))
-        .context("starting the job")?;
-    let shown = dash::run(
-        Dash::new(Connection::Connecting(addr.to_string()), recording),
-        rx,
-        tx,
-        dash::Sinks {
-            commands: Some(commands),
-            player: None,
-        },
-    );
-    if first {
-        control.stop();
+    let reads = matches!(job.input(&config), Takes::Input { .. }) && config.input.is_some();
+    // A cluster's processes must agree on the length, and only process 0 has a dashboard.
+    let default_secs = if reads {
+        flags::MAX_SECS
+    } else if dashboard && cluster.processes == 1 {
+        DASHBOARD_SECS
     } else {
-        eprintln!("megaflux: the dashboard closed; this process runs on to the job's end");
-    }
-    let summary = match job.join() {
-        Ok(result) => result.context("the run failed")?,
-        Err(_) => anyhow::bail!("the job's thread panicked"),
+        HEADLESS_SECS
     };
-    shown.context("the dashboard failed")?;
-    Ok(summary)
-}
-
-/// Prints the job's summary for a person (and, with `json`, as JSON on stdout) and writes
-/// it to `summary_file`; only the process that hosts worker 0 has one.
-fn print_summary(
-    summary: Option<Summary>,
-    summary_file: Option<&std::path::Path>,
-    json: bool,
-) -> anyhow::Result<()> {
-    let Some(summary) = summary else { return Ok(()) };
-    if let Some(path) = summary_file {
-        let pretty = serde_json::to_string_pretty(&summary)?;
-        std::fs::write(path, pretty + "\n")
-            .with_context(|| format!("writing the summary to {}", path.display()))?;
-    }
-    eprintln!("{}", describe(&summary));
-    if json {
-        println!("{}", serde_json::to_string(&summary)?);
-    }
-    Ok(())
-}
-
-/// A few human-readable lines about a finished run.
-fn describe(s: &Summary) -> String {
-    let ms = |ns: u64| ns as f64 / 1e6;
-    let mut text = format!(
-        "{}{} on {} workers, {} bins: {} records in, {} outputs, latency p50 {:.2} ms p99 {:.2} ms max {:.2} ms",
-        s.workload,
-        if s.native { " (native)" } else { "" },
-        s.workers,
-        s.bins,
-        s.records_in,
-        s.outputs,
-        ms(s.latency_ns.p50),
-        ms(s.latency_ns.p99),
-        ms(s.latency_ns.max)
-    );
-    for m in &s.migrations {
-        text.push_str(&format!(
-            "\n  {} to {} at {:.1}s: {} steps, {} bins, {} bytes in {}; during it p99 {:.2} ms max {:.2} ms",
-            m.strategy,
-            m.target,
-            m.issued_s,
-            m.steps,
-            m.bins_moved,
-            m.bytes_moved,
-            m.duration_s
-                .map_or("(unfinished)".to_string(), |d| format!("{d:.3}s")),
-            ms(m.latency_ns_during.p99),
-            ms(m.latency_ns_during.max)
-        ));
-    }
-    for f in &s.failures {
-        text.push_str(&format!(
-            "\n  worker {} failed at {:.1}s (time {}): {} bins promoted, takeover {}",
-            f.worker,
-            f.at_s,
-            f.time,
-            f.bins_promoted,
-            f.takeover_ms
-                .map_or("not seen".to_string(), |t| format!("{t:.1} ms")),
-        ));
-        if !f.bins_lost.is_empty() {
-            text.push_str(&format!("; {} bins lost their last replica", f.bins_lost.len()));
-        }
-        match &f.recovery {
-            Some(r) => text.push_str(&format!(
-                "; recovery {}: {} bins, {} bytes in {}{}, during it p99 {:.2} ms max {:.2} ms",
-                r.strategy,
-                r.bins_copied,
-                r.bytes,
-                r.duration_s
-                    .map_or("(unfinished)".to_string(), |d| format!("{d:.3}s")),
-                match f.rejoined_s {
-                    Some(at) if r.issued_s >= at => format!(" after its rejoin at {at:.1}s"),
-                    _ => String::new(),
-                },
-                ms(r.latency_ns_during.p99),
-                ms(r.latency_ns_during.max)
-            )),
-            None if f.bins_degraded > 0 && f.bins_lost.is_empty() => text.push_str(&format!(
-                "; no live worker could hold the standbys of its {} degraded bins: they stay degraded until it rejoins (--rejoin {}@SECS)",
-                f.bins_degraded, f.worker
-            )),
-            None => {}
-        }
-        if let (Some(at), Some(r)) = (f.rejoined_s, &f.recovery)
-            && r.issued_s < at
-        {
-            text.push_str(&format!("; it rejoined at {at:.1}s"));
-        }
-    }
-    text
+    config.duration = Duration::from_secs_f64(args.duration.unwrap_or(default_secs));
+    job.check(&config)?;
+    Ok(config)
 }

@@ -1,10 +1,22 @@
-//! The `megaflux` command: runs with a live dashboard or headless, benchmarks and reports.
-//! A library as well as a binary so that tests and benchmarks reach the dashboard's model
-//! and views.
+//! The `megaflux` command line: runs with a live dashboard or headless, benchmarks, reports
+//! and replays, for the built-in workloads or for a user's own jobs ([`main`]). A library as
+//! well as a binary so that a user's binary gets the whole command line with one call, and
+//! tests and benchmarks reach the dashboard's model and views.
 
 pub mod bench;
 pub mod cli;
 pub mod dash;
+mod flags;
 pub mod observe;
+mod outcome;
 pub mod replay;
 pub mod report;
+pub mod session;
+
+pub use cli::main;
+
+// Memory a worker frees after shipping bins away goes back to the system promptly, so
+// migrations do not ratchet up the job's resident memory (glibc keeps it per thread arena).
+// Every binary built on this crate, a user's too, gets it.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

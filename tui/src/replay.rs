@@ -4,24 +4,20 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
 
-use anyhow::Context;
 use clap::{Args, ValueEnum};
 use megaflux::control::ControlHandle;
-use megaflux::harness::{self, Pace, RunConfig, RunError};
+use megaflux::harness::{Pace, RunError};
+use megaflux::job::Jobs;
 use megaflux::plan::Schedule;
-use megaflux::summary::Summary;
 use megaflux_probe::wire::TOKEN_ENV;
 use megaflux_replay::ReplayError;
 use megaflux_replay::compare::Comparison;
 use megaflux_replay::rerun::{Options, Recording};
 
-use crate::cli::{LOOPBACK_ANY, parse_schedule, run_observed};
+use crate::flags;
 use crate::observe::{self, ProbeArgs};
-
-/// How often the progress line of a re-run is redrawn.
-const PROGRESS_EVERY: Duration = Duration::from_millis(200);
+use crate::session::{self, LOOPBACK_ANY, Shown};
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
@@ -32,10 +28,10 @@ pub struct ReplayArgs {
     #[arg(long)]
     rerun: bool,
     /// Re-plan every recorded migration with this schedule (same target, same start).
-    #[arg(long, requires = "rerun", value_parser = parse_schedule)]
+    #[arg(long, requires = "rerun", value_parser = flags::schedule)]
     strategy: Option<Schedule>,
     /// Recoveries and rebalances with this schedule.
-    #[arg(long, requires = "rerun", value_parser = parse_schedule)]
+    #[arg(long, requires = "rerun", value_parser = flags::schedule)]
     recovery: Option<Schedule>,
     /// `recorded`: the recorded input rate, so that latencies compare; `max`: as fast as the
     /// job goes.
@@ -44,8 +40,11 @@ pub struct ReplayArgs {
     /// Record the re-run to this trace file.
     #[arg(long, requires = "rerun", value_name = "FILE")]
     record: Option<PathBuf>,
-    /// Let --record replace an existing file.
-    #[arg(long, requires = "record")]
+    /// Write the re-run's outputs to this file, one JSON line each (as `run --output`).
+    #[arg(long, requires = "rerun", value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Let --record and --output replace existing files.
+    #[arg(long)]
     force: bool,
     /// Watch the re-run on the live dashboard.
     #[arg(long, requires = "rerun")]
@@ -61,13 +60,13 @@ enum Speed {
     Max,
 }
 
-/// Runs `megaflux replay`.
-pub fn replay(args: ReplayArgs) -> ExitCode {
+/// Runs `megaflux replay` (a re-run with one of `jobs`).
+pub fn replay(args: ReplayArgs, jobs: &Jobs) -> ExitCode {
     if !args.rerun {
         observe::install_tracing(None);
         return report(watch(&args.file), "watching the trace");
     }
-    match rerun(&args) {
+    match rerun(&args, jobs) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {
@@ -100,9 +99,18 @@ fn watch(path: &Path) -> anyhow::Result<()> {
     crate::dash::replay::run(path)
 }
 
-/// Re-runs the recorded job; returns whether the outputs matched.
-fn rerun(args: &ReplayArgs) -> anyhow::Result<bool> {
+/// Re-runs the recorded job with its job from `jobs`; returns whether the outputs matched.
+fn rerun(args: &ReplayArgs, jobs: &Jobs) -> anyhow::Result<bool> {
     let recording = Recording::read(&args.file)?;
+    let name = &recording.config.workload;
+    let Some(job) = jobs.get(name) else {
+        return Err(ReplayError::Rerun(format!(
+            "{}: the trace is of the job `{name}`, which this binary does not have (it runs {}): re-run it with the binary that ran it (its own `replay --rerun`)",
+            args.file.display(),
+            jobs.names().join(", ")
+        ))
+        .into());
+    };
     let options = Options {
         strategy: args.strategy,
         recovery: args.recovery,
@@ -112,7 +120,11 @@ fn rerun(args: &ReplayArgs) -> anyhow::Result<bool> {
         },
         timely_args: args.timely.clone(),
     };
-    let config = recording.rerun(&options)?;
+    let mut config = recording.rerun(&options)?;
+    config.output = args.output.clone();
+    config.replace_output = args.force;
+    job.check(&config)
+        .map_err(|e| ReplayError::Rerun(e.to_string()))?;
     let dashboard = args.watch && std::io::stdout().is_terminal();
     if args.watch && !dashboard {
         eprintln!("megaflux: stdout is not a terminal, so no dashboard: re-running headless");
@@ -148,7 +160,12 @@ fn rerun(args: &ReplayArgs) -> anyhow::Result<bool> {
     };
     let control = ControlHandle::new();
     let observer = observe::start(&config, &probe, &control)?;
-    let (ran, finished) = run_observed(config, observer, dashboard, &probe, control, run_with_progress);
+    let shown = if dashboard {
+        Shown::Dashboard
+    } else {
+        Shown::Progress
+    };
+    let (ran, finished) = session::run(job, config, observer, shown, &probe, control);
     let ran = ran?;
     finished?;
     let Some(summary) = ran else {
@@ -173,64 +190,4 @@ fn rerun(args: &ReplayArgs) -> anyhow::Result<bool> {
         eprintln!("megaflux: the re-run's outputs differ from the recorded run's");
     }
     Ok(comparison.digests_match())
-}
-
-/// Runs the job on its own threads, drawing its progress on stderr (when that is a terminal).
-fn run_with_progress(config: RunConfig, control: ControlHandle) -> anyhow::Result<Option<Summary>> {
-    let total_ms = config.duration.as_millis() as u64;
-    let job_control = control.clone();
-    let job = std::thread::Builder::new()
-        .name("megaflux-job".into())
-        .spawn(move || harness::run(config, job_control))
-        .context("starting the job")?;
-    let draw = std::io::stderr().is_terminal();
-    let started = std::time::Instant::now();
-    while !job.is_finished() {
-        std::thread::sleep(PROGRESS_EVERY);
-        if draw {
-            eprint!(
-                "\r{}",
-                progress_line(control.progress().as_millis() as u64, total_ms, started.elapsed())
-            );
-        }
-    }
-    if draw {
-        eprintln!();
-    }
-    match job.join() {
-        Ok(result) => Ok(result.context("the re-run failed")?),
-        Err(_) => anyhow::bail!("the job's thread panicked"),
-    }
-}
-
-/// `[#####.....] 1.2 / 4.0 s of the run in 0.8 s`.
-fn progress_line(done_ms: u64, total_ms: u64, elapsed: Duration) -> String {
-    const WIDTH: u64 = 30;
-    let done_ms = done_ms.min(total_ms);
-    let filled = (done_ms * WIDTH).checked_div(total_ms).unwrap_or(WIDTH) as usize;
-    format!(
-        "[{}{}] {:.1} / {:.1} s of the run in {:.1} s",
-        "#".repeat(filled),
-        ".".repeat(WIDTH as usize - filled),
-        done_ms as f64 / 1e3,
-        total_ms as f64 / 1e3,
-        elapsed.as_secs_f64()
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn progress_fills_with_the_run() {
-        let line = progress_line(2000, 4000, Duration::from_millis(500));
-        assert!(
-            line.starts_with(&format!("[{}{}]", "#".repeat(15), ".".repeat(15))),
-            "{line}"
-        );
-        assert!(line.ends_with("2.0 / 4.0 s of the run in 0.5 s"), "{line}");
-        assert!(progress_line(9000, 4000, Duration::ZERO).starts_with(&format!("[{}]", "#".repeat(30))));
-        assert!(progress_line(0, 0, Duration::ZERO).starts_with(&format!("[{}]", "#".repeat(30))));
-    }
 }

@@ -4,12 +4,14 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
+use timely::ExchangeData;
 use timely::dataflow::operators::{Exchange, Inspect, Probe};
 use timely::dataflow::{InputHandleVec, ProbeHandle, StreamVec};
 use timely::worker::Worker;
 
 use crate::Time;
 use crate::bins::hash_key;
+use crate::sink::Sink;
 use crate::summary::WorkerReport;
 
 /// An order-independent hash and a count of the outputs at logical times up to the run's
@@ -30,24 +32,43 @@ impl Digest {
     }
 
     /// Counts `output` (the digest sits before the probe: once the probe has passed a time,
-    /// every output at that time was counted) and probes it with `probe`.
-    pub(super) fn count<'s, O: std::hash::Hash + 'static>(
+    /// every output at that time was counted) and probes it with `probe`. With `sink`
+    /// (a run with `--output`), every worker sends its outputs to worker 0, which writes
+    /// them if it holds the file; the probe then also waits for them to be written.
+    pub(super) fn count<'s, O: ExchangeData + Clone + std::hash::Hash>(
         &self,
         output: StreamVec<'s, Time, O>,
         probe: &ProbeHandle<Time>,
+        sink: Option<Option<Rc<RefCell<Sink>>>>,
     ) {
         let (sums, last_time) = (Rc::clone(&self.sums), Rc::clone(&self.last_time));
-        output
+        let counted = output.inspect_core(move |event| {
+            if let Ok((stamp, batch)) = event
+                && let Some(&time) = stamp.least()
+                && time <= last_time.get()
+            {
+                let mut d = sums.borrow_mut();
+                for out in batch.iter() {
+                    d.0 = d.0.wrapping_add(hash_key(&(time, out)));
+                }
+                d.1 += batch.len() as u64;
+            }
+        });
+        let Some(writer) = sink else {
+            counted.probe_with(probe);
+            return;
+        };
+        counted.clone().probe_with(probe);
+        let last_time = Rc::clone(&self.last_time);
+        counted
+            .exchange(|_| 0)
             .inspect_core(move |event| {
                 if let Ok((stamp, batch)) = event
                     && let Some(&time) = stamp.least()
                     && time <= last_time.get()
+                    && let Some(writer) = &writer
                 {
-                    let mut d = sums.borrow_mut();
-                    for out in batch.iter() {
-                        d.0 = d.0.wrapping_add(hash_key(&(time, out)));
-                    }
-                    d.1 += batch.len() as u64;
+                    writer.borrow_mut().write(batch.iter());
                 }
             })
             .probe_with(probe);

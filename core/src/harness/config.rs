@@ -15,7 +15,7 @@ use crate::error::ConfigError;
 use crate::nexmark::NexmarkParams;
 use crate::operator::DEFAULT_CHUNK_BYTES;
 use crate::plan::{MigrationSpec, Schedule, Strategy};
-use crate::workload::Workload;
+use crate::source::{Input, Location};
 
 /// The most replicas a bin can have.
 pub const MAX_REPLICAS: usize = 2;
@@ -31,8 +31,8 @@ pub const DEFAULT_RECOVERY: Schedule = Schedule {
 /// and reads back from it; fields added since the first traces have defaults.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunConfig {
-    #[serde(with = "text")]
-    pub workload: Workload,
+    /// The job's name (a built-in workload's, or a user's job's).
+    pub workload: String,
     /// Worker threads per process.
     pub workers: usize,
     #[serde(with = "bin_count")]
@@ -82,6 +82,61 @@ pub struct RunConfig {
     /// in trace headers: the re-run's trace logs them as commands, like any other.
     #[serde(skip)]
     pub script: Vec<Scripted>,
+    /// Where a job that reads its records reads them (`--input`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Input>,
+    /// How records read from a file are due: by `rate` (the default) or by their event time.
+    #[serde(default, skip_serializing_if = "Pacing::is_rate")]
+    pub pacing: Pacing,
+    /// How much faster than their event times records are due (`--speed`).
+    #[serde(default = "one_f64", skip_serializing_if = "is_one")]
+    pub speed: f64,
+    /// Where every output goes, one JSON line each (`--output`). Not in trace headers: a
+    /// re-run writes none unless told.
+    #[serde(skip)]
+    pub output: Option<std::path::PathBuf>,
+    /// Whether `output` may replace an existing file.
+    #[serde(skip)]
+    pub replace_output: bool,
+}
+
+fn one_f64() -> f64 {
+    1.0
+}
+
+fn is_one(x: &f64) -> bool {
+    *x == 1.0
+}
+
+/// How records read from a file are due (`--pace`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Pacing {
+    /// Record `i` at `i / rate` seconds.
+    #[default]
+    Rate,
+    /// At its event time less the first record's, divided by `speed`.
+    EventTime,
+}
+
+impl Pacing {
+    fn is_rate(&self) -> bool {
+        *self == Pacing::Rate
+    }
+}
+
+impl FromStr for Pacing {
+    type Err = ConfigError;
+
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        match s {
+            "rate" => Ok(Pacing::Rate),
+            "event-time" => Ok(Pacing::EventTime),
+            other => Err(ConfigError::Invalid(format!(
+                "`{other}` is not rate or event-time"
+            ))),
+        }
+    }
 }
 
 fn one_ms() -> EpochLen {
@@ -162,7 +217,7 @@ fn recovery() -> Schedule {
 impl Default for RunConfig {
     fn default() -> Self {
         RunConfig {
-            workload: Workload::KeyCount,
+            workload: "keycount".to_string(),
             workers: 2,
             bins: Bins::new(crate::bins::DEFAULT_BINS).unwrap_or_else(|_| unreachable!()),
             keys: 1_000_000,
@@ -184,6 +239,11 @@ impl Default for RunConfig {
             idle: Idle::Spin,
             epoch: EpochLen::default(),
             script: Vec::new(),
+            input: None,
+            pacing: Pacing::Rate,
+            speed: 1.0,
+            output: None,
+            replace_output: false,
         }
     }
 }
@@ -328,7 +388,20 @@ pub fn validate(config: &RunConfig) -> Result<(), ConfigError> {
     }
     // Targets and workers are checked against the whole job's worker count.
     let (_, processes) = timely_config(config)?;
-    check_memory(config, processes, crate::rss::total_memory())?;
+    if !(config.speed.is_finite() && config.speed > 0.0) {
+        return invalid(format!("--speed {} is not a positive factor", config.speed));
+    }
+    if config.pacing == Pacing::EventTime
+        && !config
+            .input
+            .as_ref()
+            .is_some_and(|i| matches!(i.location(), Location::File(_)))
+    {
+        return invalid(
+            "--pace event-time paces records read from a file (--input FILE); records from a stream are due when they arrive"
+                .into(),
+        );
+    }
     let peers = config.workers * processes;
     if config.replicas > peers {
         return invalid(format!(
@@ -362,10 +435,16 @@ pub fn validate(config: &RunConfig) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// Refuses key counts whose state cannot fit in this machine's `memory` (its share of them,
-/// in a cluster), before the preload fills it for minutes and the system kills the job.
-fn check_memory(config: &RunConfig, processes: usize, memory: Option<u64>) -> Result<(), ConfigError> {
-    let (Some(per_key), Some(memory)) = (config.workload.bytes_per_key(), memory) else {
+/// Refuses key counts whose state, at `per_key` bytes a key, cannot fit in this machine's
+/// `memory` (its share of them, in a cluster), before the preload fills it for minutes and
+/// the system kills the job.
+pub(crate) fn check_memory(
+    config: &RunConfig,
+    per_key: Option<u64>,
+    memory: Option<u64>,
+) -> Result<(), ConfigError> {
+    let processes = timely_config(config)?.1;
+    let (Some(per_key), Some(memory)) = (per_key, memory) else {
         return Ok(());
     };
     let share = config.keys / processes.max(1) as u64;
@@ -528,21 +607,30 @@ mod tests {
 
     #[test]
     fn keys_must_fit_in_memory() {
-        let config = |keys| RunConfig {
+        let config = |keys, processes: usize| RunConfig {
             keys,
-            workload: crate::workload::Workload::HashCount,
+            workload: "hashcount".into(),
+            timely_args: if processes > 1 {
+                ["-n", &processes.to_string(), "-p", "0"]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect()
+            } else {
+                Vec::new()
+            },
             ..RunConfig::default()
         };
-        let gib = 1u64 << 30;
-        assert!(check_memory(&config(1 << 20), 1, Some(gib)).is_ok());
-        let e = check_memory(&config(1 << 30), 1, Some(gib))
+        let (gib, per_key) = (1u64 << 30, Some(32));
+        assert!(check_memory(&config(1 << 20, 1), per_key, Some(gib)).is_ok());
+        let e = check_memory(&config(1 << 30, 1), per_key, Some(gib))
             .unwrap_err()
             .to_string();
         assert!(e.contains("--keys 1073741824 needs about 32.0 GiB"), "{e}");
         // Spread over 64 processes, each holds 0.5 GiB.
-        assert!(check_memory(&config(1 << 30), 64, Some(gib)).is_ok());
-        assert!(check_memory(&config(u64::MAX), 1, Some(gib)).is_err());
-        assert!(check_memory(&config(u64::MAX), 1, None).is_ok());
+        assert!(check_memory(&config(1 << 30, 64), per_key, Some(gib)).is_ok());
+        assert!(check_memory(&config(u64::MAX, 1), per_key, Some(gib)).is_err());
+        assert!(check_memory(&config(u64::MAX, 1), per_key, None).is_ok());
+        assert!(check_memory(&config(u64::MAX, 1), None, Some(gib)).is_ok());
     }
 
     #[test]

@@ -51,7 +51,26 @@ impl RunEnd {
         if self.told || !control.stop_requested() {
             return;
         }
-        control.set_end(reached() + len.in_duration(STOP_AHEAD));
+        self.end_past(control, len, reached());
+    }
+
+    /// On worker 0: the input ended (its last record went in by the epoch the run has
+    /// `reached`): the run ends as it does on a stop.
+    pub(super) fn on_input_end(
+        &mut self,
+        control: &ControlHandle,
+        len: EpochLen,
+        reached: impl FnOnce() -> u64,
+    ) {
+        if !self.told {
+            self.end_past(control, len, reached());
+        }
+    }
+
+    /// Fixes the last epoch `STOP_AHEAD` past `reached` (unless a stop fixed one already) and
+    /// tells every worker.
+    fn end_past(&mut self, control: &ControlHandle, len: EpochLen, reached: u64) {
+        control.set_end(reached + len.in_duration(STOP_AHEAD));
         if let Some(epoch) = control.end() {
             self.tell(epoch);
         }

@@ -2,18 +2,18 @@
 //! with nothing to do may wait for the next.
 //!
 //! Measured epoch `e` (1-based, closing `e` epoch lengths after the start) has logical time
-//! `base + e`, where the preload's times come before `base`. Every worker sends its share
-//! of each epoch's records (global indices `w mod peers`) and advances its input past it.
+//! `base + e`, where the preload's times come before `base`. Every worker sends its feed's
+//! records of each epoch (its share of a generator's, or, on worker 0, those it reads) and
+//! advances its input past it once they are all in.
 
 use std::time::Duration;
 
 use timely::dataflow::{InputHandleVec, ProbeHandle};
 
-use super::preload::first_index;
 use super::{Idle, MAX_PACE_AHEAD, Pace, RunConfig};
 use crate::Time;
 use crate::epoch::EpochLen;
-use crate::latency::first_record;
+use crate::source::{Feed, Fill, InputError};
 
 /// How long before its next epoch is due an idle open-loop worker stops waiting and spins,
 /// so that waking late does not delay the epoch.
@@ -25,14 +25,11 @@ const MAX_PACE_PARK: Duration = Duration::from_millis(1);
 pub(super) struct Epochs<R> {
     base: Time,
     len: EpochLen,
-    rate: u64,
     pace: Pace,
     idle: Idle,
     /// More workers than cores in a [`Pace::Max`] run: waiting a moment beats spinning.
     parks: bool,
-    index: usize,
-    peers: usize,
-    source: Box<dyn FnMut(u64, Time) -> R>,
+    feed: Feed<R>,
     /// The next epoch to send.
     next: u64,
     /// The run's last epoch (a stop may bring it closer).
@@ -41,26 +38,18 @@ pub(super) struct Epochs<R> {
     records_in: u64,
 }
 
-impl<R: Clone + 'static> Epochs<R> {
-    /// The epochs of `config`'s run after a preload of `base` times and `preloaded` records.
-    pub(super) fn new(
-        config: &RunConfig,
-        base: Time,
-        preloaded: u64,
-        (index, peers): (usize, usize),
-        source: Box<dyn FnMut(u64, Time) -> R>,
-    ) -> Self {
+impl<R: Clone + Send + 'static> Epochs<R> {
+    /// The epochs of `config`'s run after a preload of `base` times and `preloaded` records,
+    /// with the records of `feed`.
+    pub(super) fn new(config: &RunConfig, base: Time, preloaded: u64, feed: Feed<R>) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         Epochs {
             base,
             len: config.epoch,
-            rate: config.rate,
             pace: config.pace,
             idle: config.idle,
             parks: config.pace == Pace::Max && config.workers > cores,
-            index,
-            peers,
-            source,
+            feed,
             next: 1,
             last: config.epoch.in_duration(config.duration),
             records_in: preloaded,
@@ -125,30 +114,38 @@ impl<R: Clone + 'static> Epochs<R> {
         due.min(self.last)
     }
 
+    /// The measured run starts now.
+    pub(super) fn begin(&mut self, start: std::time::Instant) {
+        self.feed.begin(start);
+    }
+
+    /// Whether the feed's input ended: no record will come again.
+    pub(super) fn input_ended(&self) -> bool {
+        self.feed.ended()
+    }
+
     /// Sends this worker's records of every epoch up to `due` and advances the input past
-    /// them.
-    pub(super) fn send(&mut self, data: &mut InputHandleVec<Time, R>, due: u64) {
+    /// them, up to an epoch whose records are not all read yet: it stays open.
+    pub(super) fn send(&mut self, data: &mut InputHandleVec<Time, R>, due: u64) -> Result<(), InputError> {
         if self.next > due {
-            return;
+            return Ok(());
         }
         while self.next <= due {
             let time = self.next_time();
             data.advance_to(time);
-            let (lo, hi) = (self.first_of(self.next), self.first_of(self.next + 1));
-            let mut i = first_index(lo, self.index, self.peers);
-            while i < hi {
-                data.send((self.source)(i, time));
-                self.records_in += 1;
-                i += self.peers as u64;
+            let mut sent = 0;
+            let fill = self.feed.fill(self.next, time, &mut |record| {
+                data.send(record);
+                sent += 1;
+            });
+            self.records_in += sent;
+            if fill? == Fill::Waiting {
+                break;
             }
             self.next += 1;
         }
         data.advance_to(self.next_time());
-    }
-
-    /// The global index of epoch `epoch`'s first record.
-    fn first_of(&self, epoch: u64) -> u64 {
-        first_record(epoch, self.rate, self.len)
+        Ok(())
     }
 
     /// How long a worker with nothing to do may wait for news (timely wakes it when data or

@@ -1,6 +1,6 @@
-//! Runs a built-in workload open-loop on a timely cluster, with scheduled migrations,
-//! failures and rejoins, and measures it: output digest, latency, migrations, failures,
-//! memory.
+//! The runner: runs any [`Job`] open-loop on a timely cluster, with its control plane
+//! (scheduled and commanded migrations, failures and rejoins), and measures it: output
+//! digest, latency, migrations, failures, memory. `--output` writes its outputs.
 
 mod collect;
 mod config;
@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 pub use config::{
-    Cluster, DEFAULT_RECOVERY, Idle, MAX_PACE_AHEAD, MAX_REPLICAS, Pace, RunConfig, Scripted, WorkerAt,
-    cluster_position, validate,
+    Cluster, DEFAULT_RECOVERY, Idle, MAX_PACE_AHEAD, MAX_REPLICAS, Pace, Pacing, RunConfig, Scripted,
+    WorkerAt, cluster_position, validate,
 };
 
 use crate::Time;
@@ -25,9 +25,10 @@ use crate::bins::list;
 use crate::control::ControlHandle;
 use crate::error::ConfigError;
 use crate::failure::Failures;
-use crate::nexmark::NexmarkJob;
+use crate::job::{Job, Jobs};
+use crate::sink::Sink;
+use crate::source::{InputError, Source};
 use crate::summary::Summary;
-use crate::workload::{CountJob, Counting, Workload};
 use worker::{Shared, Stopped, run_worker};
 
 /// How long a cluster process that found lost bins waits before it exits.
@@ -55,6 +56,12 @@ pub enum RunError {
         list(bins)
     )]
     BinsLost { bins: Vec<u32>, time: Time },
+    /// The input cannot be read, or a record in it cannot be parsed.
+    #[error("reading the input: {0}")]
+    Input(InputError),
+    /// `--output` cannot be written: the job stopped rather than lose outputs.
+    #[error("{0}")]
+    Output(String),
 }
 
 impl RunError {
@@ -63,24 +70,67 @@ impl RunError {
     pub fn exit_status(&self) -> u8 {
         match self {
             RunError::BinsLost { .. } => 3,
-            RunError::Config(_) => 2,
+            RunError::Config(_) | RunError::Input(_) => 2,
             _ => 1,
         }
     }
 }
 
-/// Runs the job. Returns the summary in the process that hosts worker 0, `None` elsewhere.
-///
-/// A worker that panics, a peer process that goes away, or bins that lose their last
-/// replica stop the run with that error within a loop turn. In a cluster the stopped
-/// process's workers never return (so that its peers see the process go away instead of
-/// a clean shutdown): the caller is expected to exit.
+/// Runs the built-in workload `config.workload` names (see [`Jobs::builtin`]).
 pub fn run(config: RunConfig, control: ControlHandle) -> Result<Option<Summary>, RunError> {
-    validate(&config)?;
+    Jobs::builtin().run(config, control)
+}
+
+/// Checks `config` for `job` without starting anything: the settings ([`validate`]), memory
+/// for its keys, and that the job gets the input it needs, and only then.
+pub fn check_job<J: Job + ?Sized>(job: &J, config: &RunConfig) -> Result<(), ConfigError> {
+    validate(config)?;
+    config::check_memory(config, job.bytes_per_key(), crate::rss::total_memory())?;
+    let invalid = |m: String| Err(ConfigError::Invalid(m));
+    match (job.source(config), &config.input) {
+        (Source::Generated(_), Some(input)) => invalid(format!(
+            "--input {}: {} makes its own records; --input is for jobs that read theirs",
+            input.from,
+            job.name()
+        )),
+        (Source::Read(_), None) => invalid(format!(
+            "{} reads its records: give --input FILE (or - for standard input, or tcp:HOST:PORT)",
+            job.name()
+        )),
+        (Source::Read(r), Some(_)) if config.pacing == Pacing::EventTime && !r.has_event_time() => {
+            invalid(format!(
+                "--pace event-time: the records of {} have no event time (its source names none)",
+                job.name()
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Runs `job`. Returns the summary in the process that hosts worker 0, `None` elsewhere.
+///
+/// A worker that panics, a peer process that goes away, bins that lose their last replica,
+/// an input that cannot be read or an output that cannot be written stop the run with that
+/// error within a loop turn. In a cluster the stopped process's workers never return (so
+/// that its peers see the process go away instead of a clean shutdown): the caller is
+/// expected to exit.
+pub fn run_job<J: Job + ?Sized>(
+    job: Arc<J>,
+    config: RunConfig,
+    control: ControlHandle,
+) -> Result<Option<Summary>, RunError> {
+    check_job(&*job, &config)?;
     let (timely, addresses) = config::cluster(&config)?;
+    let first_process = cluster_position(&config.timely_args)?.process == 0;
     let cluster = !addresses.is_empty();
     let peers = config.workers * addresses.len().max(1);
     let failures = Arc::new(Failures::new(peers));
+    // The first process writes every output: it creates the file before anything runs.
+    let sink = match (&config.output, first_process) {
+        (Some(path), true) => Some(Sink::create(path, config.replace_output).map_err(RunError::Output)?),
+        _ => None,
+    };
+    let sink = Arc::new(Mutex::new(sink));
     let abort = Abort::new(config.workers, addresses);
     let config = Arc::new(config);
     let result: Arc<Mutex<Option<Summary>>> = Arc::default();
@@ -95,21 +145,9 @@ pub fn run(config: RunConfig, control: ControlHandle) -> Result<Option<Summary>,
             start: &start,
             failures: &failures,
             abort: &run_abort,
+            sink: &sink,
         };
-        let summary = match config.workload {
-            Workload::KeyCount => {
-                let job = CountJob::new(Counting::Dense, config.keys, config.seed);
-                run_worker(worker, &shared, &job)
-            }
-            Workload::HashCount => {
-                let job = CountJob::new(Counting::Hashed, config.keys, config.seed);
-                run_worker(worker, &shared, &job)
-            }
-            Workload::Nexmark(query) => {
-                let job = NexmarkJob::new(query, config.rate, config.nexmark, config.epoch);
-                run_worker(worker, &shared, &job)
-            }
-        };
+        let summary = run_worker(worker, &shared, &*job);
         match summary {
             Ok(summary) => {
                 if let Some(s) = summary

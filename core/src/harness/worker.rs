@@ -1,13 +1,15 @@
 //! One worker's run: its dataflow, the preload, the measured epochs, the end of the run,
 //! and its report to worker 0.
 
+use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use timely::dataflow::{InputHandleVec, ProbeHandle};
 use timely::worker::Worker;
 
+use super::Pacing;
 use super::collect::{Digest, Reports};
 use super::end::RunEnd;
 use super::epochs::Epochs;
@@ -21,25 +23,29 @@ use crate::config::ControlInst;
 use crate::control::ControlHandle;
 use crate::driver::PlanDriver;
 use crate::failure::Failures;
-use crate::latency::LatencyRecorder;
+use crate::job::{Job, Operators};
+use crate::latency::{Dues, LatencyRecorder, ListedDues};
 use crate::operator::{StatefulConfig, TakeoverLog, TransferLog};
 use crate::rss;
 use crate::sampler::{self, Sampler};
+use crate::sink::Sink;
+use crate::source::{Feed, Location, ReadSource, Source, Timing};
 use crate::summary::{Summary, WorkerReport, summarize};
-use crate::workload::Job;
 
 /// The run stopped early (its error is with the run's [`Abort`]).
 pub(super) struct Stopped;
 
 /// What every worker of a process shares.
 pub(super) struct Shared<'a> {
-    pub(super) config: &'a RunConfig,
+    pub(super) config: &'a Arc<RunConfig>,
     pub(super) control: &'a ControlHandle,
     /// One clock for all workers of this process: a worker that gets past the start a few
     /// milliseconds late then catches up on its overdue epochs instead of lagging for good.
     pub(super) start: &'a OnceLock<Instant>,
     pub(super) failures: &'a Arc<Failures>,
     pub(super) abort: &'a Abort,
+    /// The `--output` file, which worker 0 of the first process takes.
+    pub(super) sink: &'a Mutex<Option<Sink>>,
 }
 
 impl Shared<'_> {
@@ -54,6 +60,12 @@ impl Shared<'_> {
         }
         worker.step();
         Ok(())
+    }
+
+    /// Stops the run with `error`.
+    fn fail(&self, error: RunError) -> Stopped {
+        self.abort.stop(error);
+        Stopped
     }
 
     /// As [`Shared::step`], but a worker with nothing to do waits up to `park` for news
@@ -85,10 +97,12 @@ struct Dataflow<R: Clone + 'static> {
     transfers: TransferLog,
     takeovers: TakeoverLog,
     sampler: Option<Sampler>,
+    /// The `--output` file, on the worker that writes it.
+    sink: Option<Rc<RefCell<Sink>>>,
 }
 
 impl<R: timely::ExchangeData + Clone> Dataflow<R> {
-    fn build<J: Job<Rec = R>>(worker: &mut Worker, shared: &Shared, job: &J) -> Self {
+    fn build<J: Job<In = R> + ?Sized>(worker: &mut Worker, shared: &Shared, job: &J) -> Self {
         let config = shared.config;
         let peers = worker.peers();
         let mut stateful = if config.replicas > 1 {
@@ -105,20 +119,25 @@ impl<R: timely::ExchangeData + Clone> Dataflow<R> {
         let probe = ProbeHandle::new();
         let digest = Digest::new();
         let mut end = RunEnd::new();
+        let sink = (worker.index() == 0)
+            .then(|| shared.sink.lock().ok().and_then(|mut s| s.take()))
+            .flatten()
+            .map(|s| Rc::new(RefCell::new(s)));
         {
             let (digest, probe, native) = (digest.clone(), probe.clone(), config.native);
+            let sinking = config.output.is_some().then(|| sink.clone());
             let (data, control, end) = (&mut data, &mut control, &mut end);
-            let stateful = stateful.clone();
+            let (stateful, run) = (stateful.clone(), Arc::clone(config));
             worker.dataflow::<Time, _, _>(move |scope| {
                 end.build(scope);
                 let input = data.to_stream(scope);
-                let ctrl = control.to_stream(scope);
-                let output = if native {
-                    job.native(input, &stateful)
+                let ops = if native {
+                    Operators::native(stateful, run)
                 } else {
-                    job.megaflux(input, ctrl, &stateful)
+                    Operators::migrating(control.to_stream(scope), stateful, run)
                 };
-                digest.count(output, &probe);
+                let output = job.dataflow(input, &ops);
+                digest.count(output, &probe, sinking);
             });
         }
         Dataflow {
@@ -132,7 +151,15 @@ impl<R: timely::ExchangeData + Clone> Dataflow<R> {
             takeovers: Rc::clone(&stateful.takeovers),
             stateful,
             sampler,
+            sink,
         }
+    }
+
+    /// Why the `--output` file can no longer be written, if it cannot.
+    fn sink_failed(&self) -> Option<String> {
+        self.sink
+            .as_ref()
+            .and_then(|s| s.borrow().failed().map(str::to_string))
     }
 
     /// The output's frontier: the earliest time not yet complete.
@@ -143,7 +170,7 @@ impl<R: timely::ExchangeData + Clone> Dataflow<R> {
 }
 
 /// Runs one worker; returns the summary on worker 0.
-pub(super) fn run_worker<J: Job>(
+pub(super) fn run_worker<J: Job + ?Sized>(
     worker: &mut Worker,
     shared: &Shared,
     job: &J,
@@ -151,6 +178,7 @@ pub(super) fn run_worker<J: Job>(
     let config = shared.config;
     let (index, peers) = (worker.index(), worker.peers());
     let main_dataflow = worker.next_dataflow_index();
+    let source = job.source(config);
     let mut flow = Dataflow::build(worker, shared, job);
     let reports = Reports::new(worker);
     let control = flow.control.take();
@@ -164,11 +192,23 @@ pub(super) fn run_worker<J: Job>(
         )
     });
 
-    let (base, preloaded) = preload(worker, shared, job, &mut flow.data, plane.as_mut(), &flow.probe)?;
+    let generator = match &source {
+        Source::Generated(g) => Some(g.as_ref()),
+        Source::Read(_) => None,
+    };
+    let (base, preloaded) = preload(
+        worker,
+        shared,
+        generator,
+        &mut flow.data,
+        plane.as_mut(),
+        &flow.probe,
+    )?;
     if let Some(sampler) = flow.sampler.as_mut() {
         sampler.begin(preloaded);
     }
-    let mut epochs = Epochs::new(config, base, preloaded, (index, peers), job.source(index, peers));
+    let (feed, dues) = feed(config, &source, index, peers).map_err(|e| shared.fail(e))?;
+    let mut epochs = Epochs::new(config, base, preloaded, feed);
     flow.data.advance_to(epochs.next_time());
     if let Some(plane) = plane.as_mut() {
         plane.begin(base);
@@ -179,9 +219,10 @@ pub(super) fn run_worker<J: Job>(
     }
 
     let start = *shared.start.get_or_init(Instant::now);
+    epochs.begin(start);
     tracing::info!(target: "megaflux::job", phase = "started", worker = index, peers, base);
     let mut latencies = Latencies::new(
-        LatencyRecorder::new(config.rate, config.epoch),
+        LatencyRecorder::with_dues(dues, config.epoch),
         config.epoch.per_window(),
         flow.sampler.is_some(),
     );
@@ -196,21 +237,46 @@ pub(super) fn run_worker<J: Job>(
         &mut rss,
         start,
     )?;
-    let driver = finish(worker, shared, &mut flow, &epochs, plane, &mut latencies, start)?;
+    let driver = finish(
+        worker,
+        shared,
+        &mut flow,
+        &epochs,
+        plane,
+        &mut latencies,
+        start,
+        job.drains(),
+    )?;
     drop(flow.data);
-    if peers == config.workers {
+    if peers == config.workers && !job.drains() {
         // In one process, drop the dataflow rather than close its inputs: closing them
         // would release all scheduled later work at once (Q4's auction closings, minutes
         // ahead), which belongs to no measured epoch and costs seconds and gigabytes.
         worker.drop_dataflow(main_dataflow);
     } else {
+        // A job that drains runs its scheduled later work (a file's last sessions close).
         // Across processes, one that drops its dataflow early would stall the others (their
         // data for it is never taken in), and processes may be given different lengths: so
         // a cluster closes its inputs and drains, later scheduled work included.
         while !flow.probe.done() {
             shared.step(worker)?;
+            if let Some(why) = flow
+                .sink
+                .as_ref()
+                .and_then(|s| s.borrow().failed().map(str::to_string))
+            {
+                return Err(shared.fail(RunError::Output(why)));
+            }
         }
     }
+    let written = match &flow.sink {
+        Some(sink) => Some(
+            sink.borrow_mut()
+                .finish()
+                .map_err(|e| shared.fail(RunError::Output(e)))?,
+        ),
+        None => None,
+    };
     let records_in = epochs.records_in();
     tracing::info!(target: "megaflux::job", phase = "finished", worker = index, records = records_in);
     let end_s = start.elapsed().as_secs_f64();
@@ -242,9 +308,9 @@ pub(super) fn run_worker<J: Job>(
     // A stopped run covers fewer epochs than it was configured for.
     let ran = RunConfig {
         duration: config.epoch.closes_at(epochs.last()),
-        ..config.clone()
+        ..(**config).clone()
     };
-    Ok(Some(summarize(
+    let mut summary = summarize(
         &ran,
         peers,
         &reports,
@@ -252,7 +318,56 @@ pub(super) fn run_worker<J: Job>(
         records,
         failures,
         end_s,
-    )))
+    );
+    summary.outputs_written = written;
+    Ok(Some(summary))
+}
+
+/// This worker's feed of records, and how worker 0 learns when they were due: a share of a
+/// generator's on every worker; the records read from the input on worker 0, nothing
+/// elsewhere.
+fn feed<R: timely::ExchangeData + Clone>(
+    config: &RunConfig,
+    source: &Source<R>,
+    index: usize,
+    peers: usize,
+) -> Result<(Feed<R>, Dues), RunError> {
+    let by_rate = Dues::rate(config.rate);
+    let (reads, input) = match (source, &config.input) {
+        (Source::Generated(g), _) => {
+            let feed = Feed::Generated {
+                make: g.records(index, peers),
+                index,
+                peers,
+                rate: config.rate,
+                len: config.epoch,
+            };
+            return Ok((feed, by_rate));
+        }
+        (Source::Read(reads), Some(input)) if index == 0 => (reads, input),
+        _ => return Ok((Feed::Nothing, by_rate)),
+    };
+    let timing = timing(config, reads, &input.location());
+    let dues = match timing {
+        Timing::Rate(_) => by_rate,
+        _ => Dues::Listed(Rc::new(RefCell::new(ListedDues::default()))),
+    };
+    let feed = Feed::read(input, reads, timing, config.epoch, &dues).map_err(RunError::Input)?;
+    Ok((feed, dues))
+}
+
+/// When records read from `location` are due.
+fn timing<R>(config: &RunConfig, reads: &ReadSource<R>, location: &Location) -> Timing<R> {
+    match (location, config.pacing, &reads.event_time) {
+        (Location::File(_), Pacing::EventTime, Some(time_ms)) => Timing::EventTime {
+            time_ms: Arc::clone(time_ms),
+            speed: config.speed,
+            first: None,
+            latest: 0,
+        },
+        (Location::File(_), _, _) => Timing::Rate(config.rate),
+        _ => Timing::Arrival,
+    }
 }
 
 /// The measured epochs, open loop or as fast as the job goes, until the last one is sent
@@ -296,7 +411,16 @@ fn measured_loop<R: timely::ExchangeData + Clone>(
         if let Some(plane) = plane.as_mut() {
             plane.turn(shared.control, now_s, flow.output());
         }
-        epochs.send(&mut flow.data, due);
+        epochs
+            .send(&mut flow.data, due)
+            .map_err(|e| shared.fail(RunError::Input(e)))?;
+        if index == 0 && epochs.input_ended() {
+            flow.end
+                .on_input_end(shared.control, config.epoch, || epochs.reached(now));
+        }
+        if let Some(why) = flow.sink_failed() {
+            return Err(shared.fail(RunError::Output(why)));
+        }
         // Every turn: a control input held back for a recorded command catches up.
         if let Some(plane) = plane.as_mut() {
             plane.advance(epochs.next_time());
@@ -332,8 +456,9 @@ fn measured_loop<R: timely::ExchangeData + Clone>(
 
 /// Ends the run at its last epoch: the control plane's last failures and rejoins go out
 /// (a failed worker waits for its failure to be issued before it lets go of what it held),
-/// then the epochs up to the last complete and are measured. Returns the plan driver on
-/// worker 0.
+/// then the epochs up to the last complete and are measured. Outputs past the last epoch
+/// count only for a job that `drains`. Returns the plan driver on worker 0.
+#[allow(clippy::too_many_arguments)]
 fn finish<R: timely::ExchangeData + Clone>(
     worker: &mut Worker,
     shared: &Shared,
@@ -342,6 +467,7 @@ fn finish<R: timely::ExchangeData + Clone>(
     mut plane: Option<ControlPlane>,
     latencies: &mut Latencies,
     start: Instant,
+    drains: bool,
 ) -> Result<Option<PlanDriver>, Stopped> {
     let now_s = || start.elapsed().as_secs_f64();
     if let Some(plane) = plane.as_mut() {
@@ -364,7 +490,9 @@ fn finish<R: timely::ExchangeData + Clone>(
             plane.retire(flow.output(), now_s());
         }
     }
-    flow.digest.end_at(last_time);
+    if !drains {
+        flow.digest.end_at(last_time);
+    }
     Ok(plane.map(|p| {
         let mut driver = p.close();
         driver.retire(flow.output(), now_s());

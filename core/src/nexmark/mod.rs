@@ -19,11 +19,11 @@ pub use events::{Auction, Bid, Event, Person};
 pub use queries::Output;
 
 use crate::Time;
-use crate::config::ControlInst;
 use crate::epoch::EpochLen;
 use crate::error::ConfigError;
-use crate::operator::StatefulConfig;
-use crate::workload::Job;
+use crate::harness::RunConfig;
+use crate::job::{Job, Operators};
+use crate::source::{Generator, Source};
 
 /// Auctions among every `EVENT_PROPORTION` generated events (the generator's default mix:
 /// 1 person, 3 auctions, 46 bids).
@@ -110,70 +110,94 @@ impl Default for NexmarkParams {
     }
 }
 
-/// A NEXMark query as a harness [`Job`].
+/// A NEXMark query as a [`Job`]: its events come from the `nexmark` generator at `--rate`.
 pub struct NexmarkJob {
     query: Query,
+    name: String,
+}
+
+impl NexmarkJob {
+    /// The job of `query`.
+    pub fn new(query: Query) -> Self {
+        NexmarkJob {
+            query,
+            name: query.to_string(),
+        }
+    }
+}
+
+/// The query's events by index, at the run's rate, in its epochs.
+struct Events {
     rate: u64,
     params: NexmarkParams,
     epoch: EpochLen,
 }
 
-impl NexmarkJob {
-    /// `query` at `rate` events/s, in epochs of `epoch`.
-    pub fn new(query: Query, rate: u64, params: NexmarkParams, epoch: EpochLen) -> Self {
-        NexmarkJob {
-            query,
-            rate,
-            params,
-            epoch,
-        }
-    }
-}
-
-impl Job for NexmarkJob {
-    type Rec = Event;
-    type Out = Output;
-
+impl Events {
     /// The stream's first events, enough to open `in_flight_auctions` auctions, so that the
     /// measured run starts with the queries' state at its steady size (filling it at the
     /// offered rate would take `in_flight_auctions` / (rate × 3/50) seconds).
-    fn preload_len(&self) -> u64 {
+    fn preloaded(&self) -> u64 {
         (self.params.in_flight_auctions as u64).div_ceil(AUCTION_PROPORTION) * EVENT_PROPORTION
+    }
+}
+
+impl Generator<Event> for Events {
+    fn preload_len(&self) -> u64 {
+        self.preloaded()
     }
 
     /// Preloaded events get the harness's compressed preload times, but auctions keep the
     /// generator's lengths, so they close during (or after) the measured run, as they would
     /// have had the stream run that long already.
-    fn preload_source(&self, index: usize, peers: usize) -> Box<dyn FnMut(u64, Time) -> Event> {
+    fn preload(&self, index: usize, peers: usize) -> Box<dyn FnMut(u64, Time) -> Event> {
         Box::new(events::Source::new(self.rate, self.params, self.epoch, 0, index, peers).into_fn())
     }
 
-    fn source(&self, index: usize, peers: usize) -> Box<dyn FnMut(u64, Time) -> Event> {
-        let first = self.preload_len();
+    fn records(&self, index: usize, peers: usize) -> Box<dyn FnMut(u64, Time) -> Event> {
+        let first = self.preloaded();
         Box::new(events::Source::new(self.rate, self.params, self.epoch, first, index, peers).into_fn())
     }
+}
 
-    fn megaflux<'s>(
-        &self,
-        data: StreamVec<'s, Time, Event>,
-        control: StreamVec<'s, Time, ControlInst>,
-        config: &StatefulConfig,
-    ) -> StreamVec<'s, Time, Output> {
-        let backend = queries::Migrating {
-            control,
-            config: config.clone(),
-        };
-        queries::build(self.query, self.params.windows(self.epoch), data, &backend)
+impl Job for NexmarkJob {
+    type In = Event;
+    type Out = Output;
+
+    fn name(&self) -> &str {
+        &self.name
     }
 
-    fn native<'s>(
+    fn source(&self, run: &RunConfig) -> Source<Event> {
+        Source::generated(Events {
+            rate: run.rate,
+            params: run.nexmark,
+            epoch: run.epoch,
+        })
+    }
+
+    fn dataflow<'s>(
         &self,
         data: StreamVec<'s, Time, Event>,
-        config: &StatefulConfig,
+        ops: &Operators<'s>,
     ) -> StreamVec<'s, Time, Output> {
-        let backend = queries::Native {
-            config: config.clone(),
-        };
-        queries::build(self.query, self.params.windows(self.epoch), data, &backend)
+        let run = ops.run();
+        queries::build(self.query, run.nexmark.windows(run.epoch), data, ops)
+    }
+
+    fn describe(&self, run: &RunConfig) -> Option<String> {
+        Some(format!(
+            "{} in-flight auctions{}",
+            run.nexmark.in_flight_auctions,
+            if run.preload {
+                "; preloading the events that open the in-flight auctions"
+            } else {
+                ""
+            }
+        ))
+    }
+
+    fn drains(&self) -> bool {
+        false
     }
 }

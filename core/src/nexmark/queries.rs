@@ -1,5 +1,5 @@
-//! The queries, written once against a [`Backend`] that is either the migrateable operators
-//! or their native twins.
+//! The queries, written once against [`Operators`], which makes either the migrateable
+//! operators or their native twins.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -12,9 +12,9 @@ use timely::dataflow::operators::vec::{Filter, Map};
 use super::{Auction, Bid, Event, Person, Query, Windows};
 use crate::Time;
 use crate::bins::hash_key;
-use crate::config::ControlInst;
-use crate::operator::{Bin, StatefulConfig, native_unary, sides, stateful_unary};
-use crate::size::{BinState, StateSize};
+use crate::job::Operators;
+use crate::operator::Bin;
+use crate::size::StateSize;
 
 /// Every query's output, in one type so that one harness runs them all.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -43,97 +43,6 @@ pub(crate) const Q3_STATES: [&str; 3] = ["or", "id", "ca"];
 pub(crate) const Q3_CATEGORY: u64 = 10;
 /// How many closing prices Q6 averages.
 pub(crate) const Q6_LAST: usize = 10;
-
-/// Where stateful operators come from.
-pub(crate) trait Backend<'s> {
-    fn unary<R, S, O, K, L>(
-        &self,
-        data: StreamVec<'s, Time, R>,
-        name: &str,
-        key: K,
-        logic: L,
-    ) -> StreamVec<'s, Time, O>
-    where
-        R: ExchangeData + Clone,
-        S: BinState,
-        O: Clone + 'static,
-        K: Fn(&R) -> u64 + 'static,
-        L: FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>) + 'static;
-
-    /// Two inputs keyed into the same bins: both backends merge them into one input of
-    /// `Side`s and run it as a unary operator, as `stateful_binary` and `native_binary` do.
-    #[allow(clippy::too_many_arguments)]
-    fn binary<R1, R2, S, O, K1, K2, L>(
-        &self,
-        left: StreamVec<'s, Time, R1>,
-        right: StreamVec<'s, Time, R2>,
-        name: &str,
-        key_left: K1,
-        key_right: K2,
-        logic: L,
-    ) -> StreamVec<'s, Time, O>
-    where
-        R1: ExchangeData + Clone,
-        R2: ExchangeData + Clone,
-        S: BinState,
-        O: Clone + 'static,
-        K1: Fn(&R1) -> u64 + 'static,
-        K2: Fn(&R2) -> u64 + 'static,
-        L: FnMut(Time, &mut Bin<S>, &mut Vec<R1>, &mut Vec<R2>, &mut Vec<O>) + 'static,
-    {
-        let (merged, key, logic) = sides(left, right, key_left, key_right, logic);
-        self.unary(merged, name, key, logic)
-    }
-}
-
-/// The migrateable operators, all driven by one control stream.
-pub(crate) struct Migrating<'s> {
-    pub(crate) control: StreamVec<'s, Time, ControlInst>,
-    pub(crate) config: StatefulConfig,
-}
-
-/// The native twins.
-pub(crate) struct Native {
-    pub(crate) config: StatefulConfig,
-}
-
-impl<'s> Backend<'s> for Migrating<'s> {
-    fn unary<R, S, O, K, L>(
-        &self,
-        data: StreamVec<'s, Time, R>,
-        name: &str,
-        key: K,
-        logic: L,
-    ) -> StreamVec<'s, Time, O>
-    where
-        R: ExchangeData + Clone,
-        S: BinState,
-        O: Clone + 'static,
-        K: Fn(&R) -> u64 + 'static,
-        L: FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>) + 'static,
-    {
-        stateful_unary(data, self.control.clone(), &self.config, name, key, logic)
-    }
-}
-
-impl<'s> Backend<'s> for Native {
-    fn unary<R, S, O, K, L>(
-        &self,
-        data: StreamVec<'s, Time, R>,
-        name: &str,
-        key: K,
-        logic: L,
-    ) -> StreamVec<'s, Time, O>
-    where
-        R: ExchangeData + Clone,
-        S: BinState,
-        O: Clone + 'static,
-        K: Fn(&R) -> u64 + 'static,
-        L: FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>) + 'static,
-    {
-        native_unary(data, &self.config, name, key, logic)
-    }
-}
 
 fn persons<'s>(data: StreamVec<'s, Time, Event>) -> StreamVec<'s, Time, Person> {
     data.flat_map(|e| match e {
@@ -198,9 +107,9 @@ type Closed = (u64, u64, u64);
 /// Joins auctions with their bids; when an auction closes, emits its winning price: the
 /// highest bid at or above the reserve, placed from the auction's creation until (not
 /// including) its expiry.
-fn closed_auctions<'s, B: Backend<'s>>(
+fn closed_auctions<'s>(
     data: StreamVec<'s, Time, Event>,
-    backend: &B,
+    backend: &Operators<'s>,
 ) -> StreamVec<'s, Time, Closed> {
     backend.binary(
         auctions(data.clone()),
@@ -246,9 +155,9 @@ fn closed_auctions<'s, B: Backend<'s>>(
 }
 
 /// Q4's running average per category: all closings of a time enter before its output.
-fn average_by_category<'s, B: Backend<'s>>(
+fn average_by_category<'s>(
     closed: StreamVec<'s, Time, Closed>,
-    backend: &B,
+    backend: &Operators<'s>,
 ) -> StreamVec<'s, Time, Output> {
     backend.unary(
         closed,
@@ -273,9 +182,9 @@ fn average_by_category<'s, B: Backend<'s>>(
 }
 
 /// Q6's average of each seller's last closing prices (a time's prices enter in ascending order).
-fn average_by_seller<'s, B: Backend<'s>>(
+fn average_by_seller<'s>(
     closed: StreamVec<'s, Time, Closed>,
-    backend: &B,
+    backend: &Operators<'s>,
 ) -> StreamVec<'s, Time, Output> {
     backend.unary(
         closed,
@@ -304,12 +213,12 @@ fn average_by_seller<'s, B: Backend<'s>>(
     )
 }
 
-/// Builds `query` on `backend`.
-pub(crate) fn build<'s, B: Backend<'s>>(
+/// Builds `query` with the stateful operators `backend` makes.
+pub(crate) fn build<'s>(
     query: Query,
     windows: Windows,
     data: StreamVec<'s, Time, Event>,
-    backend: &B,
+    backend: &Operators<'s>,
 ) -> StreamVec<'s, Time, Output> {
     let Windows { window, slide } = windows;
     match query.0 {
@@ -468,14 +377,13 @@ pub(crate) fn build<'s, B: Backend<'s>>(
 
 /// Gathers every bin's candidates of a time into one bin and keeps those with the largest
 /// score: the global leaders, not each bin's.
-fn global_leaders<'s, B, C, F>(
+fn global_leaders<'s, C, F>(
     candidates: StreamVec<'s, Time, C>,
-    backend: &B,
+    backend: &Operators<'s>,
     name: &str,
     score: F,
 ) -> StreamVec<'s, Time, Output>
 where
-    B: Backend<'s>,
     C: ExchangeData + Clone,
     F: Fn(&C) -> (u64, Output) + 'static,
 {

@@ -28,6 +28,7 @@ pub struct Limits {
     pub command_bytes: usize,
     /// Commands a subscriber may send in a burst, and per second after it.
     pub commands_burst: u32,
+    /// Commands a subscriber may send per second once its burst is spent.
     pub commands_per_s: u32,
     /// How long a subscriber may leave a frame unread before it is closed.
     pub send_timeout: Duration,
@@ -69,6 +70,7 @@ pub struct Rate {
 }
 
 impl Rate {
+    /// A full bucket of `burst` tokens, refilled at `per_s` tokens a second.
     pub fn new(burst: u32, per_s: u32) -> Self {
         Rate {
             tokens: f64::from(burst),

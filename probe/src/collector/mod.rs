@@ -67,7 +67,10 @@ pub struct CollectorConfig {
 /// What a collector did, once finished.
 #[derive(Clone, Debug, Default)]
 pub struct CollectorReport {
+    /// Events the collector took in (after [`crate::event::expand`]), its own included,
+    /// whether recorded or not.
     pub events: u64,
+    /// Lines written to the trace, header included (0 without one).
     pub recorded_lines: u64,
     /// Connections closed for a protocol error or refused, with the reason (the first
     /// [`Limits::reasons_kept`] of them, each cut short).

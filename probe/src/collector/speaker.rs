@@ -15,10 +15,13 @@ pub const OPERATOR_CHARS: usize = 64;
 /// The job's shape as a process's hello gives it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct JobShape {
+    /// Timely processes in the job.
     pub processes: u32,
     /// Workers per process.
     pub workers: u32,
+    /// Workers in the whole job.
     pub peers: u32,
+    /// Bins per operator.
     pub bins: u32,
 }
 

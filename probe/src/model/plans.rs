@@ -9,15 +9,23 @@ use serde::{Deserialize, Serialize};
 /// A plan, running or finished.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PlanView {
+    /// How it splits its moves into steps, as its `plan_started` spells it (`fluid`, ...).
     pub strategy: String,
+    /// The placement it moves to, as its `plan_started` describes it.
     pub target: String,
+    /// Steps it was split into.
     pub steps: u64,
+    /// Bins it changes the holders of.
     pub bins: u64,
+    /// Steps issued so far: one past the highest `step` of its `issued` moves.
     pub steps_issued: u64,
+    /// Moves that completed while it ran (`completed` migration events).
     pub bins_completed: u64,
+    /// Bytes extracted while it ran, summed over operators and receiving holders.
     pub bytes_moved: u64,
     /// When it started, on the probe's clock.
     pub started_s: f64,
+    /// How long it ran, in seconds; `None` while it runs.
     pub seconds: Option<f64>,
     /// The plan's number in the run.
     #[serde(default)]
@@ -26,6 +34,7 @@ pub struct PlanView {
     /// latency windows' clock).
     #[serde(default)]
     pub issued_run_s: Option<f64>,
+    /// When it completed, in seconds of the measured run; `None` while it runs.
     #[serde(default)]
     pub completed_run_s: Option<f64>,
     /// Latency during it, once any is known.
@@ -40,8 +49,11 @@ pub struct PlanView {
 /// Latency percentiles during a plan (ns).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct During {
+    /// Median latency, in nanoseconds.
     pub p50: u64,
+    /// 99th-percentile latency, in nanoseconds.
     pub p99: u64,
+    /// Largest latency, in nanoseconds.
     pub max: u64,
     /// Worker 0's exact figure (the summary's); otherwise merged from whole windows.
     pub exact: bool,

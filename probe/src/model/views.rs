@@ -15,14 +15,18 @@ pub struct BinView {
     /// The worker that reported it as its standby.
     #[serde(default)]
     pub standby: Option<u32>,
+    /// Keys in the bin, as its primary last reported.
     pub keys: u64,
+    /// Shallow estimate of the bin's state in bytes, as its primary last reported.
     pub bytes: u64,
 }
 
 /// Where a bin's replicas are, as the control plane placed them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Holders {
+    /// The primary worker; `None` when the bin has no replica left.
     pub primary: Option<u32>,
+    /// The standby worker; `None` when the bin has none.
     pub standby: Option<u32>,
 }
 
@@ -36,22 +40,30 @@ impl Holders {
 /// A worker's failure and what followed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FailureView {
+    /// The failed worker, in the whole job.
     pub worker: u32,
+    /// When the failure was reported, on the probe's clock.
     pub at_s: f64,
+    /// The logical time the failure is in force from, if the job said.
     pub time: Option<u64>,
+    /// Bins whose standby became their primary.
     pub promoted: u64,
+    /// Bins left with one replica.
     pub degraded: u64,
     /// Replicas that did their first work in place of the failed worker.
     pub takeovers: u64,
+    /// When the worker rejoined, on the probe's clock; `None` while it is out.
     pub rejoined_s: Option<f64>,
     /// Bins given two replicas again, once the recovery finished.
     pub recovered: Option<u64>,
+    /// The bins it left with no replica, as a compact list (`0-3,7`), if any.
     pub lost: Option<String>,
 }
 
 /// A worker's latest load.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct WorkerView {
+    /// The timely process the worker runs in.
     pub process: u32,
     /// Records its source sent per second, over the last interval.
     pub records_per_s: f64,
@@ -61,6 +73,7 @@ pub struct WorkerView {
     pub applied_per_s: Option<f64>,
     /// Fraction of the last interval spent running operators.
     pub busy: f64,
+    /// The worker finished its last epoch.
     pub finished: bool,
     /// What it holds of each operator, exactly, as of its last sample (standbys included).
     #[serde(default)]
@@ -70,16 +83,22 @@ pub struct WorkerView {
 /// What a worker holds of one operator.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Held {
+    /// Bins of the operator it holds, standbys included.
     pub bins: u64,
+    /// Keys in those bins.
     pub keys: u64,
+    /// Shallow estimate of those bins' state, in bytes.
     pub bytes: u64,
 }
 
 /// An operator's frontiers on a worker.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FrontierView {
+    /// Every update before this logical time is applied; `None`: the operator is done.
     pub applied: Option<u64>,
+    /// The control frontier the operator has seen (`None` for native operators).
     pub control: Option<u64>,
+    /// The logical time the worker's input is open at.
     pub input: u64,
 }
 
@@ -97,9 +116,13 @@ pub struct LatencyWindow {
     pub at_s: f64,
     /// Start of the window in the measured run.
     pub t_s: f64,
+    /// Records measured in the window.
     pub count: u64,
+    /// Median latency of its records, in nanoseconds.
     pub p50: u64,
+    /// 99th-percentile latency, in nanoseconds.
     pub p99: u64,
+    /// Largest latency, in nanoseconds.
     pub max: u64,
 }
 
@@ -130,19 +153,29 @@ impl LatencyWindow {
 /// A bin on the move.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Move {
+    /// The bin that moves.
     pub bin: u32,
+    /// The logical time its new holders take effect at; a move at another time replaces it.
     pub time: u64,
+    /// The worker it leaves, as the first of its events that named one said.
     pub from: Option<u32>,
+    /// The worker it goes to, as the first of its events that named one said.
     pub to: Option<u32>,
+    /// The furthest phase any of its events reached.
     pub phase: Phase,
+    /// Bytes extracted for it so far, summed over operators and receiving holders.
     pub bytes: u64,
 }
 
 /// A command and what became of it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CommandView {
+    /// When the `command` event was stamped, on the probe's clock.
     pub at_s: f64,
+    /// What became of it.
     pub outcome: Outcome,
+    /// The command described for people.
     pub command: String,
+    /// Why it was rejected, if it was.
     pub reason: Option<String>,
 }

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use megaflux::Bins;
 use megaflux::harness::RunConfig;
-use megaflux::workload::Workload;
 use megaflux_probe::event::Outcome;
 use megaflux_probe::wire::{ClientFrame, CommandRequest, Connection, ServerFrame, Subscription};
 use tokio::net::TcpStream;
@@ -57,7 +56,7 @@ pub async fn ask(conn: &mut Subscription, commands: Vec<CommandRequest>) -> Vec<
 /// A small job of two workers and 16 bins that runs for `seconds`.
 pub fn job(seconds: u64) -> RunConfig {
     RunConfig {
-        workload: Workload::HashCount,
+        workload: "hashcount".into(),
         workers: 2,
         bins: Bins::new(16).unwrap(),
         keys: 5_000,

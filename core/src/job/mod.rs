@@ -1,0 +1,302 @@
+//! Your own dataflow: a [`Job`] is a source of records and a dataflow over them, written once
+//! against [`Operators`]; [`crate::harness::run_job`] runs it with everything the built-in
+//! workloads have (the control plane and its plans, moves, failures and rejoins; replicas and
+//! failover; open-loop latency; the probe's events; the summary and the output digest;
+//! `--output`), and `megaflux_tui::main` gives a binary the whole `megaflux` command line
+//! for it. The built-in workloads are jobs like any other ([`Jobs::builtin`]).
+//!
+//! # The contract
+//!
+//! * **Deterministic logic.** An operator's logic must give the same outputs and leave the
+//!   same state for the same state and records in the same order: no wall clock, no
+//!   randomness that is not seeded, no iteration over a `std` `HashMap` with a random
+//!   hasher into the outputs. With `--replicas 2` two workers run it on the same records
+//!   and either may be the one whose outputs leave; a re-run must give the recorded digest.
+//!   The runner hands each (time, bin) its records in one order on every replica.
+//! * **Serializable state.** A bin's state moves between workers encoded with bincode 1:
+//!   it is `Serialize + DeserializeOwned + Default` (empty for a bin that holds nothing
+//!   yet), and must not need `deserialize_any` (no `serde_json::Value`, no
+//!   `#[serde(flatten)]`, no untagged enums). [`crate::size::StateSize`] tells observers
+//!   its keys and bytes (implemented for the standard collections).
+//! * **Bins.** Each record has a 64-bit *bin key*, well mixed: use
+//!   [`crate::bins::hash_key`] on the record's key. The bin count (`--bins`) is a power of
+//!   two from 16 to 65536, many more than workers; a bin is the unit that moves.
+//! * **Scheduled work** (window ends, timeouts) is asked for with [`crate::Bin::schedule`]
+//!   and moves with its bin; logic is then called for the bin at that time even with no
+//!   records.
+//! * **Control.** Worker 0 sends every configuration change (the runner's control plane
+//!   does); every migrateable operator of a job shares the one control stream, so a bin
+//!   moves in all of them at the same logical time.
+//! * **Records and outputs** cross workers: they are `ExchangeData` (serde) and `Clone`;
+//!   outputs are also `Hash` (the digest) and are written by `--output` as serde serializes
+//!   them to JSON.
+
+pub mod registry;
+
+use std::hash::Hash;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use timely::ExchangeData;
+use timely::dataflow::StreamVec;
+
+pub use registry::{AnyJob, Jobs};
+
+use crate::Time;
+use crate::config::ControlInst;
+use crate::harness::RunConfig;
+use crate::operator::{Bin, StatefulConfig, native_unary, sides, stateful_unary};
+use crate::size::BinState;
+use crate::source::Source;
+
+/// A dataflow the runner can run: where its records come from and what it computes.
+///
+/// ```no_run
+/// use megaflux::job::{Job, Operators};
+/// use megaflux::source::Source;
+/// use megaflux::{Bin, RunConfig, Time, bins::hash_key};
+/// use megaflux::timely::dataflow::StreamVec;
+/// use std::collections::BTreeMap;
+///
+/// /// Counts words read one per line.
+/// struct Words;
+///
+/// impl Job for Words {
+///     type In = String;
+///     type Out = (String, u64);
+///     fn name(&self) -> &str {
+///         "words"
+///     }
+///     fn source(&self, _run: &RunConfig) -> Source<String> {
+///         Source::lines(|line: &str| Ok::<_, String>(line.to_string()))
+///     }
+///     fn dataflow<'s>(
+///         &self,
+///         words: StreamVec<'s, Time, String>,
+///         ops: &Operators<'s>,
+///     ) -> StreamVec<'s, Time, (String, u64)> {
+///         ops.unary(
+///             words,
+///             "count",
+///             |w: &String| hash_key(w),
+///             |_t, bin: &mut Bin<BTreeMap<String, u64>>, words, out| {
+///                 for w in words.drain(..) {
+///                     let n = bin.state.entry(w.clone()).or_insert(0);
+///                     *n += 1;
+///                     out.push((w, *n));
+///                 }
+///             },
+///         )
+///     }
+/// }
+/// ```
+pub trait Job: Send + Sync + 'static {
+    /// The records the source gives.
+    type In: ExchangeData + Clone;
+    /// The job's outputs: what `--output` writes, one JSON line each, and the digest hashes.
+    type Out: ExchangeData + Clone + Hash;
+
+    /// The job's name: `--workload` picks it, traces and summaries name it.
+    fn name(&self) -> &str;
+
+    /// Where its records come from in the run `run` describes (which may read `--keys`,
+    /// `--seed` and other settings).
+    fn source(&self, run: &RunConfig) -> Source<Self::In>;
+
+    /// Builds the dataflow from the source's records to the outputs, with the stateful
+    /// operators `ops` makes (migrateable, or their plain-timely twins in a `--native` run)
+    /// and any timely operators around them. Called once on every worker.
+    fn dataflow<'s>(
+        &self,
+        input: StreamVec<'s, Time, Self::In>,
+        ops: &Operators<'s>,
+    ) -> StreamVec<'s, Time, Self::Out>;
+
+    /// A few words on the state the run `run` will hold, for the line `megaflux run` prints
+    /// as it starts (`1000000 keys`).
+    fn describe(&self, run: &RunConfig) -> Option<String> {
+        let _ = run;
+        None
+    }
+
+    /// About how many bytes of state one of `--keys` takes, if the job's state grows with
+    /// it: runs whose keys cannot fit in memory are then refused before they start.
+    fn bytes_per_key(&self) -> Option<u64> {
+        None
+    }
+
+    /// Whether the end of a run lets the work its operators scheduled for later times (open
+    /// windows, timeouts) run, and counts and writes its outputs: yes for jobs that read
+    /// their records (a file's last sessions close), no for the generated workloads, whose
+    /// scheduled work reaches minutes past the end.
+    fn drains(&self) -> bool {
+        true
+    }
+}
+
+/// Makes the stateful operators of a job's dataflow: migrateable ones driven by the run's
+/// control stream, or, in a `--native` run, their plain-timely twins with the same logic.
+///
+/// The runner makes one per worker; a dataflow built outside the runner makes its own.
+pub struct Operators<'s> {
+    /// `None` in a native run.
+    control: Option<StreamVec<'s, Time, ControlInst>>,
+    config: StatefulConfig,
+    run: Arc<RunConfig>,
+}
+
+impl<'s> Operators<'s> {
+    /// Migrateable operators on `control`, the job's one control stream, with `config`.
+    pub fn migrating(
+        control: StreamVec<'s, Time, ControlInst>,
+        config: StatefulConfig,
+        run: Arc<RunConfig>,
+    ) -> Self {
+        Operators {
+            control: Some(control),
+            config,
+            run,
+        }
+    }
+
+    /// The plain-timely twins, with `config`'s initial placement for good.
+    pub fn native(config: StatefulConfig, run: Arc<RunConfig>) -> Self {
+        Operators {
+            control: None,
+            config,
+            run,
+        }
+    }
+
+    /// A stateful operator on one input (see [`crate::stateful_unary`]): `bin_key` gives
+    /// each record's bin key; `logic` is called once per time and bin that has records or
+    /// scheduled work, in time order, with that time's records of the bin (in one order on
+    /// every replica), and pushes its outputs for that time. `name` names the operator in
+    /// events and on the dashboard; give each operator of a job its own.
+    pub fn unary<R, S, O, K, L>(
+        &self,
+        data: StreamVec<'s, Time, R>,
+        name: &str,
+        bin_key: K,
+        logic: L,
+    ) -> StreamVec<'s, Time, O>
+    where
+        R: ExchangeData + Clone,
+        S: BinState,
+        O: Clone + 'static,
+        K: Fn(&R) -> u64 + 'static,
+        L: FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>) + 'static,
+    {
+        match &self.control {
+            Some(control) => stateful_unary(data, control.clone(), &self.config, name, bin_key, logic),
+            None => native_unary(data, &self.config, name, bin_key, logic),
+        }
+    }
+
+    /// A stateful operator on two inputs keyed into the same bins (a join): like
+    /// [`Operators::unary`], with each input's records handed to `logic` separately.
+    #[allow(clippy::too_many_arguments)]
+    pub fn binary<R1, R2, S, O, K1, K2, L>(
+        &self,
+        left: StreamVec<'s, Time, R1>,
+        right: StreamVec<'s, Time, R2>,
+        name: &str,
+        bin_key_left: K1,
+        bin_key_right: K2,
+        logic: L,
+    ) -> StreamVec<'s, Time, O>
+    where
+        R1: ExchangeData + Clone,
+        R2: ExchangeData + Clone,
+        S: BinState,
+        O: Clone + 'static,
+        K1: Fn(&R1) -> u64 + 'static,
+        K2: Fn(&R2) -> u64 + 'static,
+        L: FnMut(Time, &mut Bin<S>, &mut Vec<R1>, &mut Vec<R2>, &mut Vec<O>) + 'static,
+    {
+        let (merged, key, logic) = sides(left, right, bin_key_left, bin_key_right, logic);
+        self.unary(merged, name, key, logic)
+    }
+
+    /// The settings every stateful operator of the job shares (bins, the initial placement,
+    /// replicas), for building operators with [`crate::stateful_unary`] directly.
+    pub fn stateful(&self) -> &StatefulConfig {
+        &self.config
+    }
+
+    /// The control stream of the run (for [`crate::stateful_unary`] directly; `None` in a
+    /// native run): every migrateable operator of a job must take this one.
+    pub fn control(&self) -> Option<StreamVec<'s, Time, ControlInst>> {
+        self.control.clone()
+    }
+
+    /// Whether this is a `--native` run (no migration: [`Operators::unary`] makes the twins).
+    pub fn is_native(&self) -> bool {
+        self.control.is_none()
+    }
+
+    /// The run's settings.
+    pub fn run(&self) -> &RunConfig {
+        &self.run
+    }
+}
+
+/// A job made of a name, a source and a closure that builds its dataflow: see [`from_fn`].
+pub struct FnJob<I, O, F> {
+    name: String,
+    source: Source<I>,
+    build: F,
+    _types: PhantomData<fn() -> O>,
+}
+
+/// A [`Job`] from a closure: `build` builds the dataflow from the records `source` gives.
+///
+/// ```no_run
+/// use megaflux::job::from_fn;
+/// use megaflux::source::Source;
+/// use megaflux::{Bin, bins::hash_key};
+///
+/// let words = from_fn("words", Source::lines(|l: &str| Ok::<_, String>(l.to_string())), |words, ops| {
+///     ops.unary(words, "count", |w: &String| hash_key(w), |_t, bin: &mut Bin<u64>, words, out| {
+///         bin.state += words.len() as u64;
+///         out.push(bin.state);
+///         words.clear();
+///     })
+/// });
+/// # let _ = words;
+/// ```
+pub fn from_fn<I, O, F>(name: &str, source: Source<I>, build: F) -> FnJob<I, O, F>
+where
+    I: ExchangeData + Clone,
+    O: ExchangeData + Clone + Hash,
+    F: for<'s> Fn(StreamVec<'s, Time, I>, &Operators<'s>) -> StreamVec<'s, Time, O> + Send + Sync + 'static,
+{
+    FnJob {
+        name: name.to_string(),
+        source,
+        build,
+        _types: PhantomData,
+    }
+}
+
+impl<I, O, F> Job for FnJob<I, O, F>
+where
+    I: ExchangeData + Clone,
+    O: ExchangeData + Clone + Hash,
+    F: for<'s> Fn(StreamVec<'s, Time, I>, &Operators<'s>) -> StreamVec<'s, Time, O> + Send + Sync + 'static,
+{
+    type In = I;
+    type Out = O;
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn source(&self, _run: &RunConfig) -> Source<I> {
+        self.source.clone()
+    }
+
+    fn dataflow<'s>(&self, input: StreamVec<'s, Time, I>, ops: &Operators<'s>) -> StreamVec<'s, Time, O> {
+        (self.build)(input, ops)
+    }
+}
