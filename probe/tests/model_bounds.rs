@@ -256,7 +256,7 @@ proptest! {
 }
 
 /// One event naming a new operator and the last bin a job can have allocates nothing in a
-/// job of 16 bins.
+/// job of 16 bins (the hello holds the job's 16 bins' placement, and nothing else).
 #[test]
 fn a_far_bin_of_a_new_operator_allocates_nothing() {
     let mut model = JobModel::new();
@@ -272,6 +272,9 @@ fn a_far_bin_of_a_new_operator_allocates_nothing() {
             anchor_unix_s: None,
         },
     });
+    assert_eq!(model.placement.len(), 16);
+    let after_hello = model.entries();
+    assert_eq!(after_hello, 1 + 16);
     model.apply(&Stamped {
         at_s: 0.0,
         process: 0,
@@ -285,5 +288,5 @@ fn a_far_bin_of_a_new_operator_allocates_nothing() {
         },
     });
     assert!(model.operators.get("new").is_none_or(Vec::is_empty));
-    assert_eq!(model.entries(), 1);
+    assert_eq!(model.entries(), after_hello);
 }

@@ -137,7 +137,7 @@ impl<R: BufRead + Seek> Player<R> {
                 events: self.index.events,
                 marks: self.index.marks.clone(),
             }),
-            Output::Reset(Box::new(JobModel::new())),
+            Output::Reset(Box::new(JobModel::from_header(self.reader.header()))),
             self.position(),
         ]
     }

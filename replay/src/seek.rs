@@ -135,7 +135,7 @@ impl Index {
         n: u64,
     ) -> Result<(JobModel, Clock), ReplayError> {
         let n = n.min(self.events);
-        let mut model = JobModel::new();
+        let mut model = JobModel::from_header(reader.header());
         let from = self.keyframes.iter().rev().find(|k| k.events_before < n);
         let (mut done, mut clock) = start_at(reader, from)?;
         if let Some(k) = from {

@@ -10,7 +10,7 @@ use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use megaflux::harness::{DEFAULT_RECOVERY, Pacing, RunConfig, WorkerAt};
-use megaflux::job::Jobs;
+use megaflux::job::{Jobs, registry::Takes};
 use megaflux::nexmark::NexmarkParams;
 use megaflux::plan::{MigrationSpec, Schedule};
 use megaflux::source::Input;
@@ -36,6 +36,9 @@ pub struct BenchArgs {
     /// As `run --speed`.
     #[arg(long, default_value_t = 1.0, value_parser = crate::flags::speed)]
     speed: f64,
+    /// Start every run with empty state (as `run --no-preload`).
+    #[arg(long)]
+    no_preload: bool,
     /// Variants, comma separated: native, none, or a strategy (all-at-once, fluid, batched:K,
     /// matched, each optionally +pipelined); fail:STRATEGY (two replicas, worker 1 fails at
     /// 1/3 and rejoins at 2/3, recovery by STRATEGY); any of them with +replicas runs with two
@@ -118,6 +121,8 @@ struct Results<'a> {
 /// One cell of the matrix.
 struct Cell {
     workload: String,
+    /// Whether the job reads `--input`.
+    reads: bool,
     variant: String,
     bins: usize,
     rate: u64,
@@ -168,7 +173,9 @@ pub fn bench(mut args: BenchArgs, jobs: &Jobs) -> anyhow::Result<()> {
 fn cells(args: &BenchArgs, jobs: &Jobs) -> Result<Vec<Cell>, ConfigError> {
     let mut cells = Vec::new();
     for w in &args.workloads {
-        let workload = jobs.find(w)?.name().to_string();
+        let job = jobs.find(w)?;
+        let workload = job.name().to_string();
+        let reads = matches!(job.input(&RunConfig::default()), Takes::Input { .. });
         for &bins in &args.bins {
             Bins::new(bins)?;
             for &rate in &args.rates {
@@ -188,6 +195,7 @@ fn cells(args: &BenchArgs, jobs: &Jobs) -> Result<Vec<Cell>, ConfigError> {
                     }
                     cells.push(Cell {
                         workload: workload.clone(),
+                        reads,
                         variant: variant.clone(),
                         bins,
                         rate,
@@ -258,7 +266,7 @@ fn run_args(args: &BenchArgs, cell: &Cell, summary: &Path, trace: &Path) -> Vec<
         argv.push(value);
     };
     flag("workload", cell.workload.clone());
-    if let Some(input) = &args.input {
+    if let Some(input) = args.input.as_ref().filter(|_| cell.reads) {
         flag("input", input.from.clone());
         flag(
             "pace",
@@ -303,6 +311,9 @@ fn run_args(args: &BenchArgs, cell: &Cell, summary: &Path, trace: &Path) -> Vec<
             argv.push("--migrate".into());
             argv.push(format!("{v}@{}:uniform", 2.0 * third));
         }
+    }
+    if args.no_preload {
+        argv.push("--no-preload".into());
     }
     argv
 }
@@ -358,7 +369,8 @@ fn check(args: &BenchArgs, cell: &Cell, jobs: &Jobs) -> anyhow::Result<()> {
     };
     let config = RunConfig {
         workload: cell.workload.clone(),
-        input: args.input.clone(),
+        input: args.input.clone().filter(|_| cell.reads),
+        preload: !args.no_preload,
         pacing: args.pace,
         speed: args.speed,
         workers: args.workers,

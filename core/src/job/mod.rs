@@ -257,10 +257,9 @@ pub struct FnJob<I, O, F> {
 /// use megaflux::{Bin, bins::hash_key};
 ///
 /// let words = from_fn("words", Source::lines(|l: &str| Ok::<_, String>(l.to_string())), |words, ops| {
-///     ops.unary(words, "count", |w: &String| hash_key(w), |_t, bin: &mut Bin<u64>, words, out| {
-///         bin.state += words.len() as u64;
-///         out.push(bin.state);
-///         words.clear();
+///     ops.unary(words, "count", |w: &String| hash_key(w), |_t, bin: &mut Bin<Vec<String>>, words, out| {
+///         bin.state.extend(words.drain(..));
+///         out.push(bin.state.len() as u64);
 ///     })
 /// });
 /// # let _ = words;

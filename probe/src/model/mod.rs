@@ -72,8 +72,53 @@ pub struct JobModel {
 }
 
 impl JobModel {
+    /// A model of nothing yet.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A model of the job a trace's header describes, before its first event: every bin
+    /// where the header's initial placement puts it (so that the views know every bin's
+    /// owner from the start, whatever events come).
+    pub fn from_header(header: &crate::record::TraceHeader) -> Self {
+        let mut model = JobModel::new();
+        let limit = header.bins.min(MAX_BINS) as usize;
+        model.placement = if header.initial_placement.is_empty() {
+            header
+                .initial_map
+                .iter()
+                .take(limit)
+                .map(|w| Holders {
+                    primary: Some(*w),
+                    standby: None,
+                })
+                .collect()
+        } else {
+            parse_holders(header.initial_placement.iter().map(String::as_str), limit)
+        };
+        model.replicated = model.placement.iter().any(|h| h.standby.is_some());
+        model
+    }
+
+    /// Every bin's holders before any command, as the runner places them for a job of the
+    /// shape `hello` describes: primaries uniform over the workers, standbys chained to the
+    /// next process (or worker).
+    fn initial_placement(peers: u32, workers: u32, bins: u32, replicas: u64) -> Vec<Holders> {
+        let peers = peers.clamp(1, MAX_PEERS) as usize;
+        let map = megaflux::config::uniform(bins.min(MAX_BINS) as usize, peers);
+        let placement = if replicas > 1 && peers > 1 {
+            megaflux::config::replicated(&map, peers, (workers as usize).clamp(1, peers))
+        } else {
+            megaflux::config::single(&map)
+        };
+        let held = |w: u32| (w != megaflux::config::NONE).then_some(w);
+        placement
+            .iter()
+            .map(|r| Holders {
+                primary: held(r.primary),
+                standby: held(r.standby),
+            })
+            .collect()
     }
 
     /// The job's epoch, the unit of its logical times (as its hello's configuration names
@@ -145,7 +190,13 @@ impl JobModel {
         self.events += 1;
         self.now_s = self.now_s.max(stamped.at_s);
         match &stamped.event {
-            Event::Hello { peers, config, .. } => {
+            Event::Hello {
+                peers,
+                workers,
+                bins,
+                config,
+                ..
+            } => {
                 // The first hello says what the job is; later ones are its other processes.
                 let processes = self.processes.values().find_map(|h| match h.event {
                     Event::Hello { processes, .. } => Some(processes),
@@ -157,10 +208,16 @@ impl JobModel {
                 {
                     return;
                 }
+                let replicas = config["replicas"].as_u64().unwrap_or(1);
                 if processes.is_none() {
                     self.peers = (*peers).min(MAX_PEERS);
+                    // Until the control plane says where bins are, they are where the runner
+                    // starts them.
+                    if self.placement.is_empty() {
+                        self.placement = Self::initial_placement(*peers, *workers, *bins, replicas);
+                    }
                 }
-                self.replicated |= config["replicas"].as_u64().is_some_and(|r| r > 1);
+                self.replicated |= replicas > 1;
                 self.processes.insert(stamped.process, stamped.clone());
             }
             Event::JobStarted { worker, peers, base } => {
@@ -376,17 +433,7 @@ impl JobModel {
             }
             Event::Placement { holders, .. } => {
                 let limit = self.bins().unwrap_or(MAX_BINS) as usize;
-                self.placement = holders
-                    .split_whitespace()
-                    .take(limit)
-                    .map(|h| {
-                        let mut parts = h.split('/').map(|w| w.parse::<u32>().ok());
-                        Holders {
-                            primary: parts.next().flatten(),
-                            standby: parts.next().flatten(),
-                        }
-                    })
-                    .collect();
+                self.placement = parse_holders(holders.split_whitespace(), limit);
                 self.replicated |= self.placement.iter().any(|h| h.standby.is_some());
             }
             Event::Failure {
@@ -513,13 +560,23 @@ impl JobModel {
             to,
             phase,
             bytes: 0,
+            issued: false,
+            installed: 0,
         };
+        let operators = self.operators.len().max(1) as u32;
         let entry = self.moving.entry(bin).or_insert_with(|| fresh.clone());
         // A move at a new time replaces an older one that never completed (the run ended).
         if entry.time != time {
             *entry = fresh;
         }
         entry.phase = entry.phase.max(phase);
+        entry.issued |= phase == Phase::Issued;
+        if phase == Phase::Installed {
+            entry.installed = entry.installed.saturating_add(1);
+        }
+        // A move nobody issued through the control plane (a raw control instruction) has no
+        // one to say it completed: it has once every operator installed the bin.
+        let raw_done = phase == Phase::Installed && !entry.issued && entry.installed >= operators;
         entry.from = entry.from.or(from);
         entry.to = entry.to.or(to);
         if phase == Phase::Extracted {
@@ -538,10 +595,33 @@ impl JobModel {
         {
             view.owner = Some(worker);
         }
+        if raw_done {
+            if let (Some(to), false) = (to.or(worker), self.replicated)
+                && let Some(holders) = self.holders_mut(bin)
+            {
+                holders.primary = Some(to);
+            }
+            self.moving.remove(&bin);
+        }
         if phase == Phase::Completed {
             self.moving.remove(&bin);
         }
     }
+}
+
+/// Holders as `placement` events and trace headers spell them (`P/S`, `P`, `-`), at most
+/// `limit` of them.
+fn parse_holders<'a>(spelled: impl Iterator<Item = &'a str>, limit: usize) -> Vec<Holders> {
+    spelled
+        .take(limit)
+        .map(|h| {
+            let mut parts = h.split('/').map(|w| w.parse::<u32>().ok());
+            Holders {
+                primary: parts.next().flatten(),
+                standby: parts.next().flatten(),
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -165,6 +165,12 @@ pub struct Move {
     pub phase: Phase,
     /// Bytes extracted for it so far, summed over operators and receiving holders.
     pub bytes: u64,
+    /// Whether the control plane issued it (and so will say when it completed).
+    #[serde(default)]
+    pub issued: bool,
+    /// Operators that installed it at its new holder.
+    #[serde(default)]
+    pub installed: u32,
 }
 
 /// A command and what became of it.

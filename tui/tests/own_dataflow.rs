@@ -1,0 +1,332 @@
+//! The README's "Your own dataflow" program, built as a crate of its own against this
+//! workspace and used as a user would: on a file of skewed page views, with a migration, and
+//! with two replicas, a failure and a rejoin, every view has exactly one output line and each
+//! user's last count is their number of views; its trace re-runs through its own binary to
+//! the same digest, and `megaflux report` draws it. The session example keeps its outputs
+//! under migration and failover too.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const VIEWS: usize = 12_000;
+const USERS: usize = 300;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace holds tui/")
+        .to_path_buf()
+}
+
+/// The README section's code blocks of `lang`, in order.
+fn blocks(lang: &str) -> Vec<String> {
+    let readme = std::fs::read_to_string(workspace().join("README.md")).expect("README.md");
+    let section = readme
+        .split("\n## Your own dataflow\n")
+        .nth(1)
+        .expect("a section \"Your own dataflow\"");
+    let section = section.split("\n## ").next().unwrap_or(section);
+    let fence = format!("```{lang}\n");
+    section
+        .split(&fence)
+        .skip(1)
+        .map(|b| b.split("\n```").next().unwrap_or(b).to_string() + "\n")
+        .collect()
+}
+
+/// Builds the README's program as a crate in the workspace's target directory; its binary.
+fn build_readme_program() -> PathBuf {
+    let toml = blocks("toml");
+    let rust = blocks("rust");
+    assert_eq!((toml.len(), rust.len()), (1, 1), "one Cargo.toml and one main.rs");
+    let example = std::fs::read_to_string(workspace().join("tui/examples/pageviews.rs")).unwrap();
+    assert_eq!(
+        rust[0], example,
+        "the README's program and tui/examples/pageviews.rs differ"
+    );
+    let root = workspace();
+    let target = root.join("target");
+    let dir = target.join("readme-program");
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    // The paths point at this checkout; the build settings are the workspace's (its crates
+    // unoptimised, their dependencies at opt-level 2), so that what the workspace's tests
+    // built is used again, and its lock file pins the same versions.
+    let mut manifest = toml[0].replace("../megaflux/", &format!("{}/", root.display()));
+    manifest.push_str("\n[workspace]\n\n[profile.dev.package.\"*\"]\nopt-level = 2\n");
+    for member in ["megaflux", "megaflux-probe", "megaflux-replay", "megaflux-tui"] {
+        manifest.push_str(&format!("[profile.dev.package.{member}]\nopt-level = 0\n"));
+    }
+    std::fs::write(dir.join("Cargo.toml"), manifest).unwrap();
+    std::fs::write(dir.join("src/main.rs"), &rust[0]).unwrap();
+    std::fs::copy(root.join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    // The workspace's target directory (cargo does not hold it while tests run): the
+    // dependencies built for the workspace are built already.
+    let built = Command::new(cargo)
+        .args(["build", "--quiet", "--manifest-path"])
+        .arg(dir.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target)
+        .status()
+        .expect("cargo runs");
+    assert!(built.success(), "the README's program does not build");
+    target.join("debug/pageviews")
+}
+
+/// A file of views: users drawn with Zipf-like skew (user `k` about `1/(k+1)` as often).
+fn views(path: &Path) -> BTreeMap<String, u64> {
+    let weights: Vec<f64> = (0..USERS).map(|k| 1.0 / (k as f64 + 1.0)).collect();
+    let total: f64 = weights.iter().sum();
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let mut counts = BTreeMap::new();
+    let mut text = String::new();
+    for i in 0..VIEWS {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let mut draw = (state % 1_000_000) as f64 / 1e6 * total;
+        let user = weights
+            .iter()
+            .position(|w| {
+                draw -= w;
+                draw < 0.0
+            })
+            .unwrap_or(USERS - 1);
+        *counts.entry(format!("u{user}")).or_insert(0) += 1;
+        text.push_str(&format!("u{user},/page/{},{}\n", state % 40, i / 8));
+    }
+    std::fs::write(path, text).unwrap();
+    counts
+}
+
+fn run(binary: &Path, args: &[&str], cwd: &Path) -> Output {
+    let out = Command::new(binary)
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("the program runs");
+    assert!(
+        out.status.success(),
+        "{} {args:?} failed ({}): {}",
+        binary.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The output lines as (user, count), checked to be one per view with each user's counts
+/// 1..=views exactly once.
+fn check_counts(path: &Path, views: &BTreeMap<String, u64>) -> Vec<(String, u64)> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines: Vec<(String, u64)> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("`{l}` is not [user, count]: {e}")))
+        .collect();
+    assert_eq!(lines.len(), VIEWS, "one output line per view");
+    lines.sort();
+    let mut by_user: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for (user, count) in &lines {
+        by_user.entry(user).or_default().push(*count);
+    }
+    for (user, n) in views {
+        let counts = &by_user[user.as_str()];
+        assert_eq!(counts, &(1..=*n).collect::<Vec<_>>(), "{user}'s counts");
+    }
+    lines
+}
+
+fn digest(stdout: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stdout);
+    let summary: serde_json::Value = serde_json::from_str(text.lines().last().expect("a summary")).unwrap();
+    summary["output_digest"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn the_readme_program_counts_every_view_once_under_migration_and_failover() {
+    let binary = build_readme_program();
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path();
+    let views = views(&cwd.join("views.csv"));
+    assert!(views["u0"] > 20 * views["u299"].max(1), "skewed: {views:?}");
+
+    // A migration, recorded.
+    let moved = run(
+        &binary,
+        &[
+            "run",
+            "--headless",
+            "--input",
+            "views.csv",
+            "--rate",
+            "20000",
+            "--output",
+            "moved.jsonl",
+            "--migrate",
+            "fluid@0.2:pack:1",
+            "--record",
+            "trace.jsonl",
+        ],
+        cwd,
+    );
+    let moved_lines = check_counts(&cwd.join("moved.jsonl"), &views);
+    let summary: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&moved.stdout).lines().last().unwrap()).unwrap();
+    assert_eq!(summary["workload"], "pageviews");
+    assert_eq!(summary["outputs_written"], VIEWS as u64);
+    assert!(
+        summary["migrations"][0]["bins_moved"].as_u64().unwrap() > 0,
+        "{summary}"
+    );
+
+    // Two replicas, worker 1 fails and comes back.
+    let failed = run(
+        &binary,
+        &[
+            "run",
+            "--headless",
+            "--input",
+            "views.csv",
+            "--rate",
+            "20000",
+            "--output",
+            "failed.jsonl",
+            "--replicas",
+            "2",
+            "--fail",
+            "1@0.2",
+            "--rejoin",
+            "1@0.4",
+        ],
+        cwd,
+    );
+    assert_eq!(check_counts(&cwd.join("failed.jsonl"), &views), moved_lines);
+    assert_eq!(digest(&failed.stdout), digest(&moved.stdout));
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(stderr.contains("worker 1 failed"), "{stderr}");
+
+    // The trace re-runs through the program's own binary to the same digest...
+    let rerun = run(
+        &binary,
+        &["replay", "trace.jsonl", "--rerun", "--speed", "max"],
+        cwd,
+    );
+    assert_eq!(digest(&rerun.stdout), digest(&moved.stdout));
+    // ...not through one without the job, which says whose it is.
+    let megaflux = env!("CARGO_BIN_EXE_megaflux");
+    let other = Command::new(megaflux)
+        .args(["replay", "trace.jsonl", "--rerun"])
+        .current_dir(cwd)
+        .output()
+        .unwrap();
+    assert_eq!(other.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&other.stderr);
+    assert!(
+        said.contains("the job `pageviews`, which this binary does not have")
+            && said.contains("its own `replay --rerun`"),
+        "{said}"
+    );
+    // A changed file is not re-run.
+    std::fs::write(cwd.join("views.csv"), "u1,/,0\n").unwrap();
+    let changed = Command::new(&binary)
+        .args(["replay", "trace.jsonl", "--rerun"])
+        .current_dir(cwd)
+        .output()
+        .unwrap();
+    assert_eq!(changed.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&changed.stderr);
+    assert!(said.contains("is not the file the trace read"), "{said}");
+
+    // megaflux draws the user's trace.
+    run(
+        Path::new(megaflux),
+        &[
+            "report",
+            "trace.jsonl",
+            "--svg",
+            "trace.svg",
+            "--perfetto",
+            "trace.json",
+        ],
+        cwd,
+    );
+    let svg = std::fs::read_to_string(cwd.join("trace.svg")).unwrap();
+    assert!(svg.contains("pageviews"), "the drawing names the job");
+    assert!(std::fs::metadata(cwd.join("trace.json")).unwrap().len() > 1000);
+}
+
+/// The examples are built next to the tests' own binaries.
+fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().and_then(Path::parent).expect("target/debug");
+    dir.join("examples").join(name)
+}
+
+#[test]
+fn sessions_close_the_same_under_migration_and_failover() {
+    let binary = example("sessions");
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path();
+    // 40 users click in bursts: a burst every 300 ms, gaps within bursts under 200 ms.
+    let mut text = String::new();
+    let mut clicks = 0;
+    for t in 0..3_000u64 {
+        for u in 0..40u64 {
+            if (t + u * 37) % 300 < 60 && (t * 7 + u) % 13 == 0 {
+                text.push_str(&format!("user{u},{t}\n"));
+                clicks += 1;
+            }
+        }
+    }
+    std::fs::write(cwd.join("clicks.csv"), text).unwrap();
+    let sessions = |name: &str, extra: &[&str]| -> Vec<(String, u64, u64, u64)> {
+        let out = format!("{name}.jsonl");
+        let mut args = vec![
+            "run",
+            "--headless",
+            "--input",
+            "clicks.csv",
+            "--pace",
+            "event-time",
+            "--output",
+            &out,
+        ];
+        args.extend_from_slice(extra);
+        run(&binary, &args, cwd);
+        let mut got: Vec<(String, u64, u64, u64)> = std::fs::read_to_string(cwd.join(&out))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        got.sort();
+        got
+    };
+    let plain = sessions("plain", &[]);
+    assert_eq!(
+        plain.iter().map(|s| s.3).sum::<u64>(),
+        clicks,
+        "every click in one session"
+    );
+    assert!(plain.len() > 200, "{} sessions", plain.len());
+    for w in plain.windows(2) {
+        if w[0].0 == w[1].0 {
+            assert!(w[0].2 < w[1].1, "{w:?}: a user's sessions do not overlap");
+        }
+    }
+    let moved = sessions(
+        "moved",
+        &[
+            "--migrate",
+            "all-at-once@0.2:pack:1",
+            "--migrate",
+            "fluid@0.4:uniform",
+        ],
+    );
+    assert_eq!(moved, plain);
+    let failed = sessions(
+        "failed",
+        &["--replicas", "2", "--workers", "3", "--fail", "2@0.3"],
+    );
+    assert_eq!(failed, plain);
+}
