@@ -26,6 +26,8 @@ pub fn uniform(bins: usize, workers: usize) -> Map {
 /// The workers that hold one bin.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Replicas {
+    /// The worker (index in the whole job) whose outputs of the bin count; [`NONE`] once the
+    /// bin has lost every replica.
     pub primary: u32,
     /// [`NONE`] without replication, or while the bin is degraded.
     pub standby: u32,
@@ -34,7 +36,10 @@ pub struct Replicas {
 /// Which replica of a bin a worker holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
+    /// The replica whose outputs leave the operator.
     Primary,
+    /// The copy on another worker that applies the same records and releases outputs only
+    /// when the primary failed before emitting them.
     Standby,
 }
 
@@ -163,7 +168,9 @@ pub fn replicated(map: &Map, workers: usize, per_process: usize) -> Placement {
 /// One copy of a bin's state, made when its holders change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transfer {
+    /// The worker that sends the state (a worker's index in the whole job).
     pub from: u32,
+    /// The worker that receives it.
     pub to: u32,
 }
 
@@ -215,17 +222,39 @@ pub fn all_transfers<'a>(
 pub enum ControlInst {
     /// Worker `worker` failed: it holds no replica from now on (standbys of the bins it was
     /// primary of become their primaries).
-    Fail { worker: u32 },
+    Fail {
+        /// The failed worker's index in the whole job.
+        worker: u32,
+    },
     /// A failed worker serves again, empty.
-    Rejoin { worker: u32 },
+    Rejoin {
+        /// The rejoining worker's index in the whole job.
+        worker: u32,
+    },
     /// Replace every bin's primary (see [`Replicas::with_primary`]).
     Map(Map),
     /// Bin `bin`'s primary is `worker`.
-    Move { bin: u32, worker: u32 },
+    Move {
+        /// The bin that moves.
+        bin: u32,
+        /// Its new primary: a worker's index in the whole job.
+        worker: u32,
+    },
     /// Bin `bin` is held by exactly `replicas`.
-    Place { bin: u32, replicas: Replicas },
+    Place {
+        /// The bin placed.
+        bin: u32,
+        /// Its holders from this time on.
+        replicas: Replicas,
+    },
     /// Worker `worker` no longer holds bin `bin`.
-    Drop { bin: u32, worker: u32 },
+    Drop {
+        /// The bin whose replica is dropped.
+        bin: u32,
+        /// The worker (index in the whole job) that stops holding it; a dropped primary is
+        /// replaced by the standby.
+        worker: u32,
+    },
 }
 
 impl ControlInst {

@@ -16,18 +16,32 @@ pub enum Command {
     /// Move these bins' primaries (or, with `standby`, their standbys) to this worker, in
     /// one step, now.
     MoveBins {
+        /// The bins to move, by index (each below the job's bin count).
         bins: Vec<usize>,
+        /// The destination: a worker's index in the whole job.
         worker: usize,
+        /// Move the bins' standbys instead of their primaries.
         standby: bool,
     },
     /// Plan a migration to `target` and run it step by step.
-    StartPlan { schedule: Schedule, target: Target },
+    StartPlan {
+        /// The strategy that splits the moves into steps, and whether steps are pipelined.
+        schedule: Schedule,
+        /// Where the plan leaves the primaries.
+        target: Target,
+    },
     /// Drop the steps of the running plan that were not issued yet.
     CancelPlan,
     /// Fail-stop this worker's partitions now (it keeps stepping the dataflow).
-    Fail { worker: usize },
+    Fail {
+        /// The worker to fail: its index in the whole job.
+        worker: usize,
+    },
     /// A failed worker serves again, empty; bins then rebalance onto it.
-    Rejoin { worker: usize },
+    Rejoin {
+        /// The failed worker to bring back: its index in the whole job.
+        worker: usize,
+    },
 }
 
 /// A command in the form the wire and traces carry it (`{"command": "move_bins", ...}`).
@@ -115,6 +129,7 @@ impl Default for ControlHandle {
 }
 
 impl ControlHandle {
+    /// A handle with an empty queue, no stop requested and no end epoch chosen.
     pub fn new() -> Self {
         Self::default()
     }

@@ -40,6 +40,7 @@ impl EpochLen {
         Ok(EpochLen(us))
     }
 
+    /// The length in microseconds (a divisor of 1000).
     pub fn us(self) -> u64 {
         self.0
     }

@@ -19,10 +19,15 @@ const MAX_TRACKED_NS: u64 = 60_000_000_000;
 /// Percentiles of a set of latencies, in nanoseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Percentiles {
+    /// The median, in nanoseconds.
     pub p50: u64,
+    /// The 99th percentile, in nanoseconds.
     pub p99: u64,
+    /// The 99.9th percentile, in nanoseconds.
     pub p999: u64,
+    /// The largest latency, in nanoseconds.
     pub max: u64,
+    /// How many latencies (records) the figures are over; 0 leaves them all 0.
     pub count: u64,
 }
 
@@ -47,6 +52,7 @@ impl Percentiles {
 pub struct WindowStats {
     /// Start of the window, in seconds since the measured run began.
     pub t_s: f64,
+    /// The latency of the records of the window's epochs, in nanoseconds.
     #[serde(flatten)]
     pub latency_ns: Percentiles,
 }

@@ -7,6 +7,8 @@
 //! * [`operator`]: `stateful_unary` / `stateful_binary`, the F/S operator pair.
 //! * [`control`]: the thread-safe handle through which commands reach the dataflow.
 
+#![warn(missing_docs)]
+
 pub mod abort;
 pub mod bins;
 pub mod config;

@@ -13,8 +13,11 @@ use crate::error::ConfigError;
 /// One bin's change of holders within a plan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Change {
+    /// The bin that changes holders.
     pub bin: u32,
+    /// Its holders before the change.
     pub from: Replicas,
+    /// Its holders after it.
     pub to: Replicas,
 }
 
@@ -53,6 +56,7 @@ pub enum Strategy {
 /// A strategy plus how its steps are issued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Schedule {
+    /// How the moves are split into steps.
     pub strategy: Strategy,
     /// Issue each step at the next epoch without waiting for the previous one to complete.
     pub pipelined: bool,
@@ -440,8 +444,12 @@ fn augment(
 /// A migration requested for a point in the run: `STRATEGY@SECS:TARGET`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MigrationSpec {
+    /// How the plan's steps are made and issued.
     pub schedule: Schedule,
+    /// When the plan starts, in seconds since the measured run began (it waits for a
+    /// running plan to end).
     pub at_secs: f64,
+    /// Where the plan leaves the primaries.
     pub target: Target,
 }
 

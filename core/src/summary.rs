@@ -13,8 +13,11 @@ use crate::operator::TransferTotals;
 /// Latency percentiles during one migration.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DuringLatency {
+    /// The median per-record latency, in nanoseconds.
     pub p50: u64,
+    /// The 99th percentile, in nanoseconds.
     pub p99: u64,
+    /// The largest, in nanoseconds.
     pub max: u64,
 }
 
@@ -41,39 +44,62 @@ impl DuringLatency {
 /// One migration in the summary.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MigrationSummary {
+    /// The schedule as `--migrate` spells it (`fluid`, `batched:8`, `matched+pipelined`, ...).
     pub strategy: String,
+    /// Where it left the bins (`pack:1`, `uniform`, or a hand-made move's description).
     pub target: String,
+    /// When the plan was made, in seconds since the measured run began.
     pub issued_s: f64,
+    /// When its last step completed (the output frontier passed its time), in seconds since
+    /// the measured run began; `None` if the run ended first.
     pub completed_s: Option<f64>,
+    /// `completed_s - issued_s`; `None` if it did not complete.
     pub duration_s: Option<f64>,
+    /// Steps issued.
     pub steps: usize,
+    /// Bin changes issued (fewer than planned if cancelled or cut short by the run's end).
     pub bins_moved: usize,
+    /// Serialized state its steps shipped, in bytes, over every worker (a bin sent to two
+    /// new holders counts twice).
     pub bytes_moved: u64,
+    /// The state messages (chunks) that state travelled in.
     pub chunks: u64,
+    /// Per-record latency of the epochs due from `issued_s` to one epoch after
+    /// `completed_s` (or to the run's end).
     pub latency_ns_during: DuringLatency,
-    /// Job RSS sampled last before the migration was issued, and the largest sample during it.
+    /// Job RSS sampled last before the migration was issued, in bytes.
     pub rss_before_bytes: Option<u64>,
+    /// The largest job RSS sampled from its issue to its completion (or the run's end), in
+    /// bytes; `None` without samples (no `/proc`).
     pub rss_peak_bytes: Option<u64>,
+    /// Whether a command dropped its steps not yet issued.
     pub cancelled: bool,
 }
 
 /// The recovery of one failure: new standbys for the bins it left with one replica.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RecoverySummary {
+    /// The `--recovery` schedule it ran with (`matched`, `fluid+pipelined`, ...).
     pub strategy: String,
     /// Bins that got a copy.
     pub bins_copied: usize,
+    /// Serialized state copied, in bytes, over every worker.
     pub bytes: u64,
+    /// When the recovery was planned, in seconds since the measured run began.
     pub issued_s: f64,
     /// `None` if it had not finished when the run ended (or was cut short).
     pub duration_s: Option<f64>,
+    /// Per-record latency of the epochs due from its issue to one epoch after its
+    /// completion (or to the run's end).
     pub latency_ns_during: DuringLatency,
+    /// Whether it was cut short (a later failure cancelled it).
     pub cancelled: bool,
 }
 
 /// One failure in the summary.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct FailureSummary {
+    /// The failed worker's index in the whole job.
     pub worker: u32,
     /// When it failed, on the run's clock.
     pub at_s: f64,
@@ -91,34 +117,57 @@ pub struct FailureSummary {
     pub bins_lost: Vec<u32>,
     /// Latency from the failure to the end of its takeover.
     pub latency_ns_during_takeover: DuringLatency,
+    /// The recovery that gave its degraded bins new standbys (after the rejoin when no live
+    /// worker could take them); `None` if none ran.
     pub recovery: Option<RecoverySummary>,
+    /// When the worker was brought back, in seconds since the measured run began; `None` if
+    /// it never rejoined.
     pub rejoined_s: Option<f64>,
 }
 
 /// The final report of a run (see DESIGN.md, Contracts).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Summary {
+    /// The job's name (a built-in workload's, or a user's job's).
     pub workload: String,
+    /// Whether the plain-timely twins ran (no control input, no migration).
     pub native: bool,
+    /// Workers in the whole job (processes × worker threads per process).
     pub workers: usize,
+    /// Timely processes in the job.
     pub processes: usize,
+    /// Bins per operator.
     pub bins: usize,
+    /// The `--keys` setting: distinct keys of the key-count workloads.
     pub keys: u64,
+    /// Offered records per second, over all workers.
     pub rate: u64,
+    /// The measured run's configured length, in seconds.
     pub duration_s: f64,
+    /// The `--seed` the generated workloads drew their keys with.
     pub seed: u64,
+    /// Whether every key was inserted once before the measured run.
     pub preload: bool,
+    /// Records the sources sent, over all workers, the preload's included.
     pub records_in: u64,
+    /// Outputs at logical times up to the run's last epoch, over all workers.
     pub outputs: u64,
     /// Order-independent hash of the multiset of (time, output) pairs, as hex.
     pub output_digest: String,
+    /// Per-record latency over the measured run, in nanoseconds (see README, *Usage*).
     pub latency_ns: Percentiles,
+    /// Every migration plan and hand-made move, in the order they finished, then the one
+    /// still running at the end; a failure's recovery (or the rebalance that served as one)
+    /// is under `failures` instead.
     pub migrations: Vec<MigrationSummary>,
     /// Replicas per bin.
     #[serde(default = "one")]
     pub replicas: usize,
+    /// Every failure, in the order they happened.
     #[serde(default)]
     pub failures: Vec<FailureSummary>,
+    /// The sum over processes of each one's peak RSS so far (its high-water mark), in
+    /// bytes; `None` without `/proc`.
     pub rss_peak_bytes: Option<u64>,
     /// The largest RSS sampled during the measured run (unlike `rss_peak_bytes`, not
     /// inflated by earlier runs in the same process).
@@ -127,6 +176,7 @@ pub struct Summary {
     pub rss_steady_bytes: Option<u64>,
     /// Records per second actually offered (equal to `rate` unless the generator fell behind at the end).
     pub achieved_rate: f64,
+    /// Per-record latency of every 250 ms window of the measured run, in order.
     pub timeline: Vec<WindowStats>,
     /// (latency ns, fraction of records slower) over the whole run.
     pub latency_ccdf: Vec<(u64, f64)>,

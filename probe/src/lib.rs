@@ -10,6 +10,8 @@
 //! * [`export`]: sends a process's events to a remote collector.
 //! * [`record`]: the JSON Lines trace recorder and reader.
 
+#![warn(missing_docs)]
+
 pub mod collector;
 pub mod error;
 pub mod event;

@@ -8,6 +8,8 @@
 //! * [`rerun`]: a recorded job, rebuilt to run again with the commands it took at the
 //!   logical times it took them; [`compare`]: the recorded run and the re-run side by side.
 
+#![warn(missing_docs)]
+
 pub mod compare;
 pub mod error;
 pub mod perfetto;

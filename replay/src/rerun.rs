@@ -23,6 +23,8 @@ pub struct Options {
     pub strategy: Option<Schedule>,
     /// Recoveries and rebalances with this schedule.
     pub recovery: Option<Schedule>,
+    /// How the re-run paces its input: [`Pace::OpenLoop`] at the recorded rate, or
+    /// [`Pace::Max`] as fast as it goes (whose latencies measure nothing).
     pub pace: Pace,
     /// Timely's arguments for the re-run; without them every worker of the recorded job runs
     /// in this process.
@@ -39,6 +41,8 @@ pub struct Recording {
     pub script: Vec<Scripted>,
     /// The recorded job's processes.
     pub processes: usize,
+    /// The summary the trace ends with: what a re-run is compared with (its `duration_s`
+    /// also sets the re-run's duration).
     pub summary: Summary,
     /// Commands the job rejected (not taken again).
     pub rejected: usize,

@@ -21,6 +21,8 @@ use serde::Serialize;
 /// The variants every benchmark knows.
 const VARIANTS: &[&str] = &["native", "none", "all-at-once", "fluid", "batched:8", "matched"];
 
+/// `megaflux bench`'s arguments: the matrix (workloads × variants × bins × rates), each
+/// run's shape, and where the results go.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Workloads, comma separated: jobs of this binary (`megaflux`: keycount, hashcount,

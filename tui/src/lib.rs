@@ -3,6 +3,8 @@
 //! well as a binary so that a user's binary gets the whole command line with one call, and
 //! tests and benchmarks reach the dashboard's model and views.
 
+#![warn(missing_docs)]
+
 pub mod bench;
 pub mod cli;
 pub mod dash;

@@ -23,9 +23,16 @@ const EXPORTER_LINGER: Duration = Duration::from_secs(10);
 /// What to do with this process's events.
 #[derive(Debug, Default)]
 pub struct ProbeArgs {
+    /// Record every event to this trace file (`--record`).
     pub record: Option<PathBuf>,
+    /// Serve events to subscribers and take their commands on this address (`--serve`, or
+    /// a loopback port for this process's own dashboard).
     pub serve: Option<SocketAddr>,
+    /// Send this process's events to the collector at this address instead of running one
+    /// (`--export`; not with `record` or `serve`).
     pub export: Option<SocketAddr>,
+    /// The token clients need (`--token` or `$MEGAFLUX_TOKEN`): for commands, exporters,
+    /// and any client of a non-loopback address.
     pub token: Option<String>,
     /// Whether `record` may replace an existing file.
     pub force: bool,
@@ -39,8 +46,11 @@ impl ProbeArgs {
 
 /// The observer running next to the job.
 pub enum Observer {
+    /// Nothing: no recording, serving or exporting was asked for (tracing only).
     None,
+    /// This process's collector: it records, serves, or both.
     Collector(Collector),
+    /// This process's events going to another process's collector.
     Exporter(Exporter),
 }
 

@@ -19,6 +19,7 @@ use crate::flags;
 use crate::observe::{self, ProbeArgs};
 use crate::session::{self, LOOPBACK_ANY, Shown};
 
+/// `megaflux replay`'s arguments: the trace, and what a `--rerun` changes and writes.
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
     /// The trace (`megaflux run --record FILE`).

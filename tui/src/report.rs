@@ -11,6 +11,7 @@ use megaflux_probe::Event;
 use megaflux_probe::record::TraceReader;
 use plotters::prelude::*;
 
+/// `megaflux report`'s arguments: the inputs, and at least one output.
 #[derive(Debug, Args)]
 #[command(group = clap::ArgGroup::new("output").required(true).multiple(true).args(["svg", "perfetto"]))]
 pub struct ReportArgs {
@@ -38,6 +39,9 @@ struct Series {
 #[error("{0}")]
 pub struct BadInput(String);
 
+/// Runs `megaflux report`: writes the figure (`--svg`) and the Perfetto export
+/// (`--perfetto`) asked for. Unreadable inputs, inputs with no runs, or a `--perfetto`
+/// without exactly one trace fail with [`BadInput`] (exit status 2).
 pub fn report(args: ReportArgs) -> anyhow::Result<()> {
     let (traces, results): (Vec<&PathBuf>, Vec<&PathBuf>) = args.inputs.iter().partition(|p| is_trace(p));
     if let Some(out) = &args.perfetto {

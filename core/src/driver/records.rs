@@ -10,24 +10,33 @@ use crate::Time;
 pub struct MigrationRecord {
     /// The plan's number in the run (its events' `id`).
     pub id: u64,
+    /// The schedule as `--migrate` spells it (`fluid`, `batched:8`, `matched+pipelined`, ...).
     pub strategy: String,
+    /// Where the plan leaves the bins, as spelled for reports (`pack:1`, `uniform`, or a
+    /// description of a hand-made move, recovery or rebalance).
     pub target: String,
     /// Wall-clock seconds since the start of the measured run.
     pub issued_s: f64,
+    /// When every issued step had completed (the output frontier passed its time), in
+    /// seconds since the start of the measured run; `None` while it runs or if the run
+    /// ended first.
     pub completed_s: Option<f64>,
-    /// Steps and bin changes the plan was made of.
+    /// Steps the plan was made of.
     pub steps: usize,
+    /// Bin changes the plan was made of.
     pub bins_planned: usize,
     /// Bin changes issued (fewer than planned if the plan was cancelled or the run ended).
     pub bins_moved: usize,
     /// The logical time of every issued step.
     pub step_times: Vec<Time>,
+    /// Whether a command dropped the steps not yet issued.
     pub cancelled: bool,
 }
 
 /// What became of a failure.
 #[derive(Clone, Debug, Serialize)]
 pub struct FailureRecord {
+    /// The failed worker's index in the whole job.
     pub worker: u32,
     /// When the driver failed the worker (or noticed it failed), on the run's clock.
     pub at_s: f64,
@@ -44,6 +53,8 @@ pub struct FailureRecord {
     /// The plan that gave the degraded bins new standbys (after a rejoin, if no live
     /// worker could take them before).
     pub recovery: Option<MigrationRecord>,
+    /// When the worker was brought back, in seconds since the start of the measured run;
+    /// `None` if it never rejoined.
     pub rejoined_s: Option<f64>,
 }
 

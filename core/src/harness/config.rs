@@ -35,20 +35,27 @@ pub struct RunConfig {
     pub workload: String,
     /// Worker threads per process.
     pub workers: usize,
+    /// Bins per operator (`--bins`, a power of two from 16 to 65536).
     #[serde(with = "bin_count")]
     pub bins: Bins,
+    /// Distinct keys of the key-count workloads (`--keys`): `keycount` draws them from
+    /// `[0, keys)`, `hashcount` makes that many pseudo-random 64-bit keys.
     pub keys: u64,
     /// Records per second, over all workers.
     pub rate: u64,
+    /// The measured run's length (after the preload); its last epoch is the last one in it.
     #[serde(rename = "duration_s", with = "seconds")]
     pub duration: Duration,
+    /// Seeds the generated workloads' key draws (not NEXMark's, whose stream is fixed).
     pub seed: u64,
     /// Run the plain-timely twin instead (no migration).
     pub native: bool,
     /// Insert every key once before the measured run.
     pub preload: bool,
+    /// Migrations the run starts on its own (`--migrate`), in the order given.
     #[serde(with = "texts")]
     pub migrations: Vec<MigrationSpec>,
+    /// The most bytes in one chunk of a shipped bin's encoding (`--chunk-bytes`).
     pub chunk_bytes: usize,
     /// Window sizes and auction counts of the NEXMark queries.
     pub nexmark: NexmarkParams,
@@ -202,7 +209,9 @@ impl Pace {
 /// time `base + epoch`). A plan waits, as `--migrate` plans do, for the running one to end.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Scripted {
+    /// The measured epoch: the logical time less the preload's `base`.
     pub epoch: u64,
+    /// The command taken there.
     pub command: Command,
 }
 
@@ -251,7 +260,9 @@ impl Default for RunConfig {
 /// A worker and a point in the run: `W@SECS` (`--fail 1@7`, `--rejoin 1@12`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct WorkerAt {
+    /// A worker's index in the whole job.
     pub worker: usize,
+    /// Seconds since the measured run began.
     pub at_secs: f64,
 }
 
@@ -488,6 +499,7 @@ pub(crate) fn cluster(config: &RunConfig) -> Result<(timely::Config, Vec<String>
 /// Where a process stands in its job, as timely reads its arguments.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cluster {
+    /// Timely processes in the job (`-n`).
     pub processes: usize,
     /// This process's index.
     pub process: usize,

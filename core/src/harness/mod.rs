@@ -37,25 +37,39 @@ const LOST_GRACE: Duration = Duration::from_millis(500);
 /// Errors that stop a run.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// The run's settings cannot work; found before the job starts.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// Timely could not start the job (bad timely arguments, a cluster that cannot connect).
     #[error("timely: {0}")]
     Timely(String),
+    /// A worker panicked (user logic, an injected panic, a bin that fails to decode) or the
+    /// run's shared state was poisoned; the message says which worker and why.
     #[error("{0}")]
     Worker(String),
+    /// Another process of the cluster went away (its connection failed).
     #[error(
         "process {process} ({address}) went away ({cause}); a timely cluster cannot go on without one of its processes"
     )]
     PeerLost {
+        /// The lost process's index (`-p`).
         process: usize,
+        /// Its `host:port` from the host file.
         address: String,
+        /// The communication error timely reported.
         cause: String,
     },
+    /// A failure left bins with no replica: the job stops rather than produce wrong output.
     #[error(
         "bins {} lost their last replica at time {time}: the job cannot produce their outputs, so it stopped",
         list(bins)
     )]
-    BinsLost { bins: Vec<u32>, time: Time },
+    BinsLost {
+        /// The bins left with no replica.
+        bins: Vec<u32>,
+        /// The logical time from which they have none.
+        time: Time,
+    },
     /// The input cannot be read, or a record in it cannot be parsed.
     #[error("reading the input: {0}")]
     Input(InputError),

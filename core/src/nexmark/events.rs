@@ -6,35 +6,53 @@ use super::NexmarkParams;
 use crate::Time;
 use crate::epoch::EpochLen;
 
+/// A new person: a seller or bidder (Q3 and Q8 join on it).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Person {
+    /// The person's id, which auctions name as `seller` and bids as `bidder`.
     pub id: u64,
+    /// Full name.
     pub name: String,
+    /// City of residence.
     pub city: String,
+    /// US state of residence (Q3 selects on it).
     pub state: String,
 }
 
+/// A new auction, open from its event's logical time until `expires`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Auction {
+    /// The auction's id, which bids name as `auction`.
     pub id: u64,
+    /// The selling person's id.
     pub seller: u64,
+    /// The item's category (Q3 selects on it, Q4 averages per category).
     pub category: u64,
+    /// The lowest price a winning bid may have, in cents.
     pub reserve: u64,
     /// Logical time at which the auction closes (bids at or after it do not count).
     pub expires: Time,
 }
 
+/// A bid on an open auction.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Bid {
+    /// The id of the auction bid on.
     pub auction: u64,
+    /// The bidding person's id.
     pub bidder: u64,
+    /// The amount bid, in (dollar) cents.
     pub price: u64,
 }
 
+/// One generated event, at the logical time of the epoch it is scheduled in.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Event {
+    /// A person registered.
     Person(Person),
+    /// An auction opened.
     Auction(Auction),
+    /// A bid was placed.
     Bid(Bid),
 }
 

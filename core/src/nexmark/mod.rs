@@ -45,6 +45,7 @@ impl Query {
         }
     }
 
+    /// The query's number, 1 to 8.
     pub fn number(self) -> u8 {
         self.0
     }
@@ -95,6 +96,7 @@ impl NexmarkParams {
 /// The windows of Q5, Q7 and Q8 in logical time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Windows {
+    /// Window length, in logical times (epochs).
     pub window: Time,
     /// Divides `window`.
     pub slide: Time,

@@ -13,7 +13,7 @@
 //! Hence the output at every time is the same as without migration, for every schedule.
 //!
 //! With two replicas per bin (`StatefulConfig::replicas`), F sends each record to both
-//! holders and S emits each (time, bin)'s outputs exactly once (see [`replica`]), so the
+//! holders and S emits each (time, bin)'s outputs exactly once (see `operator/replica.rs`), so the
 //! output also stays the same when a worker fails at any point (see `crate::failure`).
 
 mod apply;
@@ -89,6 +89,7 @@ impl<S> Bin<S> {
 /// Settings shared by every migrateable operator of a job.
 #[derive(Clone, Debug)]
 pub struct StatefulConfig {
+    /// How many bins keys hash into (a power of two).
     pub bins: Bins,
     /// The placement in force before any control command.
     pub initial: Placement,
@@ -113,8 +114,11 @@ pub type TakeoverLog = Rc<RefCell<Vec<(Instant, u32)>>>;
 /// Totals of the bins one worker shipped at one time.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TransferTotals {
+    /// Bin copies shipped (a bin sent to two new holders counts twice).
     pub bins: u64,
+    /// Their serialized size, in bytes.
     pub bytes: u64,
+    /// The state messages they were cut into.
     pub chunks: u64,
 }
 
@@ -352,7 +356,9 @@ pub(crate) fn observe_table<S: BinState>(
 /// A record of either input of a binary operator.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Side<A, B> {
+    /// A record of the first (`left`) input.
     Left(A),
+    /// A record of the second (`right`) input.
     Right(B),
 }
 

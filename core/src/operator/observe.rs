@@ -12,8 +12,12 @@ use crate::Time;
 /// One bin's size on the worker that holds it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BinSize {
+    /// The bin's index.
     pub bin: u32,
+    /// Keys (entries) in its state ([`crate::size::StateSize::keys`]).
     pub keys: u64,
+    /// Estimated bytes in memory: the state's shallow estimate
+    /// ([`crate::size::StateSize::bytes`]) plus its scheduled times.
     pub bytes: u64,
     /// The worker holds the bin's standby (not its primary).
     pub standby: bool,
@@ -37,9 +41,13 @@ pub type DigestSampler = Box<dyn Fn(&mut Vec<(u32, u64)>)>;
 
 /// One operator as observers see it.
 pub struct OperatorProbe {
+    /// The operator's name as the job gave it (the `operator` of trace events).
     pub name: String,
+    /// Reads the operator's current frontiers on this worker.
     pub frontiers: Box<dyn Fn() -> Frontiers>,
+    /// Reads the size of every bin it holds here.
     pub sizes: SizeSampler,
+    /// Reads the hash of every bin it holds here.
     pub digests: DigestSampler,
 }
 

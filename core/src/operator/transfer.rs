@@ -21,18 +21,22 @@ pub const DEFAULT_CHUNK_BYTES: usize = 1 << 20;
 pub struct StateChunk {
     /// The worker that receives the bin.
     pub dest: u32,
+    /// The bin whose state this is.
     pub bin: u32,
     /// Position of this chunk in the bin's byte stream.
     pub seq: u32,
     /// How many chunks the bin was cut into.
     pub total: u32,
+    /// This chunk's part of the bin's bincode encoding (at most the chunk size).
     pub bytes: Vec<u8>,
 }
 
 /// How one value was cut.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Encoded {
+    /// The number of chunks (at least one).
     pub chunks: u32,
+    /// The encoding's length, in bytes.
     pub bytes: u64,
 }
 

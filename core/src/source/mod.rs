@@ -122,8 +122,7 @@ impl<R: 'static> Source<R> {
     /// `parse` rejects stops the job with an error naming the input, the line and `parse`'s
     /// reason.
     pub fn lines<E: fmt::Display>(parse: impl Fn(&str) -> Result<R, E> + Send + Sync + 'static) -> Self {
-        let parse: Arc<dyn Fn(&str) -> Result<R, String> + Send + Sync> =
-            Arc::new(move |line: &str| parse(line).map_err(|e| e.to_string()));
+        let parse: records::Parse<R> = Arc::new(move |line: &str| parse(line).map_err(|e| e.to_string()));
         Source::Read(ReadSource {
             format: Arc::new(move |input, name| {
                 Box::new(records::Lines::new(input, name, Arc::clone(&parse)))

@@ -9,6 +9,9 @@ use serde::de::DeserializeOwned;
 
 use super::InputError;
 
+/// A parser of one line into a record, or the reason it is not one.
+pub(crate) type Parse<R> = Arc<dyn Fn(&str) -> Result<R, String> + Send + Sync>;
+
 /// The records of one input, in order.
 pub trait Records<R>: Send {
     /// The next record; `None` at the end of the input. After an error the reader is done.
@@ -19,7 +22,7 @@ pub trait Records<R>: Send {
 pub(crate) struct Lines<R> {
     input: Box<dyn BufRead + Send>,
     name: String,
-    parse: Arc<dyn Fn(&str) -> Result<R, String> + Send + Sync>,
+    parse: Parse<R>,
     /// The line read last (1-based).
     line: u64,
     buffer: String,
@@ -27,11 +30,7 @@ pub(crate) struct Lines<R> {
 }
 
 impl<R> Lines<R> {
-    pub(crate) fn new(
-        input: Box<dyn BufRead + Send>,
-        name: String,
-        parse: Arc<dyn Fn(&str) -> Result<R, String> + Send + Sync>,
-    ) -> Self {
+    pub(crate) fn new(input: Box<dyn BufRead + Send>, name: String, parse: Parse<R>) -> Self {
         Lines {
             input,
             name,
@@ -82,11 +81,10 @@ pub(crate) struct Csv<R> {
 impl<R> Csv<R> {
     pub(crate) fn new(input: Box<dyn BufRead + Send>, name: String) -> Self {
         let splitter = std::sync::Mutex::new(Splitter::new());
-        let split: Arc<dyn Fn(&str) -> Result<csv::StringRecord, String> + Send + Sync> =
-            Arc::new(move |line: &str| match splitter.lock() {
-                Ok(mut s) => s.split(line),
-                Err(_) => Err("the CSV splitter failed before".to_string()),
-            });
+        let split: Parse<csv::StringRecord> = Arc::new(move |line: &str| match splitter.lock() {
+            Ok(mut s) => s.split(line),
+            Err(_) => Err("the CSV splitter failed before".to_string()),
+        });
         Csv {
             lines: Lines::new(input, name, split),
             _records: PhantomData,

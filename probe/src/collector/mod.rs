@@ -11,10 +11,10 @@
 //! [`Limits`] for what a connection may cost, [`gate`] for who may connect, and
 //! [`speaker`] for what an exporter may say.
 //!
-//! * [`lifecycle`]: the collector's loop, from the first event to the trace's last line.
-//! * [`state`]: the model, the trace and the fan-out to subscribers.
-//! * [`commands`]: subscribers' commands, checked and passed to the job.
-//! * [`network`]: the listener and one task per connection.
+//! * `lifecycle`: the collector's loop, from the first event to the trace's last line.
+//! * `state`: the model, the trace and the fan-out to subscribers.
+//! * `commands`: subscribers' commands, checked and passed to the job.
+//! * `network`: the listener and one task per connection.
 
 mod commands;
 pub mod gate;

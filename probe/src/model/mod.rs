@@ -29,17 +29,26 @@ pub const MAX_BINS: u32 = megaflux::bins::MAX_BINS as u32;
 pub struct JobModel {
     /// The hello of each process.
     pub processes: BTreeMap<u32, Stamped>,
+    /// Workers in the whole job, as its first hello (or, without one, its `job_started`
+    /// events) said; 0 until then, at most [`MAX_PEERS`].
     pub peers: u32,
     /// Per operator, per bin.
     pub operators: BTreeMap<String, Vec<BinView>>,
+    /// Each worker's latest load, by its index in the whole job.
     pub workers: BTreeMap<u32, WorkerView>,
     /// Per worker, per operator (`output` is the job's output frontier).
     pub frontiers: BTreeMap<u32, BTreeMap<String, FrontierView>>,
+    /// Latency windows in arrival order (at most [`LATENCY_WINDOWS`], oldest dropped
+    /// first); keyframes leave them out.
     pub latency: Vec<LatencyWindow>,
     /// Bins whose latest move has not completed, by bin.
     pub moving: BTreeMap<u32, Move>,
+    /// The running plan, if any.
     pub plan: Option<PlanView>,
+    /// Completed plans, oldest first (at most [`HISTORY`]).
     pub finished_plans: Vec<PlanView>,
+    /// The job's `command` events (received, applied, rejected), oldest first (at most
+    /// [`COMMAND_LOG`]).
     pub commands: VecDeque<CommandView>,
     /// Events dropped, per place.
     pub dropped: BTreeMap<String, u64>,
@@ -54,6 +63,7 @@ pub struct JobModel {
     /// Workers that failed and have not rejoined.
     #[serde(default)]
     pub failed: BTreeSet<u32>,
+    /// Worker failures and what followed, oldest first (at most [`HISTORY`]).
     #[serde(default)]
     pub failures: Vec<FailureView>,
     /// Bins that lost their last replica (the job stopped), and when.

@@ -6,39 +6,68 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 /// Something a person asks the dashboard to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
+    /// Quit the dashboard, and stop a job it started (`q`, Ctrl-C).
     Quit,
+    /// The next view, wrapping around (`tab`).
     NextTab,
+    /// The previous view, wrapping around (`shift-tab`).
     PrevTab,
+    /// The view at this index in [`TABS`](super::model::TABS) (`1`–`6` give 0–5).
     Tab(usize),
+    /// The cursor one bin back in view order; in dialogs, the previous choice.
     Left,
+    /// The cursor one bin on in view order; in dialogs, the next choice.
     Right,
+    /// The cursor one row of the bins view up; in dialogs, the previous choice (the plan
+    /// dialog's: the previous target).
     Up,
+    /// The cursor one row of the bins view down; in dialogs, the next choice (the plan
+    /// dialog's: the next target).
     Down,
     /// Start or end a range of bins at the cursor.
     Select,
+    /// The bins view shows the job's next operator, wrapping around (`o`).
     NextOperator,
+    /// Open the move dialog for the selected bins (`m`; live jobs only).
     Move,
+    /// Open the plan dialog (`p`; live jobs only).
     Plan,
+    /// Cancel the running plan's steps not issued yet (`c`; live jobs only).
     Cancel,
+    /// Open the dialog that fails a worker, proposing the first live one (`F`).
     Fail,
+    /// Open the dialog that brings a failed worker back, proposing the first one (`J`).
     Rejoin,
+    /// Freeze or unfreeze the view while the job goes on (`P`; in a replay, play or pause).
     Pause,
+    /// Pause or resume the job's trace (`R`; jobs run with `--record`).
     Record,
+    /// Open the help: every key and what it does (`?`).
     Help,
+    /// The log's next filter: all, migrations, commands, problems (`f`).
     LogFilter,
+    /// Confirm the open dialog (`enter`, `y`).
     Confirm,
+    /// Close the open dialog (`esc`, `n`).
     Back,
+    /// A digit (0–9) typed in a dialog: a worker in the move and worker dialogs, part of
+    /// the time in the go-to dialog. Outside dialogs digits pick views ([`Action::Tab`]).
     Digit(u8),
     /// Replays: one event on or back.
     Step,
+    /// Replays: one event back.
     StepBack,
     /// Replays: to the next or previous migration or failure.
     NextMark,
+    /// Replays: to the previous migration or failure.
     PrevMark,
+    /// Replays: play at the next speed up (up to 64×).
     Faster,
+    /// Replays: play at the next speed down (down to 0.25×).
     Slower,
     /// Replays: [`SEEK_STEP_S`] on or back.
     SeekForward,
+    /// Replays: [`SEEK_STEP_S`] back.
     SeekBack,
     /// Replays: go to a time (a dialog).
     GoTo,
@@ -51,9 +80,14 @@ pub const SEEK_STEP_S: f64 = 10.0;
 
 /// One line of the table: the keys, what they are called in the help, and the action.
 pub struct Binding {
+    /// The keys that give the action, whatever the modifiers (but Ctrl-C always quits).
     pub keys: &'static [KeyCode],
+    /// The keys as the help names them, `/` between them (`←/h`); the status bar's hint
+    /// shows the first.
     pub label: &'static str,
+    /// What the keys do, as the help says it.
     pub help: &'static str,
+    /// The action the keys give.
     pub action: Action,
 }
 

@@ -36,7 +36,10 @@ pub fn queue() -> (mpsc::SyncSender<Msg>, mpsc::Receiver<Msg>) {
 /// Where the person's requests go: commands to a live job, requests to a replay's player.
 #[derive(Default)]
 pub struct Sinks {
+    /// Where commands to a live job go, with the dashboard's number for each (`None`: the
+    /// status bar says a command could not be sent).
     pub commands: Option<tokio::sync::mpsc::Sender<(u64, CommandRequest)>>,
+    /// Where a replay's requests go (`None`: the status bar says the player has stopped).
     pub player: Option<mpsc::Sender<Request>>,
 }
 

@@ -8,11 +8,15 @@ use super::keys::{Action, SEEK_STEP_S};
 /// The timeline of the trace a replay plays.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Replay {
+    /// The whole trace: its span and marks, as the player sent them first.
     pub timeline: Timeline,
+    /// Where the player stands, as it last said ([`Msg::Position`](super::model::Msg::Position)).
     pub position: Position,
 }
 
 impl Replay {
+    /// The timeline before the player says where it stands: at the trace's start, paused,
+    /// at 1×.
     pub fn new(timeline: Timeline) -> Self {
         let position = Position {
             events: 0,

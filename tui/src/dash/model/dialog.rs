@@ -15,23 +15,31 @@ pub const STRATEGIES: [&str; 5] = ["fluid", "matched", "batched:8", "all-at-once
 pub enum Dialog {
     /// Move `bins` to `worker`: the view previews every worker's state after it.
     Move {
+        /// The bins to move, sorted (the selection when the dialog opened).
         bins: Vec<usize>,
+        /// The worker they go to, in the whole job (←→ or a digit changes it).
         worker: usize,
     },
     /// Start a plan: `strategy` indexes [`STRATEGIES`], `target` [`Dash::targets`].
     Plan {
+        /// Index into [`STRATEGIES`] (←→ changes it).
         strategy: usize,
+        /// Index into [`Dash::targets`] (↑↓ changes it).
         target: usize,
     },
     /// Fail `worker` (`rejoin`: bring a failed one back).
     Worker {
+        /// The worker the command names, in the whole job (arrows or a digit change it).
         worker: usize,
+        /// Bring `worker` back (`J`) rather than fail it (`F`).
         rejoin: bool,
     },
     /// Replays: go to the time typed so far (seconds on the trace's clock).
     GoTo {
+        /// The digits and point typed so far.
         typed: String,
     },
+    /// Every key and what it does (`?`); any key the dashboard knows closes it, `q` too.
     Help,
 }
 

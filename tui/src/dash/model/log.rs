@@ -17,9 +17,13 @@ pub type PastMove = (u64, Option<u32>, Option<u32>);
 /// What the log shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LogFilter {
+    /// Every line.
     All,
+    /// Plans and bin moves ([`LogKind::Migration`]).
     Migrations,
+    /// Commands and their answers ([`LogKind::Command`]).
     Commands,
+    /// What went wrong ([`LogKind::Problem`]).
     Problems,
 }
 
@@ -32,6 +36,7 @@ impl LogFilter {
             LogFilter::Problems => LogFilter::All,
         }
     }
+    /// The filter's name in the log view's title.
     pub fn name(self) -> &'static str {
         match self {
             LogFilter::All => "all",
@@ -42,18 +47,31 @@ impl LogFilter {
     }
 }
 
+/// What a log line is about: the filters pick by it, and the log view colours by it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LogKind {
+    /// The job and the feed: processes joining, the run starting and finishing, rejoins,
+    /// recoveries, connections.
     Job,
+    /// Plans starting and completing, bins moving.
     Migration,
+    /// Commands: those this dashboard sent and the answers to them, and the job's
+    /// reports of commands received and applied.
     Command,
+    /// Something gone wrong: commands the job reports rejected, failures, lost bins,
+    /// dropped events, a closed feed, a replay's unreadable line.
     Problem,
 }
 
+/// One line of the log.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LogLine {
+    /// When, on the probe's clock, in seconds: the event's time, or the dashboard's
+    /// [`Dash::now_s`] for its own lines.
     pub at_s: f64,
+    /// What it is about.
     pub kind: LogKind,
+    /// What happened, as a person reads it.
     pub text: String,
 }
 

@@ -2,10 +2,10 @@
 //! it has selected. It changes only through [`Dash::update`] with a [`Msg`]; drawing reads it.
 //! Live subscriptions, trace files and tests all feed it the same messages.
 //!
-//! * [`bins`]: the bins as the views order and select them, and what a move would do.
-//! * [`dialog`]: the dialogs and what keys do in them.
-//! * [`log`]: the log's lines, made from events, and how commands and bins are said.
-//! * [`feed`]: what the header and the status bar say of the feed: throughput, losses,
+//! * `bins`: the bins as the views order and select them, and what a move would do.
+//! * `dialog`: the dialogs and what keys do in them.
+//! * `log`: the log's lines, made from events, and how commands and bins are said.
+//! * `feed`: what the header and the status bar say of the feed: throughput, losses,
 //!   staleness.
 
 mod bins;
@@ -31,14 +31,25 @@ pub use log::{LOG_LINES, LogFilter, LogKind, LogLine, PastMove, describe_bins, d
 /// The views, in tab order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Tab {
+    /// Every bin grouped by its worker, shaded by keys, moves marked by phase; the
+    /// selected bin's details.
     Bins,
+    /// Per worker: bins, standbys, keys and state held, records applied and sent per
+    /// second, busy %, and the skew.
     Workers,
+    /// p50/p99/max per latency window on a log scale, migrations marked, each plan's
+    /// p99 and max during it.
     Latency,
+    /// Per worker and operator: the applied and control frontiers, the lag behind the
+    /// input, and why pending moves have not applied.
     Frontiers,
+    /// The running plan's progress and ETA, and finished plans with their figures.
     Migrations,
+    /// Events and command answers, filtered by [`Dash::log_filter`].
     Log,
 }
 
+/// Every view in tab order: `1`–`6` pick them by index.
 pub const TABS: [Tab; 6] = [
     Tab::Bins,
     Tab::Workers,
@@ -49,6 +60,7 @@ pub const TABS: [Tab; 6] = [
 ];
 
 impl Tab {
+    /// The view's name on its tab.
     pub fn title(self) -> &'static str {
         match self {
             Tab::Bins => "Bins",
@@ -67,34 +79,53 @@ impl Tab {
 /// Where the dashboard's events come from.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Connection {
+    /// Trying to reach the collector at this address.
     Connecting(String),
+    /// Subscribed to the collector at this address: a live job.
     Live(String),
+    /// Reading the trace file at this path: no commands.
     Trace(String),
+    /// The feed ended, for this reason; the views keep showing the job as it last was.
     Closed(String),
 }
 
 /// What the dashboard asks of the world.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Effect {
+    /// Send a command to the live job; its answer comes back as [`Msg::Answer`].
     Send {
+        /// The dashboard's number for the command, from 0 on; the answer carries it.
         request: u64,
+        /// The command.
         command: CommandRequest,
     },
     /// Replays: ask the player.
     Play(Request),
+    /// The person quit: close the dashboard.
     Quit,
 }
 
 /// Everything the dashboard knows from outside.
 #[derive(Clone, Debug)]
 pub enum Msg {
+    /// The collector's whole model of the job, sent once on subscribing: it replaces the
+    /// dashboard's.
     Snapshot(Box<JobModel>),
+    /// The job's events, in order, from its collector or a replay's player: each goes to
+    /// the log and bin histories, then into the model.
     Events(Vec<Stamped>),
+    /// The job's answer to a command this dashboard sent: logged and shown in the status
+    /// bar.
     Answer {
+        /// The number [`Effect::Send`] gave the command.
         request: u64,
+        /// Whether the job applied or rejected it.
         outcome: Outcome,
+        /// Why it was rejected, if it was.
         reason: Option<String>,
     },
+    /// Where the events come from, or how that stands, changed: logged and shown in the
+    /// status bar.
     Connection(Connection),
     /// The probe's clock now (for the views of a live job).
     Clock(f64),
@@ -103,6 +134,8 @@ pub enum Msg {
     Tick(f64),
     /// The collector's number for this view (its drops are reported under it).
     Subscribed(u64),
+    /// An action, taken as it is whatever the state (unlike a [`Msg::Key`]); tests send
+    /// these.
     Action(Action),
     /// A key press, read as an action in the dashboard's state (digits pick a worker in a
     /// dialog, a view outside one).
@@ -136,9 +169,12 @@ impl From<Output> for Msg {
 /// The dashboard's whole state.
 #[derive(Clone, Debug)]
 pub struct Dash {
+    /// The job as the feed describes it, always current (also while the view is paused);
+    /// the views read [`Dash::view`].
     pub job: JobModel,
     /// The job as it was when the view was paused.
     pub frozen: Option<JobModel>,
+    /// The view shown.
     pub tab: Tab,
     /// The bin under the cursor.
     pub cursor: usize,
@@ -146,10 +182,16 @@ pub struct Dash {
     pub anchor: Option<usize>,
     /// Which operator the bins view shows (index into the job's operators).
     pub operator: usize,
+    /// The dialog over the view, if one is open: it takes the keys.
     pub dialog: Option<Dialog>,
+    /// Where the events come from, and how that stands (the status bar says it).
     pub connection: Connection,
+    /// The trace file a live job writes, to name it in the status bar (whether it is being
+    /// written is the job's [`JobModel::recording`]).
     pub recording: Option<String>,
+    /// The log's lines, oldest first (at most [`LOG_LINES`]).
     pub log: VecDeque<LogLine>,
+    /// Which lines the log view shows (`f` goes to the next filter).
     pub log_filter: LogFilter,
     /// Moves of each bin.
     pub history: BTreeMap<u32, VecDeque<PastMove>>,
@@ -158,6 +200,8 @@ pub struct Dash {
     pub pending: BTreeMap<u64, String>,
     /// The last answer or notice, for the status bar.
     pub notice: Option<String>,
+    /// The probe's clock as the views read it, in seconds: the latest event's time, moved
+    /// on by ticks while a live feed is quiet; in a replay, the player's position.
     pub now_s: f64,
     /// Whether the job can take commands (live, not a trace).
     pub commandable: bool,
@@ -170,6 +214,8 @@ pub struct Dash {
     /// The dashboard's own clock (the latest tick), and its reading when the feed last
     /// said something.
     pub tick: f64,
+    /// The dashboard's clock (`tick`) when the feed last sent a snapshot or events (for
+    /// [`Dash::stale_s`]).
     pub heard_at: f64,
     /// The collector's number for this view.
     pub subscriber: Option<u64>,
@@ -214,6 +260,7 @@ impl Dash {
         self.frozen.as_ref().unwrap_or(&self.job)
     }
 
+    /// Whether the view is paused (`P`): it shows [`Dash::frozen`] while the job goes on.
     pub fn paused(&self) -> bool {
         self.frozen.is_some()
     }
@@ -223,6 +270,7 @@ impl Dash {
         self.job.bins().unwrap_or(0) as usize
     }
 
+    /// Workers in the whole job (0 before the job said hello).
     pub fn peers(&self) -> usize {
         self.job.peers as usize
     }

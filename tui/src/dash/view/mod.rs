@@ -2,9 +2,9 @@
 //! terminals get more detail. Without colour (`NO_COLOR`), heat is drawn with shade
 //! characters and phases with letters, which colour only adds to.
 //!
-//! One module per view ([`bins`], [`workers`], [`latency`], [`frontiers`], [`migrations`],
-//! [`log`]), the bars around them ([`header`], [`status`], [`timeline`]), the dialogs over them
-//! ([`dialog`]) and the [`theme`].
+//! One module per view (`bins`, `workers`, `latency`, `frontiers`, `migrations`,
+//! `log`), the bars around them (`header`, `status`, `timeline`), the dialogs over them
+//! (`dialog`) and the `theme`.
 
 mod bins;
 mod dialog;

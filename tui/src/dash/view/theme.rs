@@ -7,6 +7,8 @@ use megaflux_probe::event::Phase;
 /// Colours, or none.
 #[derive(Clone, Copy, Debug)]
 pub struct Theme {
+    /// Whether to use colours; without them, bold, reverse and the characters (heat shades,
+    /// phase and replica marks) carry the meaning.
     pub color: bool,
 }
 
