@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use megaflux_probe::event::Stamped;
 use megaflux_probe::model::JobModel;
-use megaflux_probe::record::{TraceReader, read};
+use megaflux_probe::record::{TraceHeader, TraceReader, read};
 use megaflux_replay::player::{FIRST_SPEED, Output, Player, Position, Request, SPEEDS};
 use megaflux_replay::seek::Clock;
 use proptest::prelude::*;
@@ -46,26 +46,34 @@ impl Viewer {
     }
 }
 
-fn replay_all(events: &[Stamped]) -> JobModel {
-    let mut model = JobModel::new();
+/// The trace's header and then `events` applied: what the view must be.
+fn replay_all(header: &TraceHeader, events: &[Stamped]) -> JobModel {
+    let mut model = JobModel::from_header(header);
     for e in events {
         model.apply(e);
     }
     model
 }
 
-fn player(name: &str) -> (Player<std::io::BufReader<std::fs::File>>, Vec<Stamped>) {
+fn player(
+    name: &str,
+) -> (
+    Player<std::io::BufReader<std::fs::File>>,
+    Vec<Stamped>,
+    TraceHeader,
+) {
     let path = sample(name);
-    let events = read(&path).expect("it reads").events;
+    let trace = read(&path).expect("it reads");
     (
         Player::new(TraceReader::open(&path).expect("it opens")).expect("it indexes"),
-        events,
+        trace.events,
+        trace.header,
     )
 }
 
 #[test]
 fn marks_steps_and_speed() {
-    let (mut player, events) = player("keycount-fluid.jsonl");
+    let (mut player, events, header) = player("keycount-fluid.jsonl");
     let mut viewer = Viewer::new();
     viewer.take(player.start());
     let marks = player.index().marks.clone();
@@ -79,7 +87,7 @@ fn marks_steps_and_speed() {
         (plan.strategy.as_str(), plan.target.as_str()),
         ("matched", "uniform")
     );
-    assert!(viewer.model == replay_all(&events[..viewer.events() as usize]));
+    assert!(viewer.model == replay_all(&header, &events[..viewer.events() as usize]));
     viewer.take(player.request(Request::Step));
     assert_eq!(viewer.events(), marks[1].events_before + 2);
     assert!(!viewer.position.as_ref().expect("a position").playing);
@@ -102,7 +110,7 @@ fn marks_steps_and_speed() {
 
 #[test]
 fn playing_reaches_the_end_and_seeks_stop_at_the_time() {
-    let (mut player, events) = player("keycount-failover.jsonl");
+    let (mut player, events, header) = player("keycount-failover.jsonl");
     let mut viewer = Viewer::new();
     viewer.take(player.start());
     // Half a second of wall clock at 1x plays the first half second of the trace.
@@ -115,12 +123,12 @@ fn playing_reaches_the_end_and_seeks_stop_at_the_time() {
     let mut clock = Clock::default();
     let due = events.iter().take_while(|e| clock.tick(e) <= 2.0).count() as u64;
     assert_eq!(viewer.events(), due);
-    assert!(viewer.model == replay_all(&events[..due as usize]));
+    assert!(viewer.model == replay_all(&header, &events[..due as usize]));
     viewer.take(player.advance(Duration::from_secs(3600)));
     let end = viewer.position.clone().expect("a position");
     assert_eq!(end.events, events.len() as u64);
     assert!(!end.playing);
-    assert!(viewer.model == replay_all(&events));
+    assert!(viewer.model == replay_all(&header, &events));
 }
 
 #[test]
@@ -132,9 +140,8 @@ fn an_unreadable_line_is_reported_and_the_player_stays_before_it() {
     let at_s = serde_json::from_str::<serde_json::Value>(&lines[299]).expect("JSON")["at_s"].clone();
     lines[299] = format!(r#"{{"at_s":{at_s},"process":0,"kind":"sampled"}}"#);
     let bytes = (lines.join("\n") + "\n").into_bytes();
-    let events = megaflux_probe::record::read_from(text.as_bytes(), "sample")
-        .expect("it reads")
-        .events;
+    let trace = megaflux_probe::record::read_from(text.as_bytes(), "sample").expect("it reads");
+    let (events, header) = (trace.events, trace.header);
     let mut player = Player::new(TraceReader::new(std::io::Cursor::new(bytes), "broken").expect("a header"))
         .expect("it indexes");
     let mut viewer = Viewer::new();
@@ -150,7 +157,7 @@ fn an_unreadable_line_is_reported_and_the_player_stays_before_it() {
         // The events before the bad line (line 300 is event 299, the header being line 1).
         assert_eq!(viewer.events(), 298);
         assert!(!viewer.position.as_ref().expect("a position").playing);
-        assert!(viewer.model == replay_all(&events[..298]));
+        assert!(viewer.model == replay_all(&header, &events[..298]));
         viewer.take(player.request(Request::PlayPause));
     }
     assert!(problems.iter().all(|p| p.contains("line 300")), "{problems:?}");
@@ -170,7 +177,7 @@ fn an_unreadable_line_is_reported_and_the_player_stays_before_it() {
     assert_eq!(viewer.events(), 297);
     viewer.take(player.request(Request::Step));
     assert_eq!(viewer.events(), 298);
-    assert!(viewer.model == replay_all(&events[..298]));
+    assert!(viewer.model == replay_all(&header, &events[..298]));
 }
 
 #[derive(Clone, Debug)]
@@ -203,7 +210,7 @@ proptest! {
         asks in proptest::collection::vec(ask(), 1..24),
     ) {
         let name = ["keycount-fluid.jsonl", "keycount-failover.jsonl", "q4-batched.jsonl", "cluster-keycount.jsonl"][sample];
-        let (mut player, events) = player(name);
+        let (mut player, events, header) = player(name);
         let (start, end) = (player.index().start_s, player.index().end_s);
         let mut viewer = Viewer::new();
         viewer.take(player.start());
@@ -215,7 +222,7 @@ proptest! {
             let p = viewer.position.clone().expect("a position");
             prop_assert!(p.events <= events.len() as u64);
             prop_assert!(p.at_s >= start && p.at_s <= end, "{} not in {}..{}", p.at_s, start, end);
-            prop_assert!(viewer.model == replay_all(&events[..p.events as usize]), "{:?}", p);
+            prop_assert!(viewer.model == replay_all(&header, &events[..p.events as usize]), "{:?}", p);
         }
     }
 }

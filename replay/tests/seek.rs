@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use megaflux_probe::event::{Event, Stamped};
 use megaflux_probe::model::JobModel;
-use megaflux_probe::record::{Trace, TraceReader, read};
+use megaflux_probe::record::{Trace, TraceHeader, TraceReader, read};
 use megaflux_replay::seek::Index;
 use proptest::prelude::*;
 
@@ -29,7 +29,7 @@ fn sample(name: &str) -> Trace {
 /// `at`, as a trace file's bytes and as its reader reads them back.
 fn with_keyframes(trace: &Trace, at: &[usize]) -> (Vec<u8>, Vec<Stamped>) {
     let mut events = Vec::new();
-    let mut model = JobModel::new();
+    let mut model = JobModel::from_header(&trace.header);
     for (i, e) in trace.events.iter().enumerate() {
         if at.contains(&i) {
             let frame = Stamped {
@@ -58,9 +58,10 @@ fn with_keyframes(trace: &Trace, at: &[usize]) -> (Vec<u8>, Vec<Stamped>) {
     (bytes, events)
 }
 
-/// Every event of `events` applied to a fresh model: what seeking must equal.
-fn replay_all<'a>(events: impl IntoIterator<Item = &'a Stamped>) -> JobModel {
-    let mut model = JobModel::new();
+/// Every event of `events` applied to the model of the trace's header: what seeking must
+/// equal.
+fn replay_all<'a>(header: &TraceHeader, events: impl IntoIterator<Item = &'a Stamped>) -> JobModel {
+    let mut model = JobModel::from_header(header);
     for e in events {
         model.apply(e);
     }
@@ -70,11 +71,12 @@ fn replay_all<'a>(events: impl IntoIterator<Item = &'a Stamped>) -> JobModel {
 fn check(bytes: Vec<u8>, events: &[Stamped], seeks: &[f64]) -> Result<(), TestCaseError> {
     let mut reader = TraceReader::new(Cursor::new(bytes), "memory").unwrap();
     let index = Index::build(&mut reader).unwrap();
+    let header = reader.header().clone();
     prop_assert_eq!(index.events as usize, events.len());
     for at in seeks {
         let n = (at * events.len() as f64).round() as u64;
         let sought = index.model_after(&mut reader, n).unwrap();
-        let replayed = replay_all(&events[..n as usize]);
+        let replayed = replay_all(&header, &events[..n as usize]);
         prop_assert!(sought == replayed, "after {} of {} events", n, events.len());
     }
     Ok(())
@@ -92,9 +94,15 @@ fn the_samples_have_keyframes_to_seek_from() {
         // Seeking to the end and back to the start on one reader.
         let trace = sample(name);
         let end = index.model_after(&mut reader, index.events).unwrap();
-        assert!(end == replay_all(&trace.events), "{name}: at the end");
+        assert!(
+            end == replay_all(&trace.header, &trace.events),
+            "{name}: at the end"
+        );
         let start = index.model_after(&mut reader, 1).unwrap();
-        assert!(start == replay_all(&trace.events[..1]), "{name}: at the start");
+        assert!(
+            start == replay_all(&trace.header, &trace.events[..1]),
+            "{name}: at the start"
+        );
     }
 }
 

@@ -116,6 +116,33 @@ fn run(binary: &Path, args: &[&str], cwd: &Path) -> Output {
     out
 }
 
+/// `run --headless` of the views at 20,000 a second with `extra` flags, writing `output`.
+fn run_views(binary: &Path, cwd: &Path, output: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "run",
+        "--headless",
+        "--input",
+        "views.csv",
+        "--rate",
+        "20000",
+        "--output",
+        output,
+    ];
+    args.extend_from_slice(extra);
+    run(binary, &args, cwd)
+}
+
+/// Runs `binary` with `args` in `cwd` expecting it to fail with status 2; what it said.
+fn refused(binary: &Path, args: &[&str], cwd: &Path) -> String {
+    let out = Command::new(binary)
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("the program runs");
+    assert_eq!(out.status.code(), Some(2), "{args:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// The output lines as (user, count), checked to be one per view with each user's counts
 /// 1..=views exactly once.
 fn check_counts(path: &Path, views: &BTreeMap<String, u64>) -> Vec<(String, u64)> {
@@ -152,23 +179,11 @@ fn the_readme_program_counts_every_view_once_under_migration_and_failover() {
     assert!(views["u0"] > 20 * views["u299"].max(1), "skewed: {views:?}");
 
     // A migration, recorded.
-    let moved = run(
+    let moved = run_views(
         &binary,
-        &[
-            "run",
-            "--headless",
-            "--input",
-            "views.csv",
-            "--rate",
-            "20000",
-            "--output",
-            "moved.jsonl",
-            "--migrate",
-            "fluid@0.2:pack:1",
-            "--record",
-            "trace.jsonl",
-        ],
         cwd,
+        "moved.jsonl",
+        &["--migrate", "fluid@0.2:pack:1", "--record", "trace.jsonl"],
     );
     let moved_lines = check_counts(&cwd.join("moved.jsonl"), &views);
     let summary: serde_json::Value =
@@ -181,25 +196,11 @@ fn the_readme_program_counts_every_view_once_under_migration_and_failover() {
     );
 
     // Two replicas, worker 1 fails and comes back.
-    let failed = run(
+    let failed = run_views(
         &binary,
-        &[
-            "run",
-            "--headless",
-            "--input",
-            "views.csv",
-            "--rate",
-            "20000",
-            "--output",
-            "failed.jsonl",
-            "--replicas",
-            "2",
-            "--fail",
-            "1@0.2",
-            "--rejoin",
-            "1@0.4",
-        ],
         cwd,
+        "failed.jsonl",
+        &["--replicas", "2", "--fail", "1@0.2", "--rejoin", "1@0.4"],
     );
     assert_eq!(check_counts(&cwd.join("failed.jsonl"), &views), moved_lines);
     assert_eq!(digest(&failed.stdout), digest(&moved.stdout));
@@ -215,13 +216,7 @@ fn the_readme_program_counts_every_view_once_under_migration_and_failover() {
     assert_eq!(digest(&rerun.stdout), digest(&moved.stdout));
     // ...not through one without the job, which says whose it is.
     let megaflux = env!("CARGO_BIN_EXE_megaflux");
-    let other = Command::new(megaflux)
-        .args(["replay", "trace.jsonl", "--rerun"])
-        .current_dir(cwd)
-        .output()
-        .unwrap();
-    assert_eq!(other.status.code(), Some(2));
-    let said = String::from_utf8_lossy(&other.stderr);
+    let said = refused(Path::new(megaflux), &["replay", "trace.jsonl", "--rerun"], cwd);
     assert!(
         said.contains("the job `pageviews`, which this binary does not have")
             && said.contains("its own `replay --rerun`"),
@@ -229,13 +224,7 @@ fn the_readme_program_counts_every_view_once_under_migration_and_failover() {
     );
     // A changed file is not re-run.
     std::fs::write(cwd.join("views.csv"), "u1,/,0\n").unwrap();
-    let changed = Command::new(&binary)
-        .args(["replay", "trace.jsonl", "--rerun"])
-        .current_dir(cwd)
-        .output()
-        .unwrap();
-    assert_eq!(changed.status.code(), Some(2));
-    let said = String::from_utf8_lossy(&changed.stderr);
+    let said = refused(&binary, &["replay", "trace.jsonl", "--rerun"], cwd);
     assert!(said.contains("is not the file the trace read"), "{said}");
 
     // megaflux draws the user's trace.
