@@ -155,13 +155,6 @@ impl<R: timely::ExchangeData + Clone> Dataflow<R> {
         }
     }
 
-    /// Why the `--output` file can no longer be written, if it cannot.
-    fn sink_failed(&self) -> Option<String> {
-        self.sink
-            .as_ref()
-            .and_then(|s| s.borrow().failed().map(str::to_string))
-    }
-
     /// The output's frontier: the earliest time not yet complete.
     fn output(&self) -> Time {
         self.probe
@@ -260,11 +253,7 @@ pub(super) fn run_worker<J: Job + ?Sized>(
         // a cluster closes its inputs and drains, later scheduled work included.
         while !flow.probe.done() {
             shared.step(worker)?;
-            if let Some(why) = flow
-                .sink
-                .as_ref()
-                .and_then(|s| s.borrow().failed().map(str::to_string))
-            {
+            if let Some(why) = sink_failed(&flow.sink) {
                 return Err(shared.fail(RunError::Output(why)));
             }
         }
@@ -321,6 +310,12 @@ pub(super) fn run_worker<J: Job + ?Sized>(
     );
     summary.outputs_written = written;
     Ok(Some(summary))
+}
+
+/// Why the `--output` file can no longer be written, if it cannot.
+fn sink_failed(sink: &Option<Rc<RefCell<Sink>>>) -> Option<String> {
+    sink.as_ref()
+        .and_then(|s| s.borrow().failed().map(str::to_string))
 }
 
 /// This worker's feed of records, and how worker 0 learns when they were due: a share of a
@@ -418,7 +413,7 @@ fn measured_loop<R: timely::ExchangeData + Clone>(
             flow.end
                 .on_input_end(shared.control, config.epoch, || epochs.reached(now));
         }
-        if let Some(why) = flow.sink_failed() {
+        if let Some(why) = sink_failed(&flow.sink) {
             return Err(shared.fail(RunError::Output(why)));
         }
         // Every turn: a control input held back for a recorded command catches up.
