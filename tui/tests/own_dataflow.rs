@@ -7,7 +7,9 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+
+mod common;
 
 const VIEWS: usize = 12_000;
 const USERS: usize = 300;
@@ -318,4 +320,50 @@ fn sessions_close_the_same_under_migration_and_failover() {
         &["--replicas", "2", "--workers", "3", "--fail", "2@0.3"],
     );
     assert_eq!(failed, plain);
+}
+
+#[test]
+fn a_two_process_cluster_reads_on_process_0_and_writes_every_output_there_once() {
+    let binary = example("pageviews");
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path();
+    let views = views(&cwd.join("views.csv"));
+    let hosts = cwd.join("hosts.txt");
+    let ports = common::free_ports::<2>();
+    std::fs::write(
+        &hosts,
+        format!("127.0.0.1:{}\n127.0.0.1:{}\n", ports[0], ports[1]),
+    )
+    .unwrap();
+    // Every process gets the same flags; process 0 reads the input and writes the output.
+    let spawn = |process: &str, output: &str| {
+        Command::new(&binary)
+            .args([
+                "run",
+                "--headless",
+                "--workers",
+                "1",
+                "--input",
+                "views.csv",
+                "--rate",
+                "20000",
+            ])
+            .args(["--output", output, "--migrate", "fluid@0.2:pack:1", "--"])
+            .args(["-n", "2", "-p", process, "-h"])
+            .arg(&hosts)
+            .current_dir(cwd)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("a cluster process starts")
+    };
+    let (p0, p1) = (spawn("0", "cluster.jsonl"), spawn("1", "elsewhere.jsonl"));
+    let (out0, out1) = (p0.wait_with_output().unwrap(), p1.wait_with_output().unwrap());
+    assert!(out0.status.success(), "{}", String::from_utf8_lossy(&out0.stderr));
+    assert!(out1.status.success(), "{}", String::from_utf8_lossy(&out1.stderr));
+    assert!(!cwd.join("elsewhere.jsonl").exists(), "only process 0 writes");
+    let clustered = check_counts(&cwd.join("cluster.jsonl"), &views);
+    let single = run_views(&binary, cwd, "single.jsonl", &[]);
+    assert_eq!(check_counts(&cwd.join("single.jsonl"), &views), clustered);
+    assert_eq!(digest(&out0.stdout), digest(&single.stdout));
 }
