@@ -70,15 +70,14 @@ pub fn hash_key<K: Hash + ?Sized>(key: &K) -> u64 {
 
 /// Bins as a compact list: `0-3,7,9-10`.
 pub fn list(bins: &[u32]) -> String {
+    list_of(bins.iter().map(|b| *b as usize))
+}
+
+/// Runs of consecutive bins as `start-end`, others alone, in the order given.
+fn list_of(bins: impl Iterator<Item = usize>) -> String {
     let mut out = String::new();
-    let mut i = 0;
-    while i < bins.len() {
-        let start = bins[i];
-        let mut end = start;
-        while i + 1 < bins.len() && bins[i + 1] == end + 1 {
-            i += 1;
-            end = bins[i];
-        }
+    let mut run: Option<(usize, usize)> = None;
+    let push = |out: &mut String, (start, end): (usize, usize)| {
         if !out.is_empty() {
             out.push(',');
         }
@@ -87,9 +86,127 @@ pub fn list(bins: &[u32]) -> String {
         } else {
             out.push_str(&format!("{start}-{end}"));
         }
-        i += 1;
+    };
+    for bin in bins {
+        run = match run {
+            Some((start, end)) if end.checked_add(1) == Some(bin) => Some((start, bin)),
+            Some(done) => {
+                push(&mut out, done);
+                Some((bin, bin))
+            }
+            None => Some((bin, bin)),
+        };
+    }
+    if let Some(done) = run {
+        push(&mut out, done);
     }
     out
+}
+
+/// Longest bin list [`describe`] writes out, in characters.
+pub const DESCRIBED_BINS: usize = 96;
+
+/// "bin 3", "bins 3-9" or "bins 0-3,7" (sorted, each bin once), cut past
+/// [`DESCRIBED_BINS`] characters with the count: a description of any list is short.
+pub fn describe(bins: &[usize]) -> String {
+    let mut sorted = bins.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    match sorted.as_slice() {
+        [] => "no bins".into(),
+        [one] => format!("bin {one}"),
+        many => {
+            let listed = list_of(many.iter().copied());
+            if listed.len() <= DESCRIBED_BINS {
+                format!("bins {listed}")
+            } else {
+                format!("{} bins ({})", many.len(), cut(&listed, DESCRIBED_BINS))
+            }
+        }
+    }
+}
+
+/// `text` cut to `chars` characters, marked `…` when cut.
+pub fn cut(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        None => text.to_string(),
+        Some((end, _)) => format!("{}…", &text[..end]),
+    }
+}
+
+/// The most bins a bin list may name (a job has at most 2^16 bins).
+pub const MAX_LISTED: usize = 1 << 16;
+
+/// Reads a [`list`] (`0-3,7,9-10`) back; at most [`MAX_LISTED`] bins, none above that
+/// either, so that a short text cannot name a huge list.
+pub fn parse_list(text: &str) -> Result<Vec<usize>, String> {
+    let mut bins = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let number = |s: &str| {
+            s.trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|b| *b < MAX_LISTED)
+                .ok_or_else(|| format!("`{s}` is not a bin (0 to {})", MAX_LISTED - 1))
+        };
+        let (start, end) = match part.split_once('-') {
+            Some((a, b)) => (number(a)?, number(b)?),
+            None => (number(part)?, number(part)?),
+        };
+        if end < start {
+            return Err(format!("`{part}`: a range goes up"));
+        }
+        if bins.len() + (end - start + 1) > MAX_LISTED {
+            return Err(format!("more than {MAX_LISTED} bins"));
+        }
+        bins.extend(start..=end);
+    }
+    Ok(bins)
+}
+
+/// Serde for a list of bins as a compact [`list`]: a command moving thousands of bins is
+/// logged in a few bytes. Reads either that text or a JSON array of bin numbers (older
+/// traces), never more than [`MAX_LISTED`] bins.
+pub mod compact {
+    use serde::de::{self, SeqAccess, Visitor};
+    use serde::{Deserializer, Serializer};
+
+    use super::{MAX_LISTED, parse_list};
+
+    /// Writes `bins` as `0-3,7`.
+    pub fn serialize<S: Serializer>(bins: &[usize], serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&super::list_of(bins.iter().copied()))
+    }
+
+    /// Reads `0-3,7` or `[0, 1, 2, 3, 7]`.
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<usize>, D::Error> {
+        deserializer.deserialize_any(BinsVisitor)
+    }
+
+    struct BinsVisitor;
+
+    impl<'de> Visitor<'de> for BinsVisitor {
+        type Value = Vec<usize>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "bins as `0-3,7` or a list of at most {MAX_LISTED} numbers")
+        }
+
+        fn visit_str<E: de::Error>(self, text: &str) -> Result<Self::Value, E> {
+            parse_list(text).map_err(E::custom)
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut bins = Vec::new();
+            while let Some(bin) = seq.next_element::<usize>()? {
+                if bins.len() >= MAX_LISTED {
+                    return Err(de::Error::custom(format!("more than {MAX_LISTED} bins")));
+                }
+                bins.push(bin);
+            }
+            Ok(bins)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -122,6 +239,44 @@ mod tests {
     fn bin_lists_are_compact() {
         assert_eq!(list(&[0, 1, 2, 3, 7, 9, 10]), "0-3,7,9-10");
         assert_eq!(list(&[]), "");
+        assert_eq!(parse_list("0-3,7,9-10"), Ok(vec![0, 1, 2, 3, 7, 9, 10]));
+        assert_eq!(parse_list(""), Ok(vec![]));
+        assert!(parse_list("3-1").is_err());
+        assert!(parse_list("0-4000000000").is_err());
+        assert!(
+            parse_list(&"0-65535,".repeat(2)).is_err(),
+            "more than the most bins"
+        );
+        assert!(parse_list("x").is_err());
+    }
+
+    #[test]
+    fn descriptions_are_short_whatever_the_list() {
+        assert_eq!(describe(&[3]), "bin 3");
+        assert_eq!(describe(&[9, 3, 4, 5, 3]), "bins 3-5,9");
+        let every_other: Vec<usize> = (0..14_000).step_by(2).collect();
+        let said = describe(&every_other);
+        assert!(said.starts_with("7000 bins (0,2,4,"), "{said}");
+        assert!(said.chars().count() < DESCRIBED_BINS + 20, "{said}");
+        assert_eq!(cut("ééé", 2), "éé…");
+    }
+
+    #[test]
+    fn compact_lists_read_back_from_either_form() {
+        #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+        struct Moved {
+            #[serde(with = "compact")]
+            bins: Vec<usize>,
+        }
+        let moved = Moved {
+            bins: (0..7000).chain([9000, 7001]).collect(),
+        };
+        let json = serde_json::to_string(&moved).unwrap();
+        assert_eq!(json, r#"{"bins":"0-6999,9000,7001"}"#);
+        assert_eq!(serde_json::from_str::<Moved>(&json).unwrap(), moved);
+        let old: Moved = serde_json::from_str(r#"{"bins":[3,1]}"#).unwrap();
+        assert_eq!(old.bins, vec![3, 1]);
+        assert!(serde_json::from_str::<Moved>(r#"{"bins":"0-99999"}"#).is_err());
     }
 
     #[test]

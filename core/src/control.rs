@@ -49,6 +49,7 @@ pub enum Command {
 #[serde(tag = "command", rename_all = "snake_case")]
 enum Request<'a> {
     MoveBins {
+        #[serde(serialize_with = "crate::bins::compact::serialize")]
         bins: &'a [usize],
         worker: usize,
         standby: bool,
@@ -66,7 +67,35 @@ enum Request<'a> {
     },
 }
 
+/// Longest target a command's description quotes, in characters.
+pub const DESCRIBED_TARGET: usize = 120;
+
 impl Command {
+    /// The command said for people, in bounded length whatever its size (`move bins 0-6999
+    /// to worker 1`, `fluid plan to pack:1`): logs carry this, not the command's Rust form.
+    pub fn describe(&self) -> String {
+        match self {
+            Command::MoveBins {
+                bins,
+                worker,
+                standby,
+            } => format!(
+                "move {}{} to worker {worker}",
+                if *standby { "the standbys of " } else { "" },
+                crate::bins::describe(bins)
+            ),
+            Command::StartPlan { schedule, target } => {
+                format!(
+                    "{schedule} plan to {}",
+                    crate::bins::cut(&target.to_string(), DESCRIBED_TARGET)
+                )
+            }
+            Command::CancelPlan => "cancel the running plan".into(),
+            Command::Fail { worker } => format!("fail worker {worker}"),
+            Command::Rejoin { worker } => format!("rejoin worker {worker}"),
+        }
+    }
+
     /// The command as JSON, in the form a subscriber sends it: traces log it so that a run
     /// can be replayed with the same commands.
     pub fn request(&self) -> String {
@@ -202,14 +231,15 @@ mod tests {
     #[test]
     fn requests_are_the_wire_json() {
         let c = Command::MoveBins {
-            bins: vec![1, 2],
+            bins: vec![1, 2, 5],
             worker: 3,
             standby: false,
         };
         assert_eq!(
             c.request(),
-            r#"{"command":"move_bins","bins":[1,2],"worker":3,"standby":false}"#
+            r#"{"command":"move_bins","bins":"1-2,5","worker":3,"standby":false}"#
         );
+        assert_eq!(c.describe(), "move bins 1-2,5 to worker 3");
         let plan = Command::StartPlan {
             schedule: "fluid+pipelined".parse().unwrap(),
             target: Target::Pack(1),

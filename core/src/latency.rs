@@ -13,6 +13,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::Time;
 use crate::epoch::{EpochLen, WINDOW};
+
+mod bounded;
+
+pub use bounded::{HistogramError, MAX_COUNTS_BYTES, MAX_HISTOGRAM_BYTES};
+
 /// Largest latency the histograms track exactly: one minute.
 const MAX_TRACKED_NS: u64 = 60_000_000_000;
 
@@ -97,23 +102,24 @@ pub fn encode(h: &Histogram<u64>) -> Result<String, String> {
     Ok(BASE64.encode(&bytes))
 }
 
-/// A histogram [`encode`] wrote (`None` for anything else).
-pub fn decode(encoded: &str) -> Option<Histogram<u64>> {
-    let bytes = BASE64.decode(encoded).ok()?;
-    hdrhistogram::serialization::Deserializer::new()
-        .deserialize(&mut bytes.as_slice())
-        .ok()
+/// A histogram [`encode`] wrote (or its DEFLATE-compressed form). Encodings come from
+/// traces, which are untrusted: the serialized header is checked before anything is
+/// allocated for it, and one that claims more bytes than are present, more than
+/// [`MAX_HISTOGRAM_BYTES`], or a range and precision whose counts would take more than
+/// [`MAX_COUNTS_BYTES`], is refused with what is wrong.
+pub fn decode(encoded: &str) -> Result<Histogram<u64>, HistogramError> {
+    bounded::decode(encoded)
 }
 
 /// `acc` (encoded, or nothing yet) and the encoded window `more` merged: the merged
 /// histogram encoded, and its percentiles. `None` if either does not decode or they do not
 /// merge; then `acc` is unchanged.
 pub fn merge_encoded(acc: Option<&str>, more: &str) -> Option<(String, Percentiles)> {
-    let more = decode(more)?;
+    let more = decode(more).ok()?;
     let merged = match acc {
         None => more,
         Some(acc) => {
-            let mut acc = decode(acc)?;
+            let mut acc = decode(acc).ok()?;
             acc.add(&more).ok()?;
             acc
         }
@@ -148,8 +154,10 @@ impl LatencyRecorder {
 
     /// Records that epoch `epoch` completed `done_ns` after the run began: each of its
     /// records waited from its due time until then. `windowed`: the window being filled
-    /// (for [`LatencyRecorder::report_window`]) takes them too.
+    /// (for [`LatencyRecorder::report_window`]) takes them too. Epochs are recorded in
+    /// increasing order (the output passes them in order), which `between` relies on.
     pub fn record(&mut self, epoch: Time, done_ns: u64, windowed: bool) {
+        debug_assert!(self.epochs.last().is_none_or(|(last, _)| *last < epoch));
         self.epochs.push((epoch, done_ns));
         add_epoch(&mut self.all, &self.dues, self.len, epoch, done_ns);
         if windowed {
@@ -170,7 +178,10 @@ impl LatencyRecorder {
     /// Percentiles over the records of epochs `from..=to`.
     pub fn between(&self, from: Time, to: Time) -> Percentiles {
         let mut h = histogram();
-        for (e, done) in self.epochs.iter().filter(|(e, _)| (from..=to).contains(e)) {
+        // Epochs are recorded in order: find the range, do not scan the run.
+        let first = self.epochs.partition_point(|(e, _)| *e < from);
+        let end = self.epochs.partition_point(|(e, _)| *e <= to);
+        for (e, done) in self.epochs.get(first..end).unwrap_or_default() {
             add_epoch(&mut h, &self.dues, self.len, *e, *done);
         }
         Percentiles::of(&h)
@@ -359,6 +370,166 @@ mod tests {
         assert_eq!(merged, Percentiles::of(&all));
         assert!(merge_encoded(Some(&first), "not base64!").is_none());
         assert!(merge_encoded(None, "").is_none());
+    }
+
+    /// The plain V2 encoding of a histogram of a few latencies, as bytes.
+    fn serialized() -> Vec<u8> {
+        let mut h = histogram();
+        for v in [1_000u64, 2_000, 3_000_000] {
+            h.record(v).unwrap();
+        }
+        BASE64.decode(encode(&h).unwrap()).unwrap()
+    }
+
+    /// [`serialized`] with header fields overwritten (offset, big-endian bytes), in base64.
+    fn patched(edits: &[(usize, &[u8])]) -> String {
+        let mut bytes = serialized();
+        for (at, field) in edits {
+            bytes[*at..*at + field.len()].copy_from_slice(field);
+        }
+        BASE64.encode(bytes)
+    }
+
+    /// `plain` DEFLATE-compressed as HdrHistogram's V2+DEFLATE format has it, in base64.
+    fn compressed(plain: &[u8]) -> String {
+        use std::io::Write;
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        z.write_all(plain).unwrap();
+        let body = z.finish().unwrap();
+        let mut bytes = 0x1c84_9314u32.to_be_bytes().to_vec();
+        bytes.extend((body.len() as u32).to_be_bytes());
+        bytes.extend(body);
+        BASE64.encode(bytes)
+    }
+
+    /// A `latency` line's histogram whose header claims a 4 GiB payload is refused from its
+    /// header (hdrhistogram's own deserializer allocates the claimed length first), and so is
+    /// one that claims a byte more than follows it.
+    #[test]
+    fn a_header_claiming_more_payload_than_allowed_or_present_is_refused() {
+        let four_gib = patched(&[(4, u32::MAX.to_be_bytes().as_slice())]);
+        assert!(
+            matches!(
+                decode(&four_gib),
+                Err(HistogramError::PayloadTooLarge { claimed, max })
+                    if claimed == u64::from(u32::MAX) && max == (MAX_HISTOGRAM_BYTES - 40) as u64
+            ),
+            "{:?}",
+            decode(&four_gib).err()
+        );
+        assert!(merge_encoded(None, &four_gib).is_none());
+        let present = (serialized().len() - 40) as u32;
+        let one_more = patched(&[(4, (present + 1).to_be_bytes().as_slice())]);
+        assert!(
+            matches!(
+                decode(&one_more),
+                Err(HistogramError::PayloadMissing { claimed, present: p })
+                    if claimed == u64::from(present) + 1 && p == u64::from(present)
+            ),
+            "{:?}",
+            decode(&one_more).err()
+        );
+        let error = decode(&one_more).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(error.contains("claims a payload"), "{error}");
+        // The encoding as written still reads.
+        assert!(decode(&BASE64.encode(serialized())).is_ok());
+    }
+
+    /// A range and precision whose counts array would be huge are refused before the
+    /// histogram is made.
+    #[test]
+    fn ranges_whose_counts_are_huge_are_refused() {
+        // Five significant digits over the whole u64 range: about 50 MB of counts.
+        let five_digits = patched(&[
+            (12, 5u32.to_be_bytes().as_slice()),
+            (24, u64::MAX.to_be_bytes().as_slice()),
+        ]);
+        assert!(
+            matches!(
+                decode(&five_digits),
+                Err(HistogramError::CountsTooLarge { digits: 5, high: u64::MAX, bytes, .. })
+                    if bytes > MAX_COUNTS_BYTES
+            ),
+            "{:?}",
+            decode(&five_digits).err()
+        );
+        let six_digits = patched(&[(12, 6u32.to_be_bytes().as_slice())]);
+        assert!(matches!(
+            decode(&six_digits),
+            Err(HistogramError::Digits { digits: 6 })
+        ));
+        let low_zero = patched(&[(16, 0u64.to_be_bytes().as_slice())]);
+        assert!(matches!(
+            decode(&low_zero),
+            Err(HistogramError::Range { low: 0, .. })
+        ));
+        // Three digits over the whole u64 range fit.
+        let whole_range = patched(&[(24, u64::MAX.to_be_bytes().as_slice())]);
+        assert!(decode(&whole_range).is_ok(), "{:?}", decode(&whole_range).err());
+    }
+
+    /// Compressed histograms read; what they inflate to is held to the same bounds, and
+    /// inflating stops at [`MAX_HISTOGRAM_BYTES`].
+    #[test]
+    fn compressed_histograms_are_bounded_when_inflated() {
+        let mut h = histogram();
+        h.record(5_000).unwrap();
+        let mut bytes = Vec::new();
+        hdrhistogram::serialization::V2DeflateSerializer::new()
+            .serialize(&h, &mut bytes)
+            .unwrap();
+        let back = decode(&BASE64.encode(&bytes)).expect("a compressed histogram reads");
+        assert_eq!(Percentiles::of(&back), Percentiles::of(&h));
+        assert_eq!(decode(&compressed(&serialized())).map(|h| h.len()).ok(), Some(3));
+        let mut inner = serialized();
+        inner[4..8].copy_from_slice(&u32::MAX.to_be_bytes());
+        assert!(matches!(
+            decode(&compressed(&inner)),
+            Err(HistogramError::PayloadTooLarge { .. })
+        ));
+        // 64 MiB after a valid header compress to a few KB; they are not inflated whole.
+        let mut bomb = serialized();
+        bomb.resize(64 << 20, 0);
+        assert!(matches!(
+            decode(&compressed(&bomb)),
+            Err(HistogramError::Inflated { .. })
+        ));
+        // The compressed length is checked against what follows it too.
+        let mut cut = BASE64.decode(compressed(&serialized())).unwrap();
+        cut.truncate(cut.len() - 1);
+        assert!(matches!(
+            decode(&BASE64.encode(&cut)),
+            Err(HistogramError::PayloadMissing { .. })
+        ));
+    }
+
+    /// Other cookies, short input and text that is not base64 are named.
+    #[test]
+    fn what_is_not_a_histogram_says_why() {
+        assert!(matches!(decode(""), Err(HistogramError::Short { got: 0, .. })));
+        assert!(matches!(decode("not base64!"), Err(HistogramError::Base64(_))));
+        let other = patched(&[(0, 0x1c84_9303u32.to_be_bytes().as_slice())]);
+        assert!(matches!(decode(&other), Err(HistogramError::Cookie(0x1c84_9303))));
+        let huge = "A".repeat(MAX_HISTOGRAM_BYTES * 2);
+        assert!(matches!(decode(&huge), Err(HistogramError::TooLong { .. })));
+    }
+
+    proptest::proptest! {
+        /// No bytes, and no change to the header of a real histogram, make decoding panic.
+        #[test]
+        fn no_bytes_make_decoding_panic(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256),
+            edits in proptest::collection::vec((0usize..64, proptest::prelude::any::<u8>()), 0..8),
+        ) {
+            let _ = decode(&BASE64.encode(&bytes));
+            let mut real = serialized();
+            for (at, byte) in edits {
+                let i = at % real.len();
+                real[i] = byte;
+            }
+            let _ = decode(&BASE64.encode(&real));
+            let _ = decode(&compressed(&real));
+        }
     }
 
     #[test]

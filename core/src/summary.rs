@@ -1,10 +1,11 @@
 //! The report of a finished run: what the JSON summary holds, and how worker 0 builds it
 //! from every worker's report and its own latency measurements.
 
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::Time;
-use crate::driver::{FailureRecord, MigrationRecord};
+use crate::driver::{FailureHistory, MigrationRecord, PlanHistory};
 use crate::epoch::EpochLen;
 use crate::harness::RunConfig;
 use crate::latency::{LatencyRecorder, Percentiles, WindowStats};
@@ -125,6 +126,47 @@ pub struct FailureSummary {
     pub rejoined_s: Option<f64>,
 }
 
+/// The plans a summary does not list one by one, added up: with `migrations` and the
+/// failures' `recovery`, every plan of the run counts exactly once.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct UnlistedPlans {
+    /// How many: migrations past the first [`crate::driver::KEPT_PLANS`], recoveries of
+    /// failures not listed, recovery attempts a later one for the same failure replaced, and
+    /// a rebalance still running at the end.
+    pub plans: u64,
+    /// Of them, recoveries (and rebalances that served as one).
+    pub recoveries: u64,
+    /// Of them, those cancelled.
+    pub cancelled: u64,
+    /// Of them, those whose every issued step completed before the run ended.
+    pub completed: u64,
+    /// Steps they issued.
+    pub steps: u64,
+    /// Bin changes they issued.
+    pub bins_moved: u64,
+    /// Serialized state their steps shipped, in bytes, over every worker: whatever was
+    /// shipped at a time no listed plan issued a step at (only plan steps ship state).
+    pub bytes_moved: u64,
+    /// The state messages (chunks) that state travelled in.
+    pub chunks: u64,
+}
+
+/// The failures a summary does not list one by one (those past the first
+/// [`crate::driver::KEPT_FAILURES`]), added up.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct UnlistedFailures {
+    /// How many.
+    pub failures: u64,
+    /// Bins whose standby took over as primary, over all of them.
+    pub bins_promoted: u64,
+    /// Bins left with one replica, over all of them.
+    pub bins_degraded: u64,
+    /// Bins left with none, over all of them.
+    pub bins_lost: u64,
+    /// Of them, those whose worker was brought back.
+    pub rejoined: u64,
+}
+
 /// The final report of a run (see DESIGN.md, Contracts).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Summary {
@@ -157,15 +199,23 @@ pub struct Summary {
     /// Per-record latency over the measured run, in nanoseconds (see README, *Usage*).
     pub latency_ns: Percentiles,
     /// Every migration plan and hand-made move, in the order they finished, then the one
-    /// still running at the end; a failure's recovery (or the rebalance that served as one)
-    /// is under `failures` instead.
+    /// still running at the end, up to [`crate::driver::KEPT_PLANS`] (the rest are in
+    /// `plans_unlisted`); a failure's recovery (or the rebalance that served as one) is under
+    /// `failures` instead.
     pub migrations: Vec<MigrationSummary>,
     /// Replicas per bin.
     #[serde(default = "one")]
     pub replicas: usize,
-    /// Every failure, in the order they happened.
+    /// Every failure, in the order they happened, up to [`crate::driver::KEPT_FAILURES`]
+    /// (the rest are in `failures_unlisted`).
     #[serde(default)]
     pub failures: Vec<FailureSummary>,
+    /// The plans neither in `migrations` nor a listed failure's `recovery`, added up.
+    #[serde(default)]
+    pub plans_unlisted: UnlistedPlans,
+    /// The failures not in `failures`, added up.
+    #[serde(default)]
+    pub failures_unlisted: UnlistedFailures,
     /// The sum over processes of each one's peak RSS so far (its high-water mark), in
     /// bytes; `None` without `/proc`.
     pub rss_peak_bytes: Option<u64>,
@@ -210,8 +260,8 @@ pub(crate) fn summarize(
     peers: usize,
     reports: &[WorkerReport],
     latency: &LatencyRecorder,
-    records: Vec<MigrationRecord>,
-    failures: Vec<FailureRecord>,
+    records: PlanHistory,
+    failures: FailureHistory,
     end_s: f64,
 ) -> Summary {
     let digest = reports.iter().fold(0u64, |d, r| d.wrapping_add(r.digest));
@@ -236,10 +286,27 @@ pub(crate) fn summarize(
     };
     let first_migration = records.first().map(|r| r.issued_s).unwrap_or(f64::INFINITY);
     let during = |from_s: f64, to_s: f64| DuringLatency::between(latency, config.epoch, from_s, to_s);
+    let PlanHistory {
+        listed: records,
+        unlisted: plans_unlisted,
+    } = records;
+    let FailureHistory {
+        listed: failures,
+        unlisted: failures_unlisted,
+    } = failures;
+    // What each listed plan shipped: the migrations', then the recoveries' in failure order.
+    let (by_plan, unlisted_shipped) = {
+        let listed: Vec<&MigrationRecord> = records
+            .iter()
+            .chain(failures.iter().filter_map(|f| f.recovery.as_ref()))
+            .collect();
+        shipped(reports, &listed)
+    };
+    let mut by_plan = by_plan.into_iter();
     let migrations = records
         .into_iter()
         .map(|r| {
-            let totals = moved(reports, &r);
+            let totals = by_plan.next().unwrap_or_default();
             let to_s = r.completed_s.unwrap_or(end_s);
             MigrationSummary {
                 duration_s: r.completed_s.map(|c| c - r.issued_s),
@@ -258,7 +325,12 @@ pub(crate) fn summarize(
             }
         })
         .collect();
-    let failure_times: Vec<f64> = failures.iter().map(|f| f.at_s).collect();
+    // The first failure not listed ends the last listed one's takeover window.
+    let failure_times: Vec<f64> = failures
+        .iter()
+        .map(|f| f.at_s)
+        .chain(failures_unlisted.first_at_s)
+        .collect();
     let failures = failures
         .into_iter()
         .enumerate()
@@ -273,7 +345,7 @@ pub(crate) fn summarize(
                 .reduce(f64::max);
             let recovery = f.recovery.map(|r| RecoverySummary {
                 bins_copied: r.bins_moved,
-                bytes: moved(reports, &r).bytes,
+                bytes: by_plan.next().unwrap_or_default().bytes,
                 duration_s: r.completed_s.filter(|_| !r.cancelled).map(|c| c - r.issued_s),
                 latency_ns_during: during(r.issued_s, r.completed_s.unwrap_or(end_s)),
                 strategy: r.strategy,
@@ -313,6 +385,23 @@ pub(crate) fn summarize(
         migrations,
         replicas: config.replicas,
         failures,
+        plans_unlisted: UnlistedPlans {
+            plans: plans_unlisted.plans,
+            recoveries: plans_unlisted.recoveries,
+            cancelled: plans_unlisted.cancelled,
+            completed: plans_unlisted.completed,
+            steps: plans_unlisted.steps,
+            bins_moved: plans_unlisted.bins_moved,
+            bytes_moved: unlisted_shipped.bytes,
+            chunks: unlisted_shipped.chunks,
+        },
+        failures_unlisted: UnlistedFailures {
+            failures: failures_unlisted.failures,
+            bins_promoted: failures_unlisted.bins_promoted,
+            bins_degraded: failures_unlisted.bins_degraded,
+            bins_lost: failures_unlisted.bins_lost,
+            rejoined: failures_unlisted.rejoined,
+        },
         rss_peak_bytes: rss_peak,
         rss_steady_bytes: rss_before(first_migration.min(end_s)),
         rss_max_bytes: job_rss.iter().map(|(_, r)| *r).max(),
@@ -323,19 +412,26 @@ pub(crate) fn summarize(
     }
 }
 
-/// What the steps of `plan` copied, over every worker.
-fn moved(reports: &[WorkerReport], plan: &MigrationRecord) -> TransferTotals {
-    let steps: std::collections::HashSet<Time> = plan.step_times.iter().copied().collect();
-    reports
-        .iter()
-        .flat_map(|rep| rep.transfers.iter())
-        .filter(|(t, _)| steps.contains(t))
-        .fold(TransferTotals::default(), |mut acc, (_, v)| {
-            acc.bytes += v.bytes;
-            acc.chunks += v.chunks;
-            acc.bins += v.bins;
-            acc
-        })
+/// What the steps of each of `plans` shipped over every worker, in their order, and what was
+/// shipped at every other time. One pass over the transfers whatever the number of plans;
+/// no two plans step at one time (one plan runs at a time, its steps at times of their own).
+fn shipped(reports: &[WorkerReport], plans: &[&MigrationRecord]) -> (Vec<TransferTotals>, TransferTotals) {
+    let mut owner: FxHashMap<Time, usize> = FxHashMap::default();
+    for (i, plan) in plans.iter().enumerate() {
+        owner.extend(plan.step_times.iter().map(|t| (*t, i)));
+    }
+    let mut each = vec![TransferTotals::default(); plans.len()];
+    let mut rest = TransferTotals::default();
+    for (t, v) in reports.iter().flat_map(|rep| rep.transfers.iter()) {
+        let acc = match owner.get(t) {
+            Some(&i) => &mut each[i],
+            None => &mut rest,
+        };
+        acc.bytes += v.bytes;
+        acc.chunks += v.chunks;
+        acc.bins += v.bins;
+    }
+    (each, rest)
 }
 
 /// The job's resident memory over time: per `RSS_BUCKET_S` bucket of run time, the sum over

@@ -534,7 +534,20 @@ pub const KINDS: &[&str] = &[
 ];
 
 impl Event {
-    /// The `kind` field of this event.
+    /// The operator the event is about, if it names one.
+    pub fn operator(&self) -> Option<&str> {
+        match self {
+            Event::BinSize { operator, .. }
+            | Event::Takeover { operator, .. }
+            | Event::Sampled { operator, .. }
+            | Event::Frontier { operator, .. }
+            | Event::BinSizes { operator, .. } => Some(operator),
+            Event::Migration { operator, .. } => operator.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The event's `kind`, as a trace line names it.
     pub fn kind(&self) -> &'static str {
         match self {
             Event::Hello { .. } => "hello",

@@ -4,7 +4,9 @@
 //! The recorder writes through a bounded buffer and flushes at least every
 //! [`FLUSH_EVERY`], so a crash leaves a readable prefix: every complete line is an event.
 //! The reader accepts such a prefix (a last line without its newline is dropped), skips
-//! event kinds it does not know, and names the line of anything else that is wrong.
+//! event kinds it does not know, and names the line of anything else that is wrong: as an
+//! error, or, reading with [`BadLines::Skip`] (as [`read`] does), by skipping the line and
+//! noting its number in an [`Unreadable`]. A header that cannot be read is always an error.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Seek, SeekFrom, Write};
@@ -15,6 +17,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ProbeError;
 use crate::event::{FORMAT_VERSION, KINDS, Stamped};
+
+mod unreadable;
+
+pub use unreadable::{BadLines, KEPT_LINES, Unreadable};
 
 /// The `format` field of every trace header.
 pub const FORMAT_NAME: &str = "megaflux-trace";
@@ -221,29 +227,35 @@ pub struct Trace {
     pub events: Vec<Stamped>,
     /// Events of kinds this version does not know.
     pub skipped: u64,
+    /// Event lines that could not be read (not UTF-8, not JSON, not an event, too long),
+    /// skipped.
+    pub unreadable: Unreadable,
     /// The file ended inside a line (the writer stopped mid-line, e.g. a crash).
     pub truncated: bool,
 }
 
-/// Reads a whole trace.
+/// Reads a whole trace, skipping the event lines it cannot read ([`Trace::unreadable`]
+/// names them). A header that cannot be read, or a file that cannot, is an error.
 pub fn read(path: &Path) -> Result<Trace, ProbeError> {
     collect(TraceReader::open(path)?)
 }
 
-/// Reads a whole trace from `input`; `name` names it in errors.
+/// Reads a whole trace from `input`, as [`read`] does; `name` names it in errors.
 pub fn read_from(input: impl BufRead, name: &str) -> Result<Trace, ProbeError> {
     collect(TraceReader::new(input, name)?)
 }
 
 fn collect<R: BufRead>(mut reader: TraceReader<R>) -> Result<Trace, ProbeError> {
+    reader.set_bad_lines(BadLines::Skip);
     let mut events = Vec::new();
     while let Some(e) = reader.next_event()? {
         events.push(e);
     }
     Ok(Trace {
-        header: reader.header.clone(),
+        header: reader.header,
         events,
         skipped: reader.skipped,
+        unreadable: reader.unreadable,
         truncated: reader.truncated,
     })
 }
@@ -294,6 +306,38 @@ pub struct TraceReader<R> {
     buf: Vec<u8>,
     skipped: u64,
     truncated: bool,
+    bad_lines: BadLines,
+    unreadable: Unreadable,
+}
+
+/// What [`TraceReader::next_line`] found.
+enum LineRead {
+    /// The end of the input.
+    End,
+    /// A whole line, in `buf`.
+    Complete,
+    /// A last line without its newline, in `buf`.
+    Cut,
+    /// A line longer than [`MAX_LINE_BYTES`]; the input stands inside it.
+    TooLong,
+}
+
+/// What [`TraceReader::skim`] made of a line.
+enum Skim {
+    /// An event of a known kind.
+    Event(Skimmed),
+    /// A well-formed line of a kind this version does not know.
+    Unknown,
+    /// A line that cannot be read: why, and its clock and kind if they could be.
+    Unreadable { head: Option<Skimmed>, reason: String },
+}
+
+/// The fields every event has; serde skips the rest without building them.
+#[derive(serde::Deserialize)]
+struct Head<'a> {
+    at_s: f64,
+    #[serde(borrow)]
+    kind: std::borrow::Cow<'a, str>,
 }
 
 impl<R: BufRead + Seek> TraceReader<R> {
@@ -332,13 +376,15 @@ impl<R: BufRead> TraceReader<R> {
             buf: Vec::new(),
             skipped: 0,
             truncated: false,
+            bad_lines: BadLines::Refuse,
+            unreadable: Unreadable::default(),
         };
         let header: TraceHeader = match reader.next_line()? {
-            None | Some(false) => return Err(reader.bad("empty file: no header line".into())),
-            Some(true) => {
-                let text = reader.text()?;
-                serde_json::from_str(text.trim_end())
-                    .map_err(|e| reader.bad(format!("not a trace header: {e}")))?
+            LineRead::End | LineRead::Cut => return Err(reader.bad("empty file: no header line".into())),
+            LineRead::TooLong => return Err(reader.bad(too_long())),
+            LineRead::Complete => {
+                let text = reader.text().map_err(|reason| reader.bad(reason))?;
+                serde_json::from_str(text).map_err(|e| reader.bad(format!("not a trace header: {e}")))?
             }
         };
         if header.format != FORMAT_NAME {
@@ -365,6 +411,18 @@ impl<R: BufRead> TraceReader<R> {
         self.skipped
     }
 
+    /// What the reader does from now on with an event line it cannot read; returns what
+    /// it did until now. A new reader refuses them ([`BadLines::Refuse`]).
+    pub fn set_bad_lines(&mut self, bad_lines: BadLines) -> BadLines {
+        std::mem::replace(&mut self.bad_lines, bad_lines)
+    }
+
+    /// The event lines skipped so far because they could not be read (with
+    /// [`BadLines::Skip`]); each counted once, however often it is read again after seeks.
+    pub fn unreadable(&self) -> &Unreadable {
+        &self.unreadable
+    }
+
     /// Whether the trace ended inside a line (only known once the end was reached).
     pub fn truncated(&self) -> bool {
         self.truncated
@@ -387,62 +445,88 @@ impl<R: BufRead> TraceReader<R> {
     }
 
     /// The next event, or `None` at the end of the trace. A last line without its newline
-    /// (the writer stopped mid-line) ends the trace and sets [`TraceReader::truncated`].
+    /// (the writer stopped mid-line) ends the trace and sets [`TraceReader::truncated`]. A
+    /// line that cannot be read is an error naming it, or skipped (see [`BadLines`]).
     pub fn next_event(&mut self) -> Result<Option<Stamped>, ProbeError> {
-        loop {
-            if !self.next_event_line()? {
-                return Ok(None);
-            }
-            let line = self.text()?.trim_end();
-            match serde_json::from_str::<Stamped>(line) {
-                Ok(event) => return Ok(Some(event)),
-                Err(e) => {
-                    // A well-formed line of a kind this version does not know is skipped.
-                    let kind = serde_json::from_str::<serde_json::Value>(line)
-                        .ok()
-                        .and_then(|v| v.get("kind").and_then(|k| k.as_str()).map(str::to_string));
-                    match kind {
-                        Some(kind) if !KINDS.contains(&kind.as_str()) => self.skipped += 1,
-                        _ => return Err(self.bad(format!("not an event: {e}"))),
-                    }
-                }
+        while self.next_event_line()? {
+            match self.parse_event() {
+                Ok(Some(event)) => return Ok(Some(event)),
+                Ok(None) => self.skipped += 1,
+                Err(reason) => self.unreadable_line(reason)?,
             }
         }
+        Ok(None)
     }
 
     /// The next event read only as far as its clock and kind, unless its kind is one of
     /// `whole` (then it is read whole): a pass over a long trace that needs few of its events
     /// costs a scan of each line instead of building every event. Lines are still checked to
     /// be JSON objects with a clock and a kind; kinds this version does not know are skipped.
+    /// A line that cannot be read is an error naming it, or skipped; skipping, a line of a
+    /// kind in `whole` that has a clock and a kind but does not read whole comes back as its
+    /// head (see [`BadLines::Skip`]).
     pub fn next_skimmed(&mut self, whole: &[&str]) -> Result<Option<Skimmed>, ProbeError> {
-        /// The fields every event has; serde skips the rest without building them.
-        #[derive(serde::Deserialize)]
-        struct Head<'a> {
-            at_s: f64,
-            #[serde(borrow)]
-            kind: std::borrow::Cow<'a, str>,
+        while self.next_event_line()? {
+            match self.skim(whole) {
+                Skim::Event(skimmed) => return Ok(Some(skimmed)),
+                Skim::Unknown => self.skipped += 1,
+                Skim::Unreadable { head, reason } => {
+                    self.unreadable_line(reason)?;
+                    if head.is_some() {
+                        return Ok(head);
+                    }
+                }
+            }
         }
-        loop {
-            if !self.next_event_line()? {
-                return Ok(None);
+        Ok(None)
+    }
+
+    /// The event on the line in `buf`: `None` for a well-formed line of a kind this version
+    /// does not know, or why it is not an event.
+    fn parse_event(&self) -> Result<Option<Stamped>, String> {
+        let line = self.text()?;
+        match serde_json::from_str::<Stamped>(line) {
+            Ok(event) => Ok(Some(event)),
+            Err(_) if of_unknown_kind(line) => Ok(None),
+            Err(e) => Err(format!("not an event: {e}")),
+        }
+    }
+
+    /// The line in `buf` read as far as its clock and kind, or whole for a kind in `whole`.
+    fn skim(&self, whole: &[&str]) -> Skim {
+        let unreadable = |head, reason| Skim::Unreadable { head, reason };
+        let line = match self.text() {
+            Ok(line) => line,
+            Err(reason) => return unreadable(None, reason),
+        };
+        let head: Head = match serde_json::from_str(line) {
+            Ok(head) => head,
+            Err(e) => return unreadable(None, format!("not an event: {e}")),
+        };
+        let Some(kind) = KINDS.iter().copied().find(|k| *k == head.kind) else {
+            return Skim::Unknown;
+        };
+        let just_head = Skimmed::Head {
+            at_s: head.at_s,
+            kind,
+        };
+        if !whole.contains(&kind) {
+            return Skim::Event(just_head);
+        }
+        match serde_json::from_str::<Stamped>(line) {
+            Ok(event) => Skim::Event(Skimmed::Event(event)),
+            Err(e) => unreadable(Some(just_head), format!("not an event: {e}")),
+        }
+    }
+
+    /// A line that cannot be read, for `reason`: an error naming it, or noted as skipped.
+    fn unreadable_line(&mut self, reason: String) -> Result<(), ProbeError> {
+        match self.bad_lines {
+            BadLines::Refuse => Err(self.bad(reason)),
+            BadLines::Skip => {
+                self.unreadable.note(self.line, reason);
+                Ok(())
             }
-            let line = self.text()?.trim_end();
-            let head: Head =
-                serde_json::from_str(line).map_err(|e| self.bad(format!("not an event: {e}")))?;
-            let Some(kind) = KINDS.iter().find(|k| **k == head.kind) else {
-                self.skipped += 1;
-                continue;
-            };
-            if !whole.contains(kind) {
-                return Ok(Some(Skimmed::Head {
-                    at_s: head.at_s,
-                    kind,
-                }));
-            }
-            return match serde_json::from_str::<Stamped>(line) {
-                Ok(event) => Ok(Some(Skimmed::Event(event))),
-                Err(e) => Err(self.bad(format!("not an event: {e}"))),
-            };
         }
     }
 
@@ -451,50 +535,96 @@ impl<R: BufRead> TraceReader<R> {
     fn next_event_line(&mut self) -> Result<bool, ProbeError> {
         loop {
             match self.next_line()? {
-                None => return Ok(false),
-                Some(false) => {
+                LineRead::End => return Ok(false),
+                LineRead::Cut => {
                     self.truncated = true;
                     return Ok(false);
                 }
-                Some(true) if self.buf.trim_ascii().is_empty() => {}
-                Some(true) => return Ok(true),
+                LineRead::TooLong => {
+                    if !self.skip_long_line()? {
+                        self.truncated = true;
+                        return Ok(false);
+                    }
+                }
+                LineRead::Complete if self.buf.trim_ascii().is_empty() => {}
+                LineRead::Complete => return Ok(true),
             }
         }
     }
 
-    /// Reads the next line into `buf`: `Some(true)` for a complete line, `Some(false)` for
-    /// a last line without its newline, `None` at the end. Refuses lines longer than
-    /// [`MAX_LINE_BYTES`] before reading more of them.
-    fn next_line(&mut self) -> Result<Option<bool>, ProbeError> {
+    /// A line longer than [`MAX_LINE_BYTES`]: an error, or read past without being kept and
+    /// noted as skipped. `false` if the input ended inside it (a cut last line).
+    fn skip_long_line(&mut self) -> Result<bool, ProbeError> {
+        if self.bad_lines == BadLines::Refuse {
+            return Err(self.bad(too_long()));
+        }
+        if !self.drain_line()? {
+            return Ok(false);
+        }
+        self.unreadable_line(too_long())?;
+        Ok(true)
+    }
+
+    /// Reads the next line into `buf`. Stops at a line longer than [`MAX_LINE_BYTES`]
+    /// before reading more of it.
+    fn next_line(&mut self) -> Result<LineRead, ProbeError> {
         self.buf.clear();
         self.line += 1;
         loop {
-            let available = match self.input.fill_buf() {
-                Ok(bytes) => bytes,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(ProbeError::io(format!("reading trace {}", self.name), e)),
+            let Some(available) = fill(&mut self.input, &self.name)? else {
+                continue;
             };
             if available.is_empty() {
-                return Ok((!self.buf.is_empty()).then_some(false));
+                return Ok(if self.buf.is_empty() {
+                    LineRead::End
+                } else {
+                    LineRead::Cut
+                });
             }
             let (take, complete) = match available.iter().position(|b| *b == b'\n') {
                 Some(i) => (i + 1, true),
                 None => (available.len(), false),
             };
             if self.buf.len() + take > MAX_LINE_BYTES + 1 {
-                return Err(self.bad(format!("longer than {} MiB", MAX_LINE_BYTES >> 20)));
+                return Ok(LineRead::TooLong);
             }
             self.buf.extend_from_slice(&available[..take]);
             self.input.consume(take);
             self.offset += take as u64;
             if complete {
-                return Ok(Some(true));
+                return Ok(LineRead::Complete);
             }
         }
     }
 
-    fn text(&self) -> Result<&str, ProbeError> {
-        std::str::from_utf8(&self.buf).map_err(|e| self.bad(format!("not UTF-8: {e}")))
+    /// Reads on past the newline of the line the input stands in, keeping none of it;
+    /// `false` if the input ends first.
+    fn drain_line(&mut self) -> Result<bool, ProbeError> {
+        self.buf.clear();
+        loop {
+            let Some(available) = fill(&mut self.input, &self.name)? else {
+                continue;
+            };
+            if available.is_empty() {
+                return Ok(false);
+            }
+            let (take, complete) = match available.iter().position(|b| *b == b'\n') {
+                Some(i) => (i + 1, true),
+                None => (available.len(), false),
+            };
+            self.input.consume(take);
+            self.offset += take as u64;
+            if complete {
+                return Ok(true);
+            }
+        }
+    }
+
+    /// The line in `buf`, without its line end.
+    fn text(&self) -> Result<&str, String> {
+        std::str::from_utf8(&self.buf)
+            .map(str::trim_end)
+            .map_err(|e| format!("not UTF-8: {e}"))
     }
 
     fn bad(&self, reason: String) -> ProbeError {
@@ -503,6 +633,33 @@ impl<R: BufRead> TraceReader<R> {
             line: self.line,
             reason,
         }
+    }
+}
+
+/// Why a line longer than [`MAX_LINE_BYTES`] is not read.
+fn too_long() -> String {
+    format!("longer than {} MiB", MAX_LINE_BYTES >> 20)
+}
+
+/// Whether `line` is a JSON object whose `kind` this version does not know.
+fn of_unknown_kind(line: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(line)
+        .ok()
+        .and_then(|v| {
+            v.get("kind")
+                .and_then(|k| k.as_str())
+                .map(|k| !KINDS.contains(&k))
+        })
+        .unwrap_or(false)
+}
+
+/// The bytes `input` has buffered, reading more if none are; `None` when a read was
+/// interrupted (try again).
+fn fill<'a, R: BufRead>(input: &'a mut R, name: &str) -> Result<Option<&'a [u8]>, ProbeError> {
+    match input.fill_buf() {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(None),
+        Err(e) => Err(ProbeError::io(format!("reading trace {name}"), e)),
     }
 }
 
@@ -568,12 +725,28 @@ mod tests {
     }
 
     #[test]
-    fn lines_past_the_cap_are_refused_before_they_are_read_whole() {
+    fn lines_past_the_cap_are_refused_or_skipped_before_they_are_read_whole() {
         let head = serde_json::to_string(&header()).unwrap() + "\n";
         let mut endless = head.into_bytes();
         endless.extend(std::iter::repeat_n(b'x', MAX_LINE_BYTES + 2));
-        let err = read_from(endless.as_slice(), "big").unwrap_err().to_string();
+        let mut strict = TraceReader::new(endless.as_slice(), "big").unwrap();
+        let err = strict.next_event().unwrap_err().to_string();
         assert!(err.contains("line 2") && err.contains("longer than"), "{err}");
+        // Skipping, a long last line without its end is a cut one; with its end, the event
+        // after it is read.
+        let cut = read_from(endless.as_slice(), "big").unwrap();
+        assert!(cut.truncated && cut.events.is_empty() && cut.unreadable.is_empty());
+        endless.push(b'\n');
+        endless.extend(serde_json::to_vec(&event(3)).unwrap());
+        endless.push(b'\n');
+        let t = read_from(endless.as_slice(), "big").unwrap();
+        assert_eq!(t.events, vec![event(3)]);
+        assert_eq!(t.unreadable.lines().to_vec(), vec![2]);
+        assert!(
+            t.unreadable.to_string().contains("longer than"),
+            "{}",
+            t.unreadable
+        );
         let err = read_from(&b"\xff\xfe\n"[..], "bytes").unwrap_err().to_string();
         assert!(err.contains("line 1") && err.contains("UTF-8"), "{err}");
         let err = read_from(&b""[..], "empty").unwrap_err().to_string();
@@ -633,14 +806,80 @@ mod tests {
         assert_eq!(r.skipped(), 1);
     }
 
+    /// A trace with unreadable lines between its events: a known kind without its fields
+    /// (line 3), bytes that are not UTF-8 (line 4), text that is not JSON (line 5).
+    fn with_bad_lines() -> Vec<u8> {
+        let mut bytes = serde_json::to_vec(&header()).unwrap();
+        bytes.push(b'\n');
+        bytes.extend(serde_json::to_vec(&event(0)).unwrap());
+        bytes.extend(b"\n{\"at_s\":1.0,\"process\":0,\"kind\":\"worker_stats\"}\n\xff\xfe\nnot json\n");
+        bytes.extend(serde_json::to_vec(&event(1)).unwrap());
+        bytes.push(b'\n');
+        bytes
+    }
+
+    #[test]
+    fn bad_lines_in_the_middle_are_skipped_and_named() {
+        let t = read_from(with_bad_lines().as_slice(), "bad").unwrap();
+        assert_eq!(t.events, vec![event(0), event(1)]);
+        assert_eq!(t.unreadable.lines().to_vec(), vec![3, 4, 5]);
+        let said = t.unreadable.to_string();
+        assert!(
+            said.starts_with("skipped 3 unreadable lines: 3, 4, 5 (line 3: not an event"),
+            "{said}"
+        );
+        // Refusing, the first is an error naming it.
+        let bad = with_bad_lines();
+        let mut strict = TraceReader::new(bad.as_slice(), "bad").unwrap();
+        assert_eq!(strict.next_event().unwrap(), Some(event(0)));
+        let err = strict.next_event().unwrap_err().to_string();
+        assert!(err.contains("line 3"), "{err}");
+        // A bad header is refused still.
+        let mut no_header = b"not a header\n".to_vec();
+        no_header.extend(&with_bad_lines()[..]);
+        let err = read_from(no_header.as_slice(), "bad").unwrap_err().to_string();
+        assert!(err.contains("line 1"), "{err}");
+    }
+
+    #[test]
+    fn skimming_skips_bad_lines_once_however_often_it_reads_them() {
+        let mut r = TraceReader::new(std::io::Cursor::new(with_bad_lines()), "bad").unwrap();
+        assert_eq!(r.set_bad_lines(BadLines::Skip), BadLines::Refuse);
+        let mut seen = Vec::new();
+        for _ in 0..2 {
+            r.seek(r.header_bytes(), 1).unwrap();
+            seen.clear();
+            while let Some(s) = r.next_skimmed(&["worker_stats"]).unwrap() {
+                seen.push(s);
+            }
+        }
+        // The known kind without its fields is counted by its head; the others are not.
+        assert_eq!(
+            seen,
+            vec![
+                Skimmed::Event(event(0)),
+                Skimmed::Head {
+                    at_s: 1.0,
+                    kind: "worker_stats"
+                },
+                Skimmed::Event(event(1)),
+            ]
+        );
+        assert_eq!(r.unreadable().count(), 3);
+        assert_eq!(r.unreadable().lines().to_vec(), vec![3, 4, 5]);
+    }
+
     #[test]
     fn unknown_kinds_are_skipped_and_garbage_is_named() {
         let head = serde_json::to_string(&header()).unwrap() + "\n";
         let future = head.clone() + r#"{"at_s":1.0,"process":0,"kind":"from_the_future","x":1}"# + "\n";
         assert_eq!(read_from(future.as_bytes(), "f").unwrap().skipped, 1);
         let garbage = head.clone() + "{\"at_s\":1.0}\nnot json\n";
-        let err = read_from(garbage.as_bytes(), "g").unwrap_err().to_string();
+        let mut strict = TraceReader::new(garbage.as_bytes(), "g").unwrap();
+        let err = strict.next_event().unwrap_err().to_string();
         assert!(err.contains("line 2"), "{err}");
+        let skipped = read_from(garbage.as_bytes(), "g").unwrap();
+        assert_eq!(skipped.unreadable.lines().to_vec(), vec![2, 3]);
         let err = read_from("{}\n".as_bytes(), "h").unwrap_err().to_string();
         assert!(err.contains("line 1"), "{err}");
         let mut old = header();

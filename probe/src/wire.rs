@@ -14,6 +14,7 @@ use futures::{SinkExt, StreamExt};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncWrite, ReadHalf, WriteHalf};
+use tokio_util::bytes::Bytes;
 use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec};
 
 use megaflux::ConfigError;
@@ -50,7 +51,9 @@ pub enum CommandRequest {
     /// Move these bins' primaries (or, with `standby`, their standbys) to this worker in
     /// one step.
     MoveBins {
-        /// The bins to move, each below the job's `bins`.
+        /// The bins to move, each below the job's `bins`: written `0-3,7`, read either so
+        /// or as a list of numbers.
+        #[serde(with = "megaflux::bins::compact")]
         bins: Vec<usize>,
         /// Where they go: the worker's index in the whole job.
         worker: usize,
@@ -86,6 +89,32 @@ pub enum CommandRequest {
 }
 
 impl CommandRequest {
+    /// The request said for people, in bounded length whatever its size (`move bins 1-3
+    /// to worker 2`, `fluid plan to pack:1`).
+    pub fn describe(&self) -> String {
+        match self {
+            CommandRequest::Record { on: true } => "resume recording".into(),
+            CommandRequest::Record { on: false } => "pause recording".into(),
+            CommandRequest::StartPlan { schedule, target } => {
+                let cut = |s: &str| megaflux::bins::cut(s, megaflux::control::DESCRIBED_TARGET);
+                format!("{} plan to {}", cut(schedule), cut(target))
+            }
+            CommandRequest::MoveBins {
+                bins,
+                worker,
+                standby,
+            } => Command::MoveBins {
+                bins: bins.clone(),
+                worker: *worker,
+                standby: *standby,
+            }
+            .describe(),
+            CommandRequest::CancelPlan => Command::CancelPlan.describe(),
+            CommandRequest::Fail { worker } => Command::Fail { worker: *worker }.describe(),
+            CommandRequest::Rejoin { worker } => Command::Rejoin { worker: *worker }.describe(),
+        }
+    }
+
     /// The job's command this asks for (the job checks bins and workers itself); `Record`
     /// is the collector's, and a schedule or target that does not parse is refused.
     pub fn to_command(&self) -> Result<Command, String> {
@@ -227,16 +256,13 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
 
     /// Sends one frame.
     pub async fn send<F: Serialize>(&mut self, frame: &F) -> Result<(), ProbeError> {
-        let bytes =
-            serde_json::to_vec(frame).map_err(|e| ProbeError::Protocol(format!("encoding a frame: {e}")))?;
-        if bytes.len() > MAX_FRAME_BYTES {
-            return Err(ProbeError::Protocol(format!(
-                "frame of {} bytes is over the limit of {MAX_FRAME_BYTES}",
-                bytes.len()
-            )));
-        }
+        self.send_encoded(encode(frame)?).await
+    }
+
+    /// Sends a frame [`encode`]d before (once, for every subscriber that gets it).
+    pub async fn send_encoded(&mut self, frame: Bytes) -> Result<(), ProbeError> {
         self.writer
-            .send(tokio_util::bytes::Bytes::from(bytes))
+            .send(frame)
             .await
             .map_err(|e| ProbeError::io("sending a frame", e))
     }
@@ -256,6 +282,72 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
                 .map_err(|e| ProbeError::Protocol(format!("malformed frame: {e}"))),
         }
     }
+}
+
+/// `frame` as it goes on the wire (without the length), checked against
+/// [`MAX_FRAME_BYTES`]. The bytes are shared: cloning them copies nothing.
+pub fn encode<F: Serialize>(frame: &F) -> Result<Bytes, ProbeError> {
+    let bytes =
+        serde_json::to_vec(frame).map_err(|e| ProbeError::Protocol(format!("encoding a frame: {e}")))?;
+    if bytes.len() > MAX_FRAME_BYTES {
+        return Err(ProbeError::Protocol(format!(
+            "frame of {} bytes is over the limit of {MAX_FRAME_BYTES}",
+            bytes.len()
+        )));
+    }
+    Ok(Bytes::from(bytes))
+}
+
+/// [`ServerFrame::Events`] frames carrying `events` in order, each encoded once: at most
+/// `max_events` events and `max_bytes` bytes a frame. An event bigger than `max_bytes` on
+/// its own cannot be sent and is left out: the second value counts those.
+pub fn event_frames(events: &[Stamped], max_events: usize, max_bytes: usize) -> (Vec<EventFrame>, u64) {
+    const HEAD: &[u8] = br#"{"type":"events","data":{"events":["#;
+    const TAIL: &[u8] = b"]}}";
+    let mut frames = Vec::new();
+    let mut left_out = 0;
+    let mut frame = Vec::new();
+    let mut count = 0;
+    let close = |frame: &mut Vec<u8>, count: &mut usize, frames: &mut Vec<EventFrame>| {
+        if *count > 0 {
+            frame.extend_from_slice(TAIL);
+            frames.push(EventFrame {
+                bytes: Bytes::from(std::mem::take(frame)),
+                events: std::mem::take(count),
+            });
+        }
+    };
+    for event in events {
+        let Ok(one) = serde_json::to_vec(event) else {
+            left_out += 1;
+            continue;
+        };
+        if HEAD.len() + one.len() + TAIL.len() > max_bytes {
+            left_out += 1;
+            continue;
+        }
+        if count > 0 && (count >= max_events || frame.len() + 1 + one.len() + TAIL.len() > max_bytes) {
+            close(&mut frame, &mut count, &mut frames);
+        }
+        if count == 0 {
+            frame.extend_from_slice(HEAD);
+        } else {
+            frame.push(b',');
+        }
+        frame.extend_from_slice(&one);
+        count += 1;
+    }
+    close(&mut frame, &mut count, &mut frames);
+    (frames, left_out)
+}
+
+/// An encoded [`ServerFrame::Events`] and how many events it carries.
+#[derive(Clone, Debug)]
+pub struct EventFrame {
+    /// The frame as it goes on the wire.
+    pub bytes: Bytes,
+    /// Events in it.
+    pub events: usize,
 }
 
 /// Says hello on a fresh connection to the collector at `addr` and checks the welcome;
@@ -423,6 +515,44 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Subscription<T> {
 #[cfg(test)]
 mod tests {
     use megaflux::control::Command;
+
+    use crate::event::{Event, Stamped};
+
+    /// Events framed once read back as the frames the collector used to build, in order,
+    /// none over the bounds; an event too big for any frame is left out and counted.
+    #[test]
+    fn event_frames_read_back_within_their_bounds() {
+        let event = |i: u64, text: usize| Stamped {
+            at_s: i as f64,
+            process: 0,
+            event: Event::Dropped {
+                place: "x".repeat(text),
+                count: i,
+            },
+        };
+        let events: Vec<Stamped> = (0..100).map(|i| event(i, (i as usize * 37) % 300)).collect();
+        let mut with_giant = events.clone();
+        with_giant.insert(50, event(1000, 5000));
+        let (frames, left_out) = super::event_frames(&with_giant, 7, 1024);
+        assert_eq!(left_out, 1);
+        let mut back = Vec::new();
+        for frame in &frames {
+            assert!(
+                frame.bytes.len() <= 1024 && frame.events <= 7,
+                "{}",
+                frame.bytes.len()
+            );
+            match serde_json::from_slice(&frame.bytes).unwrap() {
+                super::ServerFrame::Events { events } => {
+                    assert_eq!(events.len(), frame.events);
+                    back.extend(events);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(back, events);
+        assert!(super::event_frames(&[], 7, 1024).0.is_empty());
+    }
 
     /// Core logs commands in the form subscribers send them: every command it can take
     /// reads back as a request.

@@ -3,7 +3,7 @@
 //! job its first hello describes allows.
 
 use megaflux_probe::event::{Event, Outcome, Phase, Stamped};
-use megaflux_probe::model::{JobModel, MAX_BINS, MAX_PEERS};
+use megaflux_probe::model::{DROP_PLACES, JobModel, MAX_AT_S, MAX_BINS, MAX_PEERS};
 use proptest::prelude::*;
 
 /// Small numbers mostly, and the ones that break things.
@@ -289,4 +289,378 @@ fn a_far_bin_of_a_new_operator_allocates_nothing() {
     });
     assert!(model.operators.get("new").is_none_or(Vec::is_empty));
     assert_eq!(model.entries(), after_hello);
+}
+
+/// Numbers that overflow sums and products, and small ones.
+fn huge() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        Just(u64::MAX),
+        Just(u64::MAX - 1),
+        Just(u64::MAX / 2 + 1),
+        Just(u64::from(u32::MAX)),
+        0u64..3,
+    ]
+}
+
+/// Workers, bins and processes at and past every bound, and the job's own.
+fn far() -> impl Strategy<Value = u32> {
+    prop_oneof![
+        Just(u32::MAX),
+        Just(MAX_BINS),
+        Just(MAX_BINS - 1),
+        Just(MAX_PEERS),
+        Just(MAX_PEERS + 1),
+        0u32..4,
+    ]
+}
+
+/// Times no clock should take, and sane ones.
+fn time() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        Just(1e300),
+        Just(f64::NAN),
+        Just(-1.0),
+        Just(f64::INFINITY),
+        Just(f64::NEG_INFINITY),
+        Just(f64::MAX),
+        Just(MAX_AT_S * 2.0),
+        0.0f64..100.0,
+    ]
+}
+
+/// An event of kind `kind` made of the numbers given: every field of every kind that
+/// carries a number gets one of them.
+fn extreme_event(kind: u8, n: u64, w: u32, t: f64, flag: bool, sum: bool) -> Event {
+    let operator = if sum { "sum" } else { "count" }.to_string();
+    let phases = [
+        Phase::Issued,
+        Phase::Extracted,
+        Phase::Received,
+        Phase::Installed,
+        Phase::Completed,
+    ];
+    match kind {
+        0 => Event::BinSize {
+            worker: w,
+            operator,
+            bin: w,
+            keys: n,
+            bytes: n,
+            standby: flag,
+        },
+        1 => Event::Sampled {
+            worker: w,
+            operator,
+            full: flag,
+            bins: n,
+            keys: n,
+            bytes: n,
+        },
+        2 => Event::WorkerStats {
+            worker: w,
+            records: n,
+            applied: Some(n),
+            busy_ns: n,
+            interval_ns: if flag { 0 } else { n },
+        },
+        3 => Event::Frontier {
+            worker: w,
+            operator,
+            applied: Some(if flag { 0 } else { n }),
+            control: Some(n),
+            input: n,
+        },
+        4 => Event::Latency {
+            window: n,
+            t_s: t,
+            count: n,
+            p50: n,
+            p99: n,
+            max: n,
+            histogram: String::new(),
+        },
+        5 => Event::Migration {
+            phase: phases[(n % 5) as usize],
+            bin: w,
+            time: n,
+            operator: Some(operator),
+            worker: Some(w),
+            from: Some(w),
+            to: Some(w),
+            bytes: Some(n),
+            chunks: Some(n),
+            step: Some(n),
+            primary: Some(w),
+            standby: Some(if flag { -1 } else { i64::MAX }),
+            copy: None,
+        },
+        6 => Event::PlanStarted {
+            strategy: "fluid".into(),
+            target: "uniform".into(),
+            steps: n,
+            bins: n,
+            purpose: None,
+            id: Some(n),
+            time: Some(n),
+            run_s: flag.then_some(t),
+        },
+        7 => Event::PlanCompleted {
+            strategy: "fluid".into(),
+            steps: n,
+            seconds: t,
+            id: Some(n),
+            cancelled: None,
+            run_s: flag.then_some(t),
+        },
+        8 => Event::PlanLatency {
+            id: n,
+            p50: n,
+            p99: n,
+            max: n,
+        },
+        9 => Event::Failure {
+            worker: w,
+            reason: "fail-stop".into(),
+            time: Some(n),
+            promoted: Some(n),
+            degraded: Some(n),
+            suspects: Some(n),
+            lost: None,
+        },
+        10 => Event::Takeover {
+            operator,
+            worker: w,
+            bin: w,
+            time: n,
+        },
+        11 => Event::Rejoin { worker: w, time: n },
+        12 => Event::Recovery {
+            worker: w,
+            bins: vec![w; 3],
+        },
+        13 => Event::Dropped {
+            place: if flag {
+                "queue".into()
+            } else {
+                format!("subscriber {n}")
+            },
+            count: n,
+        },
+        14 => Event::JobStarted {
+            worker: w,
+            peers: w,
+            base: n,
+        },
+        15 => Event::JobFinished {
+            worker: w,
+            records: n,
+        },
+        16 => Event::Command {
+            outcome: Outcome::Applied,
+            id: Some(n),
+            time: Some(n),
+            command: "move".into(),
+            request: None,
+            source: None,
+            reason: None,
+        },
+        17 => Event::Lost {
+            time: n,
+            bins: format!("0-{w}"),
+        },
+        18 => Event::Placement {
+            time: n,
+            holders: format!("{w}/{w} {w} -"),
+        },
+        _ => Event::Hello {
+            processes: w,
+            workers: w,
+            peers: w,
+            bins: w,
+            config: serde_json::json!({"replicas": n, "epoch_us": n}),
+            anchor_unix_s: Some(t),
+        },
+    }
+}
+
+fn extreme_stamped() -> impl Strategy<Value = Stamped> {
+    let event = (0u8..20, huge(), far(), time(), any::<bool>(), any::<bool>())
+        .prop_map(|(kind, n, w, t, flag, sum)| extreme_event(kind, n, w, t, flag, sum));
+    (prop_oneof![0u32..3, Just(u32::MAX)], event, time()).prop_map(|(process, event, at_s)| Stamped {
+        at_s,
+        process,
+        event,
+    })
+}
+
+fn dropped(process: u32, place: String, count: u64) -> Stamped {
+    Stamped {
+        at_s: 1.0,
+        process,
+        event: Event::Dropped { place, count },
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Numbers no job sends (`u64::MAX` sizes and counts, workers and bins past every
+    /// bound, times of 1e300, NaN, -1 and infinity) never make the model panic or overflow,
+    /// never move its clock, and keep it within the job; a snapshot of it reads back; and no
+    /// number of viewers' drop places hides the job's own losses.
+    #[test]
+    fn extreme_numbers_keep_the_model_whole(events in proptest::collection::vec(extreme_stamped(), 0..300)) {
+        let (processes, workers, bins) = (2u32, 2u32, 16u32);
+        let peers = processes * workers;
+        let mut model = JobModel::new();
+        model.apply(&Stamped {
+            at_s: 0.0,
+            process: 0,
+            event: Event::Hello {
+                processes,
+                workers,
+                peers,
+                bins,
+                config: serde_json::json!({"replicas": 2, "epoch_us": 250}),
+                anchor_unix_s: None,
+            },
+        });
+        for e in &events {
+            model.apply(e);
+        }
+        let bound = JobModel::entries_bound(bins, peers);
+        prop_assert!(model.entries() <= bound, "{} entries, bound {bound}", model.entries());
+        prop_assert_eq!(model.peers, peers);
+        prop_assert!(model.workers.keys().all(|w| *w < peers));
+
+        // Only times moved the clock.
+        let latest = events
+            .iter()
+            .map(|e| e.at_s)
+            .filter(|t| (0.0..=MAX_AT_S).contains(t))
+            .fold(0.0f64, f64::max);
+        prop_assert_eq!(model.now_s, latest);
+        // Every time the model keeps is one its clock took, and every other float a number.
+        let times: Vec<f64> = model
+            .commands
+            .iter()
+            .map(|c| c.at_s)
+            .chain(model.failures.iter().flat_map(|f| std::iter::once(f.at_s).chain(f.rejoined_s)))
+            .chain(model.latency.iter().map(|w| w.at_s))
+            .chain(model.plan.iter().chain(&model.finished_plans).map(|p| p.started_s))
+            .chain(model.processes.values().map(|h| h.at_s))
+            .collect();
+        prop_assert!(times.iter().all(|t| (0.0..=MAX_AT_S).contains(t)), "{times:?}");
+        prop_assert!(model.latency.iter().all(|w| w.t_s.is_finite()));
+        let plans_finite = model.plan.iter().chain(&model.finished_plans).all(|p| {
+            p.seconds.is_none_or(f64::is_finite)
+                && p.issued_run_s.is_none_or(f64::is_finite)
+                && p.completed_run_s.is_none_or(f64::is_finite)
+        });
+        prop_assert!(plans_finite);
+        let workers_finite = model.workers.values().all(|w| {
+            w.records_per_s.is_finite() && w.busy.is_finite() && w.applied_per_s.is_none_or(f64::is_finite)
+        });
+        prop_assert!(workers_finite);
+
+        // Totals saturate.
+        let total = model.dropped_total();
+        prop_assert!(model.dropped.values().all(|n| *n <= total));
+
+        // A snapshot of the model (as the collector sends it to a new viewer) reads back.
+        let json = serde_json::to_value(&model).unwrap();
+        prop_assert!(serde_json::from_value::<JobModel>(json).is_ok());
+
+        // Viewers' places are capped; the job's processes' queues are kept whatever they do.
+        for n in 0..100u64 {
+            model.apply(&dropped(0, format!("subscriber {}", 1000 + n), 1));
+        }
+        model.apply(&dropped(1, "queue".into(), 7));
+        prop_assert!(
+            model.dropped.get("process 1 queue").is_some_and(|n| *n >= 7),
+            "{:?}",
+            model.dropped
+        );
+        let queues = model.dropped.keys().filter(|k| k.ends_with(" queue")).count();
+        prop_assert!(queues <= processes as usize, "{:?}", model.dropped);
+        prop_assert!(model.dropped.len() - queues <= DROP_PLACES);
+        // A process the job does not have, or a viewer's place that reads as a queue, keeps
+        // nothing.
+        model.apply(&dropped(processes, "queue".into(), 1));
+        model.apply(&dropped(0, "subscriber 1 queue".into(), 1));
+        let beyond = format!("process {processes} queue");
+        prop_assert!(!model.dropped.contains_key(&beyond));
+        prop_assert!(!model.dropped.contains_key("process 0 subscriber 1 queue"));
+        prop_assert!(model.entries() <= bound);
+    }
+}
+
+/// A failure line costs what the failed worker held, not every bin of every operator: a
+/// job of the most bins a job can have, every operator sized to all of them, takes
+/// thousands of failures and rejoins of a worker that holds no standby at once (each of
+/// them read every bin of every operator before: a million cells a line).
+#[test]
+fn failures_cost_what_the_worker_held() {
+    let mut model = JobModel::new();
+    let at = |event| Stamped {
+        at_s: 0.0,
+        process: 0,
+        event,
+    };
+    model.apply(&at(Event::Hello {
+        processes: 1,
+        workers: 2,
+        peers: 2,
+        bins: MAX_BINS,
+        config: serde_json::json!({"replicas": 2}),
+        anchor_unix_s: None,
+    }));
+    for o in 0..16 {
+        model.apply(&at(Event::BinSize {
+            worker: 0,
+            operator: format!("op{o}"),
+            bin: MAX_BINS - 1,
+            keys: 1,
+            bytes: 1,
+            standby: true,
+        }));
+    }
+    assert_eq!(model.operators.len(), 16);
+    assert!(model.operators.values().all(|b| b.len() == MAX_BINS as usize));
+    // Each failure costs what the failed worker held (here nothing): 2,000 of them over 16
+    // operators of 2^16 bins were 2 billion cell reads when a failure scanned every bin.
+    for _ in 0..2_000 {
+        model.apply(&at(Event::Failure {
+            worker: 1,
+            reason: "fail-stop".into(),
+            time: None,
+            promoted: None,
+            degraded: None,
+            suspects: None,
+            lost: None,
+        }));
+        model.apply(&at(Event::Rejoin { worker: 1, time: 0 }));
+    }
+    // Worker 0's standbys are where they were; its failure clears them.
+    assert!(
+        model
+            .operators
+            .values()
+            .all(|b| b[MAX_BINS as usize - 1].standby == Some(0))
+    );
+    model.apply(&at(Event::Failure {
+        worker: 0,
+        reason: "fail-stop".into(),
+        time: None,
+        promoted: None,
+        degraded: None,
+        suspects: None,
+        lost: None,
+    }));
+    assert!(
+        model
+            .operators
+            .values()
+            .all(|b| b[MAX_BINS as usize - 1].standby.is_none())
+    );
 }

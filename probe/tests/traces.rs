@@ -16,6 +16,7 @@ fn sample(name: &str) -> (record::Trace, JobModel) {
     let trace = record::read(&path).unwrap_or_else(|e| panic!("{e}"));
     assert!(!trace.truncated, "{name} is cut short");
     assert_eq!(trace.skipped, 0, "{name} has kinds this build does not know");
+    assert!(trace.unreadable.is_empty(), "{name}: {}", trace.unreadable);
     // Made with this format: a keyframe to seek from, and the summary as the last line.
     assert_eq!(
         trace.header.version, FORMAT_VERSION,

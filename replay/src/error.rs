@@ -12,6 +12,9 @@ pub enum ReplayError {
     /// The trace cannot be run again (what it lacks, or what in it is wrong).
     #[error("cannot re-run: {0}")]
     Rerun(String),
+    /// The trace asks more of a re-run than its limits allow, or its numbers overflow.
+    #[error("cannot re-run: {0}")]
+    Limit(#[from] RerunLimit),
     /// Writing the output failed.
     /// The cause is in the message (as in [`ProbeError`]'s).
     #[error("writing {what}: {cause}")]
@@ -36,8 +39,60 @@ impl ReplayError {
         match self {
             // A file that cannot be opened was named wrong; one that cannot be parsed is not
             // a trace.
-            ReplayError::Trace(_) | ReplayError::Rerun(_) => true,
+            ReplayError::Trace(_) | ReplayError::Rerun(_) | ReplayError::Limit(_) => true,
             ReplayError::Write { .. } => false,
         }
     }
+}
+
+/// What in a trace a re-run refuses to follow (`megaflux replay --rerun` flags lift the limits).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum RerunLimit {
+    /// The workers per process times the processes do not fit a `usize`.
+    #[error("`config.workers` ({workers}) in the trace's header times {processes} processes overflows")]
+    WorkersOverflow {
+        /// The header's `config.workers`.
+        workers: usize,
+        /// The processes they are multiplied by.
+        processes: usize,
+    },
+    /// More workers over all processes than the limit.
+    #[error("{workers} workers over all processes (the trace's header), more than --max-workers {max}")]
+    Workers {
+        /// Workers over all the re-run's processes.
+        workers: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A longer run than the limit.
+    #[error("a run of {secs} s (the trace's summary `duration_s`), longer than --max-duration {max} s")]
+    Duration {
+        /// The run's length, in seconds.
+        secs: f64,
+        /// The limit, in seconds.
+        max: u64,
+    },
+    /// A command recorded at a measured epoch past the limit of the run's length (the re-run
+    /// would hold its control input open until then).
+    #[error(
+        "a command at measured epoch {epoch} (its `time` less `job_started`'s `base`), past the last epoch ({last}) within --max-duration {max} s"
+    )]
+    Epoch {
+        /// The command's measured epoch.
+        epoch: u64,
+        /// The last epoch within the limit.
+        last: u64,
+        /// The limit, in seconds.
+        max: u64,
+    },
+    /// A `job_started` event's `base` plus a command's measured epoch overflows.
+    #[error(
+        "`base` {base} of the first `job_started` plus the command's measured epoch {epoch} overflows a logical time"
+    )]
+    TimeOverflow {
+        /// The `base` of the first `job_started`.
+        base: u64,
+        /// The command's measured epoch (its `time` less `base`, at least 1).
+        epoch: u64,
+    },
 }

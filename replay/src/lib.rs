@@ -17,4 +17,4 @@ pub mod player;
 pub mod rerun;
 pub mod seek;
 
-pub use error::ReplayError;
+pub use error::{ReplayError, RerunLimit};

@@ -23,6 +23,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, Write};
 
 use megaflux_probe::event::{Event, Phase, Stamped};
+use megaflux_probe::model::MAX_PEERS;
 use megaflux_probe::record::TraceReader;
 use serde_json::{Value, json};
 
@@ -127,8 +128,10 @@ impl<W: Write> Exporter<W> {
         ts
     }
 
+    /// Names `process` and its `workers` threads, once. A trace's hellos may say any number
+    /// of processes and workers: at most [`MAX_PEERS`] of each are named.
     fn name_process(&mut self, process: u32, workers: u32) -> Result<(), ReplayError> {
-        if self.named.contains(&process) {
+        if self.named.contains(&process) || self.named.len() >= MAX_PEERS as usize {
             return Ok(());
         }
         self.named.push(process);
@@ -136,7 +139,8 @@ impl<W: Write> Exporter<W> {
             "args": {"name": format!("process {process}")}}))?;
         self.emit(json!({"ph": "M", "name": "process_sort_index", "pid": process,
             "args": {"sort_index": process}}))?;
-        for w in process * workers..(process + 1) * workers {
+        let first = process.saturating_mul(workers);
+        for w in first..first.saturating_add(workers.min(MAX_PEERS)) {
             self.emit(json!({"ph": "M", "name": "thread_name", "pid": process, "tid": w,
                 "args": {"name": format!("worker {w}")}}))?;
         }
@@ -447,6 +451,19 @@ mod tests {
         let threads = events.iter().filter(|e| e["name"] == "thread_name").count();
         assert_eq!(threads, 2);
         assert!(events.iter().any(|e| e["ph"] == "i" && e["tid"] == 1));
+    }
+
+    /// Hellos from a trace may claim any number of workers: the threads named stay bounded,
+    /// and their numbers do not overflow.
+    #[test]
+    fn a_hello_of_any_size_names_a_bounded_number_of_threads() {
+        let (_, json) = run(&trace(&[
+            r#"{"at_s":0.0,"process":0,"kind":"hello","processes":2,"workers":4294967295,"peers":2,"bins":4,"config":{}}"#,
+            r#"{"at_s":0.0,"process":1,"kind":"hello","processes":2,"workers":4294967295,"peers":2,"bins":4,"config":{}}"#,
+        ]));
+        let events = json["traceEvents"].as_array().unwrap();
+        let threads = events.iter().filter(|e| e["name"] == "thread_name").count();
+        assert_eq!(threads, MAX_PEERS as usize);
     }
 
     #[test]

@@ -87,7 +87,8 @@ pub enum Output {
     /// Where the player stands, after the outputs of every request and every tick.
     Position(Position),
     /// Reading the trace failed (a line the index skimmed does not parse, say): the player
-    /// pauses before that line.
+    /// pauses before that line. Also sent first when the index skipped lines it could not
+    /// read, naming them.
     Problem(String),
 }
 
@@ -107,7 +108,9 @@ pub struct Player<R> {
 }
 
 impl<R: BufRead + Seek> Player<R> {
-    /// Indexes the trace `reader` reads (one pass) and stands at its start, playing.
+    /// Indexes the trace `reader` reads (one pass, skipping the lines it cannot read) and
+    /// stands at its start, playing. Playing stops before a line that cannot be read, as it
+    /// does at any line that does not read.
     pub fn new(mut reader: TraceReader<R>) -> Result<Self, ReplayError> {
         let index = Index::build(&mut reader)?;
         reader.seek(reader.header_bytes(), 1)?;
@@ -128,18 +131,26 @@ impl<R: BufRead + Seek> Player<R> {
         &self.index
     }
 
-    /// What a viewer needs first: the timeline, and the (empty) start.
+    /// What a viewer needs first: the timeline, the lines the index skipped (if any), and
+    /// the (empty) start.
     pub fn start(&self) -> Vec<Output> {
-        vec![
-            Output::Timeline(Timeline {
-                start_s: self.index.start_s,
-                end_s: self.index.end_s,
-                events: self.index.events,
-                marks: self.index.marks.clone(),
-            }),
-            Output::Reset(Box::new(JobModel::from_header(self.reader.header()))),
-            self.position(),
-        ]
+        let mut out = vec![Output::Timeline(Timeline {
+            start_s: self.index.start_s,
+            end_s: self.index.end_s,
+            events: self.index.events,
+            marks: self.index.marks.clone(),
+        })];
+        if !self.index.unreadable.is_empty() {
+            out.push(Output::Problem(format!(
+                "{}; playing stops before each",
+                self.index.unreadable
+            )));
+        }
+        out.push(Output::Reset(Box::new(JobModel::from_header(
+            self.reader.header(),
+        ))));
+        out.push(self.position());
+        out
     }
 
     /// Where the player stands now, as an [`Output::Position`] (its clock reading kept

@@ -3,18 +3,52 @@
 //! took it. Migrations never change a job's outputs, so a re-run, with the recorded
 //! strategies or with others, must give the recorded output digest;
 //! [`crate::compare`] sets the two runs side by side.
+//!
+//! A trace is untrusted input: its header does not choose how many threads a re-run starts
+//! or how long it runs beyond [`Limits`] (which flags lift), and its numbers are combined
+//! with checked arithmetic. Lines that cannot be read are skipped and named
+//! ([`Recording::unreadable`]).
 
 use std::path::Path;
+use std::time::Duration;
 
 use megaflux::harness::{Pace, RunConfig, Scripted};
 use megaflux::plan::Schedule;
 use megaflux::summary::Summary;
 use megaflux::{Time, control::Command};
 use megaflux_probe::event::{Event, Outcome};
-use megaflux_probe::record::TraceReader;
+use megaflux_probe::record::{BadLines, TraceReader, Unreadable};
 use megaflux_probe::wire::CommandRequest;
 
-use crate::error::ReplayError;
+use crate::error::{ReplayError, RerunLimit};
+
+/// The most workers a re-run starts, over all its processes, unless its [`Limits`] say more.
+pub const MAX_WORKERS: usize = 256;
+/// The longest a re-run's measured run lasts, unless its [`Limits`] say more: an hour.
+pub const MAX_DURATION: Duration = Duration::from_secs(3600);
+
+/// How far a re-run follows its trace: no more workers and no longer than these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Worker threads over all the re-run's processes.
+    pub max_workers: usize,
+    /// The length of the measured run; commands recorded at epochs past it are refused too.
+    pub max_duration: Duration,
+}
+
+impl Limits {
+    /// [`MAX_WORKERS`] and [`MAX_DURATION`].
+    pub const DEFAULT: Limits = Limits {
+        max_workers: MAX_WORKERS,
+        max_duration: MAX_DURATION,
+    };
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits::DEFAULT
+    }
+}
 
 /// What to change in a re-run.
 #[derive(Clone, Debug, Default)]
@@ -29,6 +63,8 @@ pub struct Options {
     /// Timely's arguments for the re-run; without them every worker of the recorded job runs
     /// in this process.
     pub timely_args: Vec<String>,
+    /// How many workers and how long the trace may make the re-run run.
+    pub limits: Limits,
 }
 
 /// A recorded job and what became of it.
@@ -48,12 +84,16 @@ pub struct Recording {
     pub rejected: usize,
     /// The recording was paused or lost events: commands may be missing from the script.
     pub gaps: bool,
+    /// Lines of the trace that could not be read, skipped: commands on them are missing
+    /// from the script.
+    pub unreadable: Unreadable,
 }
 
 impl Recording {
     /// Reads the job and its commands from the trace at `path`.
     pub fn read(path: &Path) -> Result<Recording, ReplayError> {
         let mut reader = TraceReader::open(path)?;
+        reader.set_bad_lines(BadLines::Skip);
         let name = path.display().to_string();
         let bad = |why: String| ReplayError::Rerun(format!("{name}: {why}"));
         let header = reader.header().clone();
@@ -123,9 +163,8 @@ impl Recording {
         let mut script = Vec::with_capacity(taken.len());
         for (time, command, line) in taken {
             check_workers(&command, peers).map_err(|e| bad(format!("line {line}: {e}")))?;
-            // A command is taken in a turn of the measured loop, at epoch 1 at the earliest.
             script.push(Scripted {
-                epoch: time.saturating_sub(base).max(1),
+                epoch: measured_epoch(time, base).map_err(|e| bad(format!("line {line}: {e}")))?,
                 command,
             });
         }
@@ -143,25 +182,18 @@ impl Recording {
             summary,
             rejected,
             gaps,
+            unreadable: reader.unreadable().clone(),
         })
     }
 
     /// The job to run again with `options`. A job that read a file reads it again, once
     /// it is checked to be the same file (its size and hash in the header); one that read a
-    /// stream cannot be re-run: its records were not recorded.
+    /// stream cannot be re-run: its records were not recorded. A job of more workers, or
+    /// longer, than `options.limits` allow, or with commands past its duration's limit, is
+    /// refused ([`RerunLimit`]).
     pub fn rerun(&self, options: &Options) -> Result<RunConfig, ReplayError> {
         let mut config = self.config.clone();
-        if let Some(input) = &config.input {
-            if !input.rereadable() {
-                return Err(ReplayError::Rerun(format!(
-                    "its job read its records from {}, which a trace does not record: it cannot be re-run",
-                    input.name()
-                )));
-            }
-            input
-                .check_unchanged()
-                .map_err(|e| ReplayError::Rerun(format!("{e}: a re-run must read the same records")))?;
-        }
+        check_input(&config)?;
         config.pace = options.pace;
         if let Some(recovery) = options.recovery {
             config.recovery = recovery;
@@ -175,8 +207,13 @@ impl Recording {
                     self.processes
                 )));
             }
-            config.workers *= self.processes;
+            let workers = config.workers.checked_mul(self.processes);
+            config.workers = workers.ok_or(RerunLimit::WorkersOverflow {
+                workers: config.workers,
+                processes: self.processes,
+            })?;
         }
+        check_limits(&config, &self.script, options.limits)?;
         config.script = self
             .script
             .iter()
@@ -193,6 +230,75 @@ impl Recording {
             .collect();
         megaflux::harness::validate(&config).map_err(|e| ReplayError::Rerun(e.to_string()))?;
         Ok(config)
+    }
+}
+
+/// A job that read its records can be re-run only from the same file.
+fn check_input(config: &RunConfig) -> Result<(), ReplayError> {
+    let Some(input) = &config.input else {
+        return Ok(());
+    };
+    if !input.rereadable() {
+        return Err(ReplayError::Rerun(format!(
+            "its job read its records from {}, which a trace does not record: it cannot be re-run",
+            input.name()
+        )));
+    }
+    input
+        .check_unchanged()
+        .map_err(|e| ReplayError::Rerun(format!("{e}: a re-run must read the same records")))
+}
+
+/// The measured epoch of a command taken at logical `time` in a run whose preload ended at
+/// `base`: taken in a turn of the measured loop, at epoch 1 at the earliest. `base + epoch`
+/// (where a re-run holds its control input for it) must be a logical time.
+fn measured_epoch(time: Time, base: Time) -> Result<u64, RerunLimit> {
+    let epoch = time.saturating_sub(base).max(1);
+    base.checked_add(epoch)
+        .map(|_| epoch)
+        .ok_or(RerunLimit::TimeOverflow { base, epoch })
+}
+
+/// The re-run's workers (over all its processes), its duration and its commands' epochs
+/// within `limits`.
+fn check_limits(config: &RunConfig, script: &[Scripted], limits: Limits) -> Result<(), ReplayError> {
+    let processes = if config.timely_args.is_empty() {
+        1
+    } else {
+        megaflux::harness::cluster_position(&config.timely_args)
+            .map_err(|e| ReplayError::Rerun(e.to_string()))?
+            .processes
+    };
+    let workers = config
+        .workers
+        .checked_mul(processes)
+        .ok_or(RerunLimit::WorkersOverflow {
+            workers: config.workers,
+            processes,
+        })?;
+    if workers > limits.max_workers {
+        return Err(RerunLimit::Workers {
+            workers,
+            max: limits.max_workers,
+        }
+        .into());
+    }
+    if config.duration > limits.max_duration {
+        return Err(RerunLimit::Duration {
+            secs: config.duration.as_secs_f64(),
+            max: limits.max_duration.as_secs(),
+        }
+        .into());
+    }
+    let last = config.epoch.in_duration(limits.max_duration);
+    match script.iter().find(|s| s.epoch > last) {
+        Some(s) => Err(RerunLimit::Epoch {
+            epoch: s.epoch,
+            last,
+            max: limits.max_duration.as_secs(),
+        }
+        .into()),
+        None => Ok(()),
     }
 }
 

@@ -5,14 +5,20 @@
 //! collector's own event count (`traces/FORMAT.md`). [`Index`] remembers where each keyframe
 //! starts, how many events came before it, and every latency window (a few per second, so
 //! an hour is a few tens of thousands); [`Index::model_after`] starts from the keyframe,
-//! puts back the latency history and the count, and applies the events after it. The
-//! result equals applying every event from the start (`tests/seek.rs` checks it).
+//! puts back the latency history (as much of it as a model keeps, [`LATENCY_WINDOWS`]) and
+//! the count, and applies the events after it. The result equals applying every event from
+//! the start (`tests/seek.rs` checks it).
+//!
+//! The index skips the lines it cannot read ([`BadLines::Skip`]) and names them in
+//! [`Index::unreadable`]; it counts as events the lines that have a clock and a kind. Reading
+//! events to rebuild a model refuses a bad line as the reader given does ([`BadLines::Refuse`]
+//! for a new one), so a player stops there.
 
 use std::io::{BufRead, Seek};
 
 use megaflux_probe::event::{Event, Stamped};
-use megaflux_probe::model::{JobModel, LatencyWindow};
-use megaflux_probe::record::{Skimmed, TraceReader};
+use megaflux_probe::model::{JobModel, LATENCY_WINDOWS, LatencyWindow};
+use megaflux_probe::record::{BadLines, Skimmed, TraceReader, Unreadable};
 
 use crate::error::ReplayError;
 
@@ -55,12 +61,23 @@ pub struct Index {
     pub start_s: f64,
     /// The trace's clock at its last event: its largest `at_s`.
     pub end_s: f64,
+    /// The lines the index skipped because they could not be read.
+    pub unreadable: Unreadable,
 }
 
 impl Index {
     /// Reads the trace from where `reader` stands (just after its header) to its end,
-    /// skimming the events it does not need (see [`TraceReader::next_skimmed`]).
+    /// skimming the events it does not need (see [`TraceReader::next_skimmed`]) and skipping
+    /// the lines it cannot read (named in [`Index::unreadable`]). The reader is left as it
+    /// was given as to bad lines.
     pub fn build<R: BufRead>(reader: &mut TraceReader<R>) -> Result<Index, ReplayError> {
+        let mut index = skipping(reader, Index::scan)?;
+        index.unreadable = reader.unreadable().clone();
+        Ok(index)
+    }
+
+    /// [`Index::build`]'s pass over the trace.
+    fn scan<R: BufRead>(reader: &mut TraceReader<R>) -> Result<Index, ReplayError> {
         let mut index = Index::default();
         let mut clock = Clock::default();
         loop {
@@ -100,21 +117,24 @@ impl Index {
     }
 
     /// The number of events up to the trace's clock `at_s`: the first `n` events all have a
-    /// clock at or before it. Reads from the last keyframe before it.
+    /// clock at or before it. Reads from the last keyframe before it, counting events as
+    /// [`Index::build`] does (the lines it cannot read skipped).
     pub fn events_until<R: BufRead + Seek>(
         &self,
         reader: &mut TraceReader<R>,
         at_s: f64,
     ) -> Result<u64, ReplayError> {
         let from = self.keyframes.iter().rev().find(|k| k.at_s <= at_s);
-        let (mut n, mut clock) = start_at(reader, from)?;
-        while let Some(event) = reader.next_skimmed(&[])? {
-            if clock.tick_at(event.at_s()) > at_s {
-                break;
+        skipping(reader, |reader| {
+            let (mut n, mut clock) = start_at(reader, from)?;
+            while let Some(event) = reader.next_skimmed(&[])? {
+                if clock.tick_at(event.at_s()) > at_s {
+                    break;
+                }
+                n += 1;
             }
-            n += 1;
-        }
-        Ok(n)
+            Ok(n)
+        })
     }
 
     /// The model after the first `n` events of the trace `reader` reads (the trace this index
@@ -140,12 +160,7 @@ impl Index {
         let (mut done, mut clock) = start_at(reader, from)?;
         if let Some(k) = from {
             model.events = k.events_before;
-            model.latency = self
-                .latency
-                .iter()
-                .take_while(|(before, _)| *before < k.events_before)
-                .map(|(_, w)| w.clone())
-                .collect();
+            model.latency = self.latency_before(k.events_before);
         }
         while done < n {
             let Some(event) = reader.next_event()? else { break };
@@ -155,6 +170,44 @@ impl Index {
         }
         Ok((model, clock))
     }
+}
+
+impl Index {
+    /// The latency history a model has after the first `events` events: of the windows among
+    /// them, the last [`kept_windows`], as [`JobModel::apply`] keeps them.
+    fn latency_before(&self, events: u64) -> Vec<LatencyWindow> {
+        let arrived = self.latency.partition_point(|(before, _)| *before < events);
+        let first = arrived - kept_windows(arrived);
+        self.latency[first..arrived]
+            .iter()
+            .map(|(_, w)| w.clone())
+            .collect()
+    }
+}
+
+/// How many of `n` latency windows, taken one after another, a model keeps: every one up to
+/// [`LATENCY_WINDOWS`]; a model that holds that many drops the oldest eighth before it takes
+/// the next.
+pub fn kept_windows(n: usize) -> usize {
+    let dropped = LATENCY_WINDOWS / 8;
+    if n <= LATENCY_WINDOWS {
+        return n;
+    }
+    // The window after a full history leaves `LATENCY_WINDOWS - dropped + 1`; the history
+    // then grows by one a window until it is full again, every `dropped` windows.
+    LATENCY_WINDOWS - dropped + 1 + (n - LATENCY_WINDOWS - 1) % dropped
+}
+
+/// Runs `read` on `reader` with bad lines skipped, then puts back what the reader did with
+/// them before.
+fn skipping<R: BufRead, T>(
+    reader: &mut TraceReader<R>,
+    read: impl FnOnce(&mut TraceReader<R>) -> Result<T, ReplayError>,
+) -> Result<T, ReplayError> {
+    let before = reader.set_bad_lines(BadLines::Skip);
+    let result = read(&mut *reader);
+    reader.set_bad_lines(before);
+    result
 }
 
 /// Puts `reader` at keyframe `from` (or the first event without one); returns the events
@@ -221,4 +274,33 @@ pub fn mark(event: &Event) -> Option<String> {
         Event::Lost { bins, .. } => format!("bins {bins} lost"),
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`kept_windows`] is what a model applying that many windows keeps.
+    #[test]
+    fn kept_windows_is_what_a_model_keeps() {
+        let window = Stamped {
+            at_s: 0.0,
+            process: 0,
+            event: Event::Latency {
+                window: 0,
+                t_s: 0.0,
+                count: 0,
+                p50: 0,
+                p99: 0,
+                max: 0,
+                histogram: String::new(),
+            },
+        };
+        let mut model = JobModel::new();
+        assert_eq!(kept_windows(0), 0);
+        for n in 1..=2 * LATENCY_WINDOWS + 10 {
+            model.apply(&window);
+            assert_eq!(model.latency.len(), kept_windows(n), "after {n} windows");
+        }
+    }
 }

@@ -180,6 +180,50 @@ fn an_unreadable_line_is_reported_and_the_player_stays_before_it() {
     assert!(viewer.model == replay_all(&header, &events[..298]));
 }
 
+/// A line that is not an event at all (the index cannot even skim it): the player opens
+/// the trace anyway, says which line it skipped, and playing stops before that line.
+#[test]
+fn a_line_that_is_not_json_is_skipped_by_the_index_and_stops_playing() {
+    let path = sample("keycount-fluid.jsonl");
+    let text = std::fs::read_to_string(&path).expect("it reads");
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines[299] = "not json";
+    let bytes = (lines.join("\n") + "\n").into_bytes();
+    let trace =
+        megaflux_probe::record::read_from(bytes.as_slice(), "broken").expect("it reads past line 300");
+    assert_eq!(trace.unreadable.lines().to_vec(), vec![300]);
+    let mut player = Player::new(TraceReader::new(std::io::Cursor::new(bytes), "broken").expect("a header"))
+        .expect("it indexes past the bad line");
+    assert_eq!(player.index().unreadable.lines().to_vec(), vec![300]);
+    assert_eq!(player.index().events, trace.events.len() as u64);
+    let start = player.start();
+    assert!(
+        start
+            .iter()
+            .any(|o| matches!(o, Output::Problem(p) if p.starts_with("skipped 1 unreadable line: 300"))),
+        "{start:?}"
+    );
+    let mut viewer = Viewer::new();
+    viewer.take(
+        start
+            .into_iter()
+            .filter(|o| !matches!(o, Output::Problem(_)))
+            .collect(),
+    );
+    let mut problems = Vec::new();
+    for o in player.advance(Duration::from_secs(10)) {
+        match o {
+            Output::Problem(p) => problems.push(p),
+            o => viewer.take(vec![o]),
+        }
+    }
+    // The 298 events before line 300, and a stop there.
+    assert_eq!(viewer.events(), 298);
+    assert!(!viewer.position.as_ref().expect("a position").playing);
+    assert!(viewer.model == replay_all(&trace.header, &trace.events[..298]));
+    assert!(problems.iter().any(|p| p.contains("line 300")), "{problems:?}");
+}
+
 #[derive(Clone, Debug)]
 enum Ask {
     Request(Request),

@@ -8,8 +8,10 @@ use megaflux::control::{Command, ControlHandle};
 use megaflux::harness::{self, Pace};
 use megaflux::plan::{Schedule, Strategy};
 use megaflux::summary::Summary;
+use megaflux_replay::ReplayError;
 use megaflux_replay::compare::Comparison;
-use megaflux_replay::rerun::{Options, Recording};
+use megaflux_replay::error::RerunLimit;
+use megaflux_replay::rerun::{Limits, Options, Recording};
 
 mod common;
 use common::{sample, samples};
@@ -26,6 +28,7 @@ const MAX: Options = Options {
     recovery: None,
     pace: Pace::Max,
     timely_args: Vec::new(),
+    limits: Limits::DEFAULT,
 };
 
 #[test]
@@ -156,4 +159,163 @@ fn traces_that_cannot_be_rerun_say_why() {
         assert!(e.is_bad_input(), "{e}");
         assert!(e.to_string().contains(why), "{e} (expected: {why})");
     }
+}
+
+/// The whole sample, with `edit` applied to each line (numbered from 1, the header).
+fn edited(edit: impl Fn(usize, &str) -> String) -> tempfile::NamedTempFile {
+    let path = sample("keycount-fluid.jsonl");
+    let text = std::fs::read_to_string(path).expect("it reads");
+    let mut file = tempfile::NamedTempFile::new().expect("a temporary file");
+    for (i, line) in text.lines().enumerate() {
+        writeln!(file, "{}", edit(i + 1, line)).expect("written");
+    }
+    file
+}
+
+/// One unreadable line in the middle of a trace is skipped and named; the commands around
+/// it are read.
+#[test]
+fn an_unreadable_line_is_skipped_and_named() {
+    let file = edited(|n, l| {
+        if n == 248 {
+            "not an event".into()
+        } else {
+            l.to_string()
+        }
+    });
+    let recording = Recording::read(file.path()).expect("it reads past the bad line");
+    assert_eq!(recording.unreadable.lines().to_vec(), vec![248]);
+    let said = recording.unreadable.to_string();
+    assert!(said.starts_with("skipped 1 unreadable line: 248"), "{said}");
+    assert_eq!(recording.script.len(), 2);
+    let whole = Recording::read(&sample("keycount-fluid.jsonl")).expect("it reads");
+    assert!(whole.unreadable.is_empty());
+    // The header is never skipped.
+    let file = edited(|n, l| {
+        if n == 1 {
+            "not a header".into()
+        } else {
+            l.to_string()
+        }
+    });
+    let e = Recording::read(file.path()).expect_err("no header");
+    assert!(e.to_string().contains("line 1"), "{e}");
+}
+
+/// The header's workers, however many, start no more threads than the limit; flags lift it.
+#[test]
+fn a_header_of_too_many_workers_is_refused() {
+    let file = edited(|n, l| match n {
+        1 => l.replace(r#""workers":2,"workload""#, r#""workers":100000,"workload""#),
+        _ => l.to_string(),
+    });
+    let recording = Recording::read(file.path()).expect("it reads");
+    let e = recording.rerun(&MAX).expect_err("100,000 workers");
+    assert!(
+        matches!(
+            e,
+            ReplayError::Limit(RerunLimit::Workers {
+                workers: 100_000,
+                max: 256
+            })
+        ),
+        "{e}"
+    );
+    assert!(e.is_bad_input());
+    assert!(e.to_string().contains("--max-workers"), "{e}");
+    let lifted = Options {
+        limits: Limits {
+            max_workers: 100_000,
+            ..Limits::DEFAULT
+        },
+        ..MAX
+    };
+    assert!(
+        !matches!(recording.rerun(&lifted), Err(ReplayError::Limit(_))),
+        "the limit is lifted"
+    );
+}
+
+/// Workers per process times processes that overflow are an error naming the field.
+#[test]
+fn workers_times_processes_that_overflow_are_refused() {
+    let file = edited(|n, l| match n {
+        1 => l
+            .replace(
+                r#""workers":2,"workload""#,
+                r#""workers":18446744073709551615,"workload""#,
+            )
+            .replace(r#""processes":1,"#, r#""processes":4294967295,"#),
+        _ => l.to_string(),
+    });
+    let recording = Recording::read(file.path()).expect("it reads");
+    let e = recording.rerun(&MAX).expect_err("it overflows");
+    assert!(
+        matches!(
+            e,
+            ReplayError::Limit(RerunLimit::WorkersOverflow {
+                processes: 4_294_967_295,
+                ..
+            })
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("`config.workers`"), "{e}");
+}
+
+/// A run longer than the limit, and a command past it, are refused; flags lift the limit.
+#[test]
+fn runs_and_commands_past_the_duration_limit_are_refused() {
+    let long = edited(|_, l| match l.contains(r#""kind":"summary""#) {
+        true => l.replacen(r#""duration_s":4.0"#, r#""duration_s":7200.0"#, 1),
+        false => l.to_string(),
+    });
+    let recording = Recording::read(long.path()).expect("it reads");
+    let e = recording.rerun(&MAX).expect_err("two hours");
+    assert!(
+        matches!(e, ReplayError::Limit(RerunLimit::Duration { max: 3600, .. })),
+        "{e}"
+    );
+    assert!(e.to_string().contains("--max-duration"), "{e}");
+    let lifted = Options {
+        limits: Limits {
+            max_duration: std::time::Duration::from_secs(3 * 3600),
+            ..Limits::DEFAULT
+        },
+        ..MAX
+    };
+    assert!(!matches!(recording.rerun(&lifted), Err(ReplayError::Limit(_))));
+
+    let late = edited(|n, l| match n {
+        381 => l.replace(r#""time":25001"#, r#""time":99999999999"#),
+        _ => l.to_string(),
+    });
+    let recording = Recording::read(late.path()).expect("it reads");
+    let e = recording.rerun(&MAX).expect_err("a command at 10,000,000 s");
+    assert!(
+        matches!(
+            e,
+            ReplayError::Limit(RerunLimit::Epoch {
+                epoch: 99_999_999_998,
+                ..
+            })
+        ),
+        "{e}"
+    );
+}
+
+/// A `base` whose sum with a command's epoch overflows is an error naming both.
+#[test]
+fn a_base_that_overflows_is_refused() {
+    let file = edited(|_, l| match l.contains(r#""kind":"job_started""#) {
+        true => l.replace(r#""base":1"#, r#""base":18446744073709551615"#),
+        false => l.to_string(),
+    });
+    let e = Recording::read(file.path()).expect_err("it overflows");
+    assert!(e.is_bad_input());
+    let said = e.to_string();
+    assert!(
+        said.contains("line 116") && said.contains("`base`") && said.contains("overflows"),
+        "{said}"
+    );
 }

@@ -6,8 +6,8 @@ use std::io::Cursor;
 use std::path::PathBuf;
 
 use megaflux_probe::event::{Event, Stamped};
-use megaflux_probe::model::JobModel;
-use megaflux_probe::record::{Trace, TraceHeader, TraceReader, read};
+use megaflux_probe::model::{JobModel, LATENCY_WINDOWS};
+use megaflux_probe::record::{Trace, TraceHeader, TraceReader, Unreadable, read, read_from};
 use megaflux_replay::seek::Index;
 use proptest::prelude::*;
 
@@ -103,6 +103,65 @@ fn the_samples_have_keyframes_to_seek_from() {
             start == replay_all(&trace.header, &trace.events[..1]),
             "{name}: at the start"
         );
+    }
+}
+
+/// A model holds at most [`LATENCY_WINDOWS`] latency windows, dropping the oldest; a model
+/// sought from a keyframe after more windows than that holds the same ones.
+#[test]
+fn seeking_keeps_the_latency_windows_a_model_keeps() {
+    let header = sample("keycount-fluid.jsonl").header;
+    let window = |i: usize| Stamped {
+        at_s: i as f64 * 0.25,
+        process: 0,
+        event: Event::Latency {
+            window: i as u64,
+            t_s: i as f64 * 0.25,
+            count: 1,
+            p50: 1,
+            p99: 1,
+            max: 1,
+            histogram: String::new(),
+        },
+    };
+    let n = LATENCY_WINDOWS + LATENCY_WINDOWS / 8 + 3;
+    let trace = Trace {
+        header,
+        events: (0..n).map(window).collect(),
+        skipped: 0,
+        unreadable: Unreadable::default(),
+        truncated: false,
+    };
+    let (bytes, events) = with_keyframes(&trace, &[n - 1]);
+    let replayed = replay_all(&trace.header, &events);
+    assert!(replayed.latency.len() <= LATENCY_WINDOWS);
+    check(bytes, &events, &[1.0]).unwrap();
+}
+
+/// A line that is not an event in the middle of a trace is skipped by the index, which
+/// names it; the events around it are counted and sought as a reader that skips it reads
+/// them.
+#[test]
+fn the_index_skips_a_line_it_cannot_read() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../traces/keycount-fluid.jsonl");
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines[247] = "not an event";
+    let bytes = (lines.join("\n") + "\n").into_bytes();
+    let trace = read_from(bytes.as_slice(), "broken").unwrap();
+    assert_eq!(trace.unreadable.lines().to_vec(), vec![248]);
+    let mut reader = TraceReader::new(Cursor::new(bytes), "broken").unwrap();
+    let index = Index::build(&mut reader).expect("the index skips the line");
+    assert_eq!(index.events as usize, trace.events.len());
+    assert_eq!(index.unreadable.lines().to_vec(), vec![248]);
+    assert_eq!(index.events_until(&mut reader, f64::MAX).unwrap(), index.events);
+    // Line 248 is the 247th line after the header: 246 events come before it.
+    let before = index.model_after(&mut reader, 246).unwrap();
+    assert!(before == replay_all(&trace.header, &trace.events[..246]));
+    // Rebuilding past it reads it, and names it.
+    if index.keyframes.iter().all(|k| k.events_before < 246) {
+        let e = index.model_after(&mut reader, 300).unwrap_err().to_string();
+        assert!(e.contains("line 248"), "{e}");
     }
 }
 

@@ -54,7 +54,8 @@ enum Command {
 
 #[derive(Debug, Args)]
 struct AttachArgs {
-    /// The collector's address, e.g. 127.0.0.1:6650.
+    /// The collector's address, HOST:PORT, e.g. localhost:6650 or 127.0.0.1:6650.
+    #[arg(value_parser = flags::address)]
     addr: SocketAddr,
     /// The token for commands (default: $MEGAFLUX_TOKEN).
     #[arg(long)]
@@ -178,6 +179,9 @@ struct RunArgs {
     /// serve on a non-loopback address.
     #[arg(long, value_name = "TOKEN")]
     token: Option<String>,
+    /// In a cluster, how long to wait for the other processes to connect before giving up.
+    #[arg(long, value_name = "SECS", default_value_t = megaflux::harness::CLUSTER_WAIT.as_secs_f64(), value_parser = flags::duration)]
+    cluster_wait: f64,
     /// Arguments for timely: -n PROCESSES -p INDEX -h HOSTFILE.
     #[arg(last = true, value_name = "TIMELY_ARGS")]
     timely: Vec<String>,
@@ -238,6 +242,13 @@ pub fn main(jobs: impl Into<Jobs>) -> ExitCode {
 }
 
 fn attach(args: AttachArgs) -> ExitCode {
+    if !std::io::stdout().is_terminal() {
+        eprintln!(
+            "error: attach shows a dashboard and needs a terminal; its standard output is not one \
+             (to follow a job without one, run it with --headless, or --record a trace and read it with `megaflux report`)"
+        );
+        return ExitCode::from(2);
+    }
     let token = args.token.or_else(|| std::env::var(TOKEN_ENV).ok());
     let (tx, rx) = dash::queue();
     let commands = dash::source::live(args.addr, token, tx.clone());
@@ -433,6 +444,7 @@ fn run_config(args: &RunArgs, dashboard: bool, job: &dyn AnyJob) -> Result<RunCo
         speed: args.speed,
         output: args.output.clone(),
         replace_output: args.force,
+        cluster_wait: Duration::from_secs_f64(args.cluster_wait),
         ..RunConfig::default()
     };
     let reads = matches!(job.input(&config), Takes::Input { .. }) && config.input.is_some();

@@ -10,6 +10,34 @@ use megaflux::{Bins, ConfigError};
 /// The longest run a flag can ask for: a day.
 pub const MAX_SECS: f64 = 86_400.0;
 
+/// A collector's address: `HOST:PORT`, the host a name (`localhost`) or an IP address; of
+/// the addresses a name resolves to, the first IPv4 one (collectors serve on 127.0.0.1 by
+/// default, and `localhost` often resolves to ::1 first), else the first.
+pub(crate) fn address(s: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    if let Ok(addr) = s.parse() {
+        return Ok(addr);
+    }
+    let Some((host, port)) = s.rsplit_once(':') else {
+        return Err(format!("`{s}`: give HOST:PORT, e.g. localhost:6650"));
+    };
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        return Err(format!(
+            "`{s}`: give HOST:PORT, e.g. localhost:6650 (the port a number up to 65535)"
+        ));
+    }
+    match s.to_socket_addrs() {
+        Ok(addrs) => {
+            let addrs: Vec<std::net::SocketAddr> = addrs.collect();
+            let v4 = addrs.iter().find(|a| a.is_ipv4());
+            v4.or(addrs.first())
+                .copied()
+                .ok_or_else(|| format!("`{host}` has no address"))
+        }
+        Err(e) => Err(format!("`{host}` could not be resolved: {e}")),
+    }
+}
+
 pub(crate) fn auctions(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(n) if n >= 1 => Ok(n),

@@ -13,7 +13,7 @@ use megaflux::plan::Schedule;
 use megaflux_probe::wire::TOKEN_ENV;
 use megaflux_replay::ReplayError;
 use megaflux_replay::compare::Comparison;
-use megaflux_replay::rerun::{Options, Recording};
+use megaflux_replay::rerun::{Limits, MAX_DURATION, MAX_WORKERS, Options, Recording};
 
 use crate::flags;
 use crate::observe::{self, ProbeArgs};
@@ -50,6 +50,14 @@ pub struct ReplayArgs {
     /// Watch the re-run on the live dashboard.
     #[arg(long, requires = "rerun")]
     watch: bool,
+    /// The most worker threads the re-run starts over all its processes: a trace whose header
+    /// asks for more is refused [default: 256].
+    #[arg(long, requires = "rerun", value_name = "N")]
+    max_workers: Option<usize>,
+    /// The longest the re-run's measured run may last, in seconds: a trace whose run (or a
+    /// command in it) lasts longer is refused [default: 3600].
+    #[arg(long, requires = "rerun", value_name = "SECS")]
+    max_duration: Option<u64>,
     /// Arguments for timely, to re-run on a cluster: -n PROCESSES -p INDEX -h HOSTFILE.
     #[arg(last = true, value_name = "TIMELY_ARGS")]
     timely: Vec<String>,
@@ -120,7 +128,20 @@ fn rerun(args: &ReplayArgs, jobs: &Jobs) -> anyhow::Result<bool> {
             Speed::Max => Pace::Max,
         },
         timely_args: args.timely.clone(),
+        limits: Limits {
+            max_workers: args.max_workers.unwrap_or(MAX_WORKERS),
+            max_duration: args
+                .max_duration
+                .map_or(MAX_DURATION, std::time::Duration::from_secs),
+        },
     };
+    if !recording.unreadable.is_empty() {
+        eprintln!(
+            "megaflux: warning: {}: {}; commands on them are not taken again",
+            args.file.display(),
+            recording.unreadable
+        );
+    }
     let mut config = recording.rerun(&options)?;
     config.output = args.output.clone();
     config.replace_output = args.force;

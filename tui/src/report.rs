@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use megaflux::summary::Summary;
 use megaflux_probe::Event;
-use megaflux_probe::record::TraceReader;
+use megaflux_probe::record::{BadLines, TraceReader};
 use plotters::prelude::*;
 
 /// `megaflux report`'s arguments: the inputs, and at least one output.
@@ -97,8 +97,22 @@ fn is_trace(path: &Path) -> bool {
         .is_ok_and(|v| v.get("format").and_then(|f| f.as_str()) == Some(megaflux_probe::record::FORMAT_NAME))
 }
 
+/// A trace's reader that skips the lines it cannot read (see [`warn_unreadable`]).
+fn open_trace(path: &Path) -> anyhow::Result<TraceReader<std::io::BufReader<std::fs::File>>> {
+    let mut reader = TraceReader::open(path).map_err(|e| BadInput(e.to_string()))?;
+    reader.set_bad_lines(BadLines::Skip);
+    Ok(reader)
+}
+
+/// Says which lines of the trace at `path` were skipped, if any.
+fn warn_unreadable<R: std::io::BufRead>(path: &Path, reader: &TraceReader<R>) {
+    if !reader.unreadable().is_empty() {
+        eprintln!("megaflux: warning: {}: {}", path.display(), reader.unreadable());
+    }
+}
+
 fn perfetto(trace: &Path, out: &Path) -> anyhow::Result<()> {
-    let mut reader = TraceReader::open(trace).map_err(|e| BadInput(e.to_string()))?;
+    let mut reader = open_trace(trace)?;
     let file = std::fs::File::create(out).with_context(|| format!("creating {}", out.display()))?;
     let what = out.display().to_string();
     let stats = megaflux_replay::perfetto::export(&mut reader, std::io::BufWriter::new(file), &what)
@@ -106,6 +120,7 @@ fn perfetto(trace: &Path, out: &Path) -> anyhow::Result<()> {
             true => anyhow::Error::new(BadInput(e.to_string())),
             false => anyhow::Error::new(e),
         })?;
+    warn_unreadable(trace, &reader);
     eprintln!(
         "{} trace events ({} bin moves, {} plan{}{}) written to {}; open it in ui.perfetto.dev",
         stats.events,
@@ -123,13 +138,14 @@ fn perfetto(trace: &Path, out: &Path) -> anyhow::Result<()> {
 
 /// The run a trace recorded, from its last line.
 fn from_trace(path: &Path) -> anyhow::Result<Series> {
-    let mut reader = TraceReader::open(path).map_err(|e| BadInput(e.to_string()))?;
+    let mut reader = open_trace(path)?;
     let mut last = None;
     while let Some(event) = reader.next_event().map_err(|e| BadInput(e.to_string()))? {
         if let Event::Summary { summary } = event.event {
             last = Some(summary);
         }
     }
+    warn_unreadable(path, &reader);
     let Some(summary) = last else {
         bail!(BadInput(format!(
             "{} has no summary line (a version 1 trace, or one cut short): it can be exported \

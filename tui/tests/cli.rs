@@ -245,3 +245,14 @@ fn cluster_arguments_and_sizes_are_checked_before_anything_runs() {
         "out of range",
     );
 }
+
+/// `attach` takes a host name; without a terminal it says it needs one; a bad address
+/// names what is wrong.
+#[test]
+fn attach_takes_host_names_and_needs_a_terminal() {
+    assert_usage_error(&["attach", "localhost:6650"], "needs a terminal");
+    assert_usage_error(&["attach", "127.0.0.1:6650"], "needs a terminal");
+    assert_usage_error(&["attach", "localhost"], "HOST:PORT");
+    assert_usage_error(&["attach", "localhost:99999"], "HOST:PORT");
+    assert_usage_error(&["attach", "no-such-host.invalid:6650"], "no-such-host.invalid");
+}

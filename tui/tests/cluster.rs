@@ -204,3 +204,27 @@ fn scheduled_work_ends_with_the_run_in_a_cluster_too() {
     assert_eq!(two["outputs"], one["outputs"]);
     assert_eq!(two["output_digest"], one["output_digest"]);
 }
+
+/// A process whose peer never comes (it was never started, or its exporter was kept out and
+/// it exited) stops waiting after `--cluster-wait`, with one line naming the peer.
+#[test]
+fn a_missing_peer_is_named_after_the_wait() {
+    let cluster = Cluster::new("missing-peer");
+    let started = std::time::Instant::now();
+    let mut job = JOB.to_vec();
+    job.extend(["--cluster-wait", "2"]);
+    let out = cluster.spawn("0", &job, "1").wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    let lines: Vec<&str> = stderr.lines().filter(|l| l.contains("error")).collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].contains("did not form") && lines[0].contains("process 1"),
+        "{stderr}"
+    );
+}

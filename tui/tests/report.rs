@@ -88,3 +88,29 @@ fn a_trace_becomes_an_svg_and_a_perfetto_export() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// One unreadable line in the middle of a trace: the report goes on, and says which line it
+/// skipped.
+#[test]
+fn a_trace_with_an_unreadable_line_is_reported_with_a_warning() {
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/../traces/keycount-fluid.jsonl");
+    let text = std::fs::read_to_string(sample).expect("the sample reads");
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines[247] = "not an event";
+    let trace = dir.path().join("broken.jsonl");
+    std::fs::write(&trace, lines.join("\n") + "\n").expect("written");
+    let (svg, json) = (dir.path().join("out.svg"), dir.path().join("out.json"));
+    let out = megaflux(&[
+        "report",
+        trace.to_str().expect("UTF-8"),
+        "--svg",
+        svg.to_str().expect("UTF-8"),
+        "--perfetto",
+        json.to_str().expect("UTF-8"),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("skipped 1 unreadable line: 248"), "{stderr}");
+    assert!(svg.exists() && json.exists());
+}

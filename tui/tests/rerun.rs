@@ -93,3 +93,28 @@ fn bad_input_exits_2_with_a_reason() {
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     }
 }
+
+/// The re-run's limits refuse a trace that asks for more, before anything runs; they are
+/// flags of `--rerun`.
+#[test]
+fn the_limits_refuse_a_trace_that_asks_for_more() {
+    let trace = sample("keycount-fluid.jsonl");
+    let out = megaflux(&["replay", &trace, "--rerun", "--max-workers", "1"])
+        .output()
+        .expect("it runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("more than --max-workers 1"), "{stderr}");
+    let out = megaflux(&["replay", &trace, "--rerun", "--max-duration", "1"])
+        .output()
+        .expect("it runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("longer than --max-duration 1 s"), "{stderr}");
+    let out = megaflux(&["replay", &trace, "--max-workers", "1"])
+        .output()
+        .expect("it runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--rerun"), "{stderr}");
+}

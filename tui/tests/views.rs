@@ -2,7 +2,8 @@
 
 use std::path::PathBuf;
 
-use megaflux_probe::event::{Event, Phase};
+use megaflux_probe::event::{Event, Outcome, Phase, Stamped};
+use megaflux_probe::model::MAX_AT_S;
 use megaflux_probe::record;
 use megaflux_tui::dash::keys::Action;
 use megaflux_tui::dash::model::{Connection, Dash, Msg, TABS};
@@ -223,4 +224,371 @@ fn the_bins_view_styles_cursor_selection_and_moves() {
     }
     assert_eq!(d.selection().len(), 4);
     insta::assert_snapshot!("bins_styles_80x24", styles(&d, 80, 24));
+}
+
+/// Events whose every number is untrusted, as a collector may pass them on from another
+/// process or a trace may hold them: sizes and counts of `u64::MAX` (whose sums overflow),
+/// workers and bins past every bound, times of 1e300, NaN, -1 and infinity.
+fn extreme_events() -> Vec<Stamped> {
+    let max = u64::MAX;
+    let at = |at_s: f64, process: u32, event: Event| Stamped { at_s, process, event };
+    let mut events = vec![
+        at(
+            0.0,
+            0,
+            Event::Hello {
+                processes: 2,
+                workers: 2,
+                peers: 4,
+                bins: 16,
+                config: serde_json::json!({"replicas": 2, "epoch_us": 250}),
+                anchor_unix_s: Some(f64::NAN),
+            },
+        ),
+        at(
+            f64::NAN,
+            1,
+            Event::Hello {
+                processes: u32::MAX,
+                workers: u32::MAX,
+                peers: u32::MAX,
+                bins: u32::MAX,
+                config: serde_json::json!({"replicas": max, "epoch_us": max}),
+                anchor_unix_s: Some(1e300),
+            },
+        ),
+    ];
+    for operator in ["count", "sum"] {
+        for bin in 0..16u32 {
+            for (worker, standby) in [(bin % 4, false), ((bin + 1) % 4, true)] {
+                events.push(at(
+                    1.0,
+                    0,
+                    Event::BinSize {
+                        worker,
+                        operator: operator.into(),
+                        bin,
+                        keys: max,
+                        bytes: max,
+                        standby,
+                    },
+                ));
+            }
+        }
+        for worker in 0..4 {
+            events.push(at(
+                1.0,
+                0,
+                Event::Sampled {
+                    worker,
+                    operator: operator.into(),
+                    full: true,
+                    bins: max,
+                    keys: max,
+                    bytes: max,
+                },
+            ));
+        }
+    }
+    for worker in [0, 1, 2, 3, u32::MAX] {
+        events.push(at(
+            2.0,
+            0,
+            Event::WorkerStats {
+                worker,
+                records: max,
+                applied: Some(max),
+                busy_ns: max,
+                interval_ns: u64::from(worker % 2),
+            },
+        ));
+        events.push(at(
+            2.0,
+            0,
+            Event::Frontier {
+                worker,
+                operator: "count".into(),
+                applied: Some(0),
+                control: Some(max),
+                input: max,
+            },
+        ));
+        events.push(at(
+            2.0,
+            0,
+            Event::Frontier {
+                worker,
+                operator: "output".into(),
+                applied: Some(max),
+                control: None,
+                input: 0,
+            },
+        ));
+        events.push(at(
+            2.0,
+            0,
+            Event::JobStarted {
+                worker,
+                peers: u32::MAX,
+                base: max,
+            },
+        ));
+    }
+    let times = [
+        1e300,
+        f64::NAN,
+        -1.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::MAX,
+        2.0,
+    ];
+    for (window, t_s) in times.into_iter().enumerate() {
+        events.push(at(
+            t_s,
+            0,
+            Event::Latency {
+                window: max - window as u64,
+                t_s,
+                count: max,
+                p50: max,
+                p99: max,
+                max,
+                histogram: String::new(),
+            },
+        ));
+    }
+    let started = |bins: u64, run_s: f64| Event::PlanStarted {
+        strategy: "fluid".into(),
+        target: "uniform".into(),
+        steps: bins,
+        bins,
+        purpose: None,
+        id: Some(max),
+        time: Some(max),
+        run_s: Some(run_s),
+    };
+    let moved = |phase: Phase, bin: u32, time: u64| Event::Migration {
+        phase,
+        bin,
+        time,
+        operator: Some("count".into()),
+        worker: Some(bin),
+        from: Some(u32::MAX),
+        to: Some(bin),
+        bytes: Some(max),
+        chunks: Some(max),
+        step: Some(max),
+        primary: Some(bin),
+        standby: Some(i64::MAX),
+        copy: None,
+    };
+    // A plan at no sane time, its moves' sizes overflowing, finished at none either.
+    events.push(at(1e300, 0, started(max, f64::NAN)));
+    for bin in [0, 1, 2, 3, u32::MAX] {
+        for phase in [
+            Phase::Issued,
+            Phase::Extracted,
+            Phase::Extracted,
+            Phase::Received,
+            Phase::Installed,
+        ] {
+            events.push(at(3.0, 0, moved(phase, bin, max)));
+        }
+    }
+    events.push(at(3.0, 0, moved(Phase::Completed, 0, max)));
+    events.push(at(
+        f64::INFINITY,
+        0,
+        Event::PlanLatency {
+            id: max,
+            p50: max,
+            p99: max,
+            max,
+        },
+    ));
+    events.push(at(
+        4.0,
+        0,
+        Event::PlanCompleted {
+            strategy: "fluid".into(),
+            steps: max,
+            seconds: f64::NAN,
+            id: Some(max),
+            cancelled: None,
+            run_s: Some(f64::INFINITY),
+        },
+    ));
+    // A running plan of no bins that completed more than it has, moves in flight.
+    events.push(at(-1.0, 0, started(0, 1e300)));
+    for bin in [4, 5] {
+        for phase in [Phase::Issued, Phase::Extracted, Phase::Extracted] {
+            events.push(at(5.0, 0, moved(phase, bin, 7)));
+        }
+    }
+    events.push(at(5.0, 0, moved(Phase::Completed, 4, 7)));
+    events.push(at(5.0, 0, moved(Phase::Completed, 6, 7)));
+    let failure = |worker: u32, lost: Option<&str>| Event::Failure {
+        worker,
+        reason: "fail-stop".into(),
+        time: Some(max),
+        promoted: Some(max),
+        degraded: Some(max),
+        suspects: Some(max),
+        lost: lost.map(str::to_string),
+    };
+    events.push(at(-1.0, 0, failure(3, None)));
+    events.push(at(
+        6.0,
+        0,
+        Event::Takeover {
+            operator: "count".into(),
+            worker: 0,
+            bin: u32::MAX,
+            time: max,
+        },
+    ));
+    events.push(at(f64::INFINITY, 0, Event::Rejoin { worker: 3, time: max }));
+    events.push(at(6.0, 0, failure(2, Some("0-65535"))));
+    events.push(at(
+        6.0,
+        0,
+        Event::Recovery {
+            worker: 2,
+            bins: vec![u32::MAX, 0],
+        },
+    ));
+    for (outcome, reason) in [
+        (Outcome::Applied, None),
+        (Outcome::Rejected, Some("no".to_string())),
+    ] {
+        events.push(at(
+            f64::NAN,
+            0,
+            Event::Command {
+                outcome,
+                id: Some(max),
+                time: Some(max),
+                command: "move".into(),
+                request: None,
+                source: None,
+                reason,
+            },
+        ));
+    }
+    events.push(at(
+        7.0,
+        0,
+        Event::Placement {
+            time: max,
+            holders: "0/1 1/2 4294967295/0 - 3/4294967295".into(),
+        },
+    ));
+    for (process, place) in [(0, "queue"), (1, "queue"), (0, "subscriber 1"), (4, "queue")] {
+        events.push(at(
+            7.0,
+            process,
+            Event::Dropped {
+                place: place.into(),
+                count: max,
+            },
+        ));
+    }
+    events.push(at(
+        8.0,
+        0,
+        Event::Recording {
+            on: true,
+            failed: None,
+        },
+    ));
+    events.push(at(
+        8.0,
+        0,
+        Event::Lost {
+            time: max,
+            bins: "0-4294967295".into(),
+        },
+    ));
+    events
+}
+
+/// Every view, every dialog and a replay's timeline bar, drawn over a job fed numbers no
+/// job sends: nothing panics (sums saturate, clocks take only times), and the losses add
+/// up to the most a count can say.
+#[test]
+fn extreme_numbers_draw_in_every_view() {
+    let mut d = Dash::new(Connection::Live("test".into()), None);
+    d.update(Msg::Subscribed(1));
+    d.update(Msg::Events(extreme_events()));
+    for clock in [f64::NAN, f64::INFINITY, 1e300, -1.0] {
+        d.update(Msg::Clock(clock));
+    }
+    d.update(Msg::Lost(u64::MAX));
+    assert!((0.0..=MAX_AT_S).contains(&d.now_s), "{}", d.now_s);
+    assert_eq!(d.job_lost(), u64::MAX);
+    assert_eq!(d.view_lost(), u64::MAX);
+    d.commandable = true;
+    let draw_all = |d: &mut Dash| {
+        for i in 0..TABS.len() {
+            d.update(Msg::Action(Action::Tab(i)));
+            for (w, h) in [(80, 24), (160, 48)] {
+                render(d, w, h);
+            }
+        }
+        d.update(Msg::Action(Action::Tab(0)));
+        for dialog in [
+            Action::Help,
+            Action::Move,
+            Action::Plan,
+            Action::Fail,
+            Action::Rejoin,
+        ] {
+            d.update(Msg::Action(dialog));
+            render(d, 80, 24);
+            d.update(Msg::Action(Action::Back));
+        }
+    };
+    draw_all(&mut d);
+    // Every operator, a range selected, the view paused.
+    d.update(Msg::Action(Action::NextOperator));
+    d.update(Msg::Action(Action::Select));
+    for _ in 0..20 {
+        d.update(Msg::Action(Action::Right));
+    }
+    d.update(Msg::Action(Action::Pause));
+    draw_all(&mut d);
+
+    // A replay of a trace that says such times: its timeline bar and go-to dialog.
+    use megaflux_replay::player::{Position, Timeline};
+    use megaflux_replay::seek::Mark;
+    let mut r = Dash::new(Connection::Trace("t.jsonl".into()), None);
+    r.update(Msg::Timeline(Timeline {
+        start_s: 0.0,
+        end_s: 1e300,
+        events: u64::MAX,
+        marks: vec![
+            Mark {
+                events_before: u64::MAX,
+                at_s: f64::NAN,
+                label: "x".into(),
+            },
+            Mark {
+                events_before: 0,
+                at_s: f64::INFINITY,
+                label: "y".into(),
+            },
+        ],
+    }));
+    r.update(Msg::Events(extreme_events()));
+    r.update(Msg::Position(Position {
+        events: u64::MAX,
+        at_s: f64::INFINITY,
+        playing: true,
+        speed: f64::NAN,
+    }));
+    assert!((0.0..=MAX_AT_S).contains(&r.now_s), "{}", r.now_s);
+    draw_all(&mut r);
+    r.update(Msg::Action(Action::GoTo));
+    render(&r, 80, 24);
 }

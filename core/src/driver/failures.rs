@@ -2,24 +2,30 @@
 //! the next free logical time, then the recovery of the bins it left with one replica, or the
 //! rebalance onto the worker that came back.
 
-use super::{PlanDriver, Purpose, Urgent};
+use super::{FailureRef, PlanDriver, Purpose, Urgent};
 use crate::Time;
 use crate::bins::list;
 use crate::config::{ControlInst, NONE, Placement, Replicas, chained, uniform};
 use crate::error::CommandError;
 
-use super::records::FailureRecord;
+use super::records::{FailureRecord, KEPT_FAILURES};
 
 impl PlanDriver {
     /// Whether `worker` will have failed once what was taken is issued.
     pub(super) fn will_be_failed(&self, worker: u32) -> bool {
-        self.urgent
-            .iter()
-            .fold(self.placements.is_failed(worker), |failed, u| match u {
-                Urgent::Fail(w, _) if *w == worker => true,
-                Urgent::Rejoin(w, _) if *w == worker => false,
-                _ => failed,
-            })
+        self.will_fail.get(worker as usize).copied().unwrap_or(false)
+    }
+
+    /// Takes `urgent`, to be issued alone at the next free time.
+    fn take_urgent(&mut self, urgent: Urgent) {
+        let (worker, failed) = match urgent {
+            Urgent::Fail(w, _) => (w, true),
+            Urgent::Rejoin(w, _) => (w, false),
+        };
+        if let Some(f) = self.will_fail.get_mut(worker as usize) {
+            *f = failed;
+        }
+        self.urgent.push_back(urgent);
     }
 
     /// `worker` failed (by command, or noticed) `now_s` into the run: its instructions go
@@ -29,7 +35,7 @@ impl PlanDriver {
         if self.will_be_failed(worker) {
             return Err(CommandError::WorkerFailed(worker as usize));
         }
-        self.urgent.push_back(Urgent::Fail(worker, now_s));
+        self.take_urgent(Urgent::Fail(worker, now_s));
         Ok(())
     }
 
@@ -39,7 +45,7 @@ impl PlanDriver {
         if !self.will_be_failed(worker) {
             return Err(CommandError::NotFailed(worker as usize));
         }
-        self.urgent.push_back(Urgent::Rejoin(worker, now_s));
+        self.take_urgent(Urgent::Rejoin(worker, now_s));
         Ok(())
     }
 
@@ -63,8 +69,13 @@ impl PlanDriver {
             active.remaining.clear();
             active.record.cancelled = true;
         }
-        let index = self.failures.len();
-        self.failures.push(FailureRecord {
+        let failure = FailureRef {
+            index: self.failed,
+            worker,
+        };
+        self.failed += 1;
+        self.lost.extend_from_slice(&outcome.lost);
+        let record = FailureRecord {
             worker,
             at_s,
             time,
@@ -74,15 +85,32 @@ impl PlanDriver {
             lost: outcome.lost,
             recovery: None,
             rejoined_s: None,
-        });
-        self.recover(index, at_s);
+        };
+        let needs_recovery = record.needs_recovery();
+        if self.failures.len() < KEPT_FAILURES {
+            self.failures.push(record);
+        } else {
+            // Counted as it is now: only its rejoin is still to come, and that is counted
+            // when it does.
+            self.unlisted_failures.add(&record);
+        }
+        self.down.retain(|f| f.worker != worker);
+        self.down.push(failure);
+        if needs_recovery {
+            self.unrecovered = Some(failure);
+            self.recover(at_s);
+        }
         outcome.insts
     }
 
-    /// Starts the recovery of failure `index` if nothing else runs and a live worker can
-    /// take a standby; otherwise it waits (for the running plan's end, or a rejoin).
-    pub(super) fn recover(&mut self, index: usize, now_s: f64) {
-        if self.active.is_some() || !self.failures[index].needs_recovery() {
+    /// Starts the recovery of the newest failure awaiting one, if any, if nothing else runs
+    /// and a live worker can take a standby; otherwise it waits (for the running plan's
+    /// end, or a rejoin).
+    pub(super) fn recover(&mut self, now_s: f64) {
+        let Some(failure) = self.unrecovered else {
+            return;
+        };
+        if self.active.is_some() {
             return;
         }
         let mut goal = self.placement().clone();
@@ -100,47 +128,72 @@ impl PlanDriver {
         for (bin, replicas) in standbys {
             goal[bin as usize] = replicas;
         }
-        let worker = self.failures[index].worker;
+        self.supersede(failure);
         self.plan(
-            Purpose::Recovery(index),
+            Purpose::Recovery(failure),
             self.recovery,
-            format!("standbys lost with worker {worker}"),
+            format!("standbys lost with worker {}", failure.worker),
             &goal,
             now_s,
         );
+    }
+
+    /// A new attempt at restoring the replicas of `failure` starts: an earlier one (cut
+    /// short) is no longer its recovery, and counts in the totals instead, so that the
+    /// record of a failure holds one plan however often it was retried.
+    fn supersede(&mut self, failure: FailureRef) {
+        if let Some(replaced) = self
+            .failures
+            .get_mut(failure.index)
+            .and_then(|f| f.recovery.take())
+        {
+            self.unlisted_plans.add(&replaced, true);
+        }
     }
 
     /// Issues the rejoin of `worker` (taken at `now_s`) at `time`.
     pub(super) fn issue_rejoin(&mut self, worker: u32, now_s: f64, time: Time) -> ControlInst {
         let inst = self.placements.rejoin(worker, time);
         tracing::info!(target: "megaflux::replica", phase = "rejoin", worker, time);
-        let failure = self
-            .failures
-            .iter()
-            .rposition(|f| f.worker == worker && f.rejoined_s.is_none());
-        if let Some(f) = failure {
-            self.failures[f].rejoined_s = Some(now_s);
+        if let Some(at) = self.down.iter().position(|f| f.worker == worker) {
+            let failure = self.down.swap_remove(at);
+            match self.failures.get_mut(failure.index) {
+                Some(f) => f.rejoined_s = Some(now_s),
+                None => self.unlisted_failures.rejoined += 1,
+            }
         }
-        // The failure whose replicas no recovery restored, if any.
+        // The failure whose replicas no recovery restored, if any (not the one whose
+        // recovery runs).
+        let running = self.active.as_ref().map(|a| a.purpose);
         let unrecovered = self
-            .failures
-            .iter()
-            .rposition(FailureRecord::needs_recovery)
-            .filter(
-                |i| !matches!(self.active.as_ref().map(|a| a.purpose), Some(Purpose::Recovery(r)) if r == *i),
-            );
-        self.queued.push_back(unrecovered);
+            .unrecovered
+            .filter(|f| running != Some(Purpose::Recovery(*f)));
+        self.queue_rebalance(unrecovered);
         self.start_queued(now_s);
         inst
     }
 
+    /// Queues a rebalance for when nothing else runs, merged with the one waiting if any
+    /// (see `queued`): it restores the replicas of the newest failure either was for.
+    pub(super) fn queue_rebalance(&mut self, failure: Option<FailureRef>) {
+        let waiting = self.queued.flatten();
+        self.queued = Some(failure.or(waiting));
+    }
+
+    /// Starts the waiting rebalance, if any, if nothing else runs.
     pub(super) fn start_queued(&mut self, now_s: f64) {
         if self.active.is_some() {
             return;
         }
-        let Some(failure) = self.queued.pop_front() else {
+        let Some(failure) = self.queued.take() else {
             return;
         };
+        // A failure restored (or superseded) since the rebalance was queued keeps the
+        // recovery it has: this is an ordinary rebalance.
+        let failure = failure.filter(|f| self.unrecovered == Some(*f));
+        if let Some(f) = failure {
+            self.supersede(f);
+        }
         let goal = self.balanced();
         self.plan(
             Purpose::Rebalance(failure),

@@ -10,12 +10,17 @@
 //!   that one failure can never lose a bin;
 //! * a failure cancels the running plan, and starts a recovery (new standbys for the bins
 //!   left with one replica, under the recovery strategy) when a live worker can take them;
-//!   a rejoin rebalances onto the worker that came back once nothing else runs.
+//!   a rejoin rebalances onto the worker that came back once nothing else runs;
+//! * what it keeps is bounded whatever clients send: the first [`KEPT_PLANS`] finished
+//!   migrations and [`KEPT_FAILURES`] failures in detail, the rest as totals, the last
+//!   [`RECENT_PLANS`] finished plans for worker 0's loop, a target as a short description
+//!   ([`TARGET_CHARS`]), at most one waiting rebalance; and nothing it does on a turn of
+//!   worker 0's loop walks that history.
 
 use std::collections::VecDeque;
 
 use crate::Time;
-use crate::bins::list;
+use crate::bins::{cut, describe, list};
 use crate::config::{ControlInst, NONE, Placement, Replicas, single};
 use crate::control::Command;
 use crate::error::CommandError;
@@ -25,7 +30,10 @@ use crate::plan::{self, Change, Schedule, Strategy, Target};
 mod failures;
 mod records;
 
-pub use records::{FailureRecord, MigrationRecord};
+pub use records::{
+    FailureHistory, FailureRecord, FailureTotals, KEPT_FAILURES, KEPT_PLANS, MigrationRecord, PlanHistory,
+    PlanTotals, RECENT_PLANS, TARGET_CHARS,
+};
 
 /// A failure or rejoin taken and not yet issued, with when it was taken.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -34,15 +42,23 @@ enum Urgent {
     Rejoin(u32, f64),
 }
 
+/// A failure as plans and queues refer to it: its index among the run's failures (it is
+/// kept in detail if below [`KEPT_FAILURES`]) and the worker that failed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct FailureRef {
+    index: usize,
+    worker: u32,
+}
+
 /// Why a plan runs.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Purpose {
     Migration,
-    /// Restores the replicas lost in the failure with this index.
-    Recovery(usize),
-    /// Spreads bins onto a worker that rejoined; restores the replicas of the failure with
-    /// this index if no recovery did.
-    Rebalance(Option<usize>),
+    /// Restores the replicas lost in this failure.
+    Recovery(FailureRef),
+    /// Spreads bins onto a worker that rejoined; restores the replicas of this failure if
+    /// no recovery did.
+    Rebalance(Option<FailureRef>),
 }
 
 struct ActivePlan {
@@ -66,6 +82,10 @@ pub struct PlanDriver {
     recovery: Schedule,
     /// Failures and rejoins taken, to be issued each alone at the next free time.
     urgent: VecDeque<Urgent>,
+    /// Per worker, whether it is failed once every failure and rejoin taken is issued: what
+    /// the placements say with `urgent` applied, kept so that taking a command does not
+    /// walk `urgent`.
+    will_fail: Vec<bool>,
     /// The last time instructions went out at.
     last_issued: Option<Time>,
     /// The least logical time between two steps of a pipelined plan.
@@ -75,10 +95,32 @@ pub struct PlanDriver {
     /// Plans made so far (their ids).
     plans: u64,
     active: Option<ActivePlan>,
-    /// Rebalances waiting for the running plan to finish.
-    queued: VecDeque<Option<usize>>,
+    /// The rebalance waiting for the running plan to finish, if any, with the failure whose
+    /// replicas it restores if no recovery did. One is enough: a rebalance spreads the bins
+    /// over the workers live when it starts, so a second one queued behind it would find
+    /// nothing to do.
+    queued: Option<Option<FailureRef>>,
+    /// The newest failure whose degraded bins wait for a recovery (none ran, or a later
+    /// failure cut it short). A recovery gives every degraded bin a standby whichever
+    /// failure it is for, so older failures never need one of their own.
+    unrecovered: Option<FailureRef>,
+    /// Failures whose worker has not rejoined: at most one per worker.
+    down: Vec<FailureRef>,
+    /// The first [`KEPT_PLANS`] finished migrations (and rebalances), in the order they
+    /// finished.
     migrations: Vec<MigrationRecord>,
+    /// The first [`KEPT_FAILURES`] failures, in order: failure `i` is `failures[i]`.
     failures: Vec<FailureRecord>,
+    /// Finished plans in neither list (see [`PlanHistory::unlisted`]).
+    unlisted_plans: PlanTotals,
+    /// Failures past the first [`KEPT_FAILURES`].
+    unlisted_failures: FailureTotals,
+    /// Failures issued so far: the next one's index.
+    failed: usize,
+    /// Bins lost so far, in the order they were (a lost bin stops the run: few).
+    lost: Vec<u32>,
+    /// The last [`RECENT_PLANS`] finished plans, oldest first, without their step times.
+    recent: VecDeque<MigrationRecord>,
 }
 
 impl PlanDriver {
@@ -98,14 +140,22 @@ impl PlanDriver {
             replicas,
             recovery,
             urgent: VecDeque::new(),
+            will_fail: vec![false; workers],
             last_issued: None,
             step_gap: 1,
             time: 0,
             plans: 0,
             active: None,
-            queued: VecDeque::new(),
+            queued: None,
+            unrecovered: None,
+            down: Vec::new(),
             migrations: Vec::new(),
             failures: Vec::new(),
+            unlisted_plans: PlanTotals::default(),
+            unlisted_failures: FailureTotals::default(),
+            failed: 0,
+            lost: Vec::new(),
+            recent: VecDeque::new(),
         }
     }
 
@@ -214,7 +264,9 @@ impl PlanDriver {
             for b in bins {
                 target[*b] = w;
             }
-            return self.start(all_at_once, &Target::Map(target), now_s);
+            // Said as the move, not as the map: a map names a worker for every bin.
+            let description = || format!("{} on worker {worker}", describe(bins));
+            return self.start_as(all_at_once, &Target::Map(target), description, now_s);
         }
         let mut goal = self.placement().clone();
         for &bin in bins {
@@ -238,16 +290,25 @@ impl PlanDriver {
                 standby: w,
             };
         }
-        let target = format!(
-            "standby of {} on worker {worker}",
-            list(&bins.iter().map(|b| *b as u32).collect::<Vec<_>>())
-        );
+        let target = format!("standby of {} on worker {worker}", describe(bins));
         self.plan(Purpose::Migration, all_at_once, target, &goal, now_s);
         Ok(())
     }
 
     /// Plans a migration from the current placement to `target`.
     pub fn start(&mut self, schedule: Schedule, target: &Target, now_s: f64) -> Result<(), CommandError> {
+        self.start_as(schedule, target, || target.to_string(), now_s)
+    }
+
+    /// Plans a migration to `target`, described for records and events by `description`
+    /// (called only once the plan is made).
+    fn start_as(
+        &mut self,
+        schedule: Schedule,
+        target: &Target,
+        description: impl FnOnce() -> String,
+        now_s: f64,
+    ) -> Result<(), CommandError> {
         if self.active.is_some() {
             return Err(CommandError::PlanRunning);
         }
@@ -257,11 +318,14 @@ impl PlanDriver {
         let goal = target
             .goal(self.placement(), self.workers, self.per_process, &live)
             .map_err(|e| CommandError::BadTarget(e.to_string()))?;
-        self.plan(Purpose::Migration, schedule, target.to_string(), &goal, now_s);
+        self.plan(Purpose::Migration, schedule, description(), &goal, now_s);
         Ok(())
     }
 
+    /// Makes the plan from the current placement to `goal` the running one. `target` is cut
+    /// to [`TARGET_CHARS`]: the record and the events keep no more, whatever the target.
     fn plan(&mut self, purpose: Purpose, schedule: Schedule, target: String, goal: &Placement, now_s: f64) {
+        let target = cut(&target, TARGET_CHARS);
         let changes = plan::changes(self.placement(), goal);
         let bins_planned = changes.len();
         let steps: VecDeque<Vec<Change>> = plan::steps(schedule.strategy, changes).into();
@@ -407,69 +471,133 @@ impl PlanDriver {
             self.report_placement(finished.record.step_times.last().copied().unwrap_or(0));
         }
         let cancelled = finished.record.cancelled;
+        self.remember(&finished.record);
         match finished.purpose {
-            Purpose::Migration => self.migrations.push(finished.record),
+            Purpose::Migration => self.keep(finished.record),
             Purpose::Rebalance(None) => {
-                self.migrations.push(finished.record);
+                self.keep(finished.record);
                 // Cut short by a failure: the workers still deserve their share later.
                 if cancelled {
-                    self.queued.push_back(None);
+                    self.queue_rebalance(None);
                 }
             }
-            Purpose::Recovery(i) | Purpose::Rebalance(Some(i)) => {
+            Purpose::Recovery(failure) | Purpose::Rebalance(Some(failure)) => {
                 if !cancelled {
                     let mut bins = finished.bins;
                     bins.sort_unstable();
                     tracing::info!(
                         target: "megaflux::replica",
-                        phase = "recovered", worker = self.failures[i].worker, bins = %list(&bins)
+                        phase = "recovered", worker = failure.worker, bins = %list(&bins)
                     );
+                    if self.unrecovered == Some(failure) {
+                        self.unrecovered = None;
+                    }
                 }
-                self.failures[i].recovery = Some(finished.record);
+                match self.failures.get_mut(failure.index) {
+                    Some(f) => {
+                        // `supersede` took any earlier attempt when this one started.
+                        if let Some(replaced) = f.recovery.replace(finished.record) {
+                            self.unlisted_plans.add(&replaced, true);
+                        }
+                    }
+                    None => self.unlisted_plans.add(&finished.record, true),
+                }
             }
         }
         // A recovery cut short by a later failure starts again, for every bin still degraded,
-        // as that later failure's recovery; then any waiting rebalance.
-        if let Some(i) = self.failures.iter().rposition(FailureRecord::needs_recovery)
-            && !self.queued.iter().any(|q| *q == Some(i))
+        // as the recovery of the newest failure awaiting one; then any waiting rebalance.
+        if let Some(failure) = self.unrecovered
+            && self.queued != Some(Some(failure))
         {
-            self.recover(i, now_s);
+            self.recover(now_s);
         }
         self.start_queued(now_s);
     }
 
-    /// Finished migrations, and the running one (not completed) if any.
-    pub fn records(&self) -> Vec<MigrationRecord> {
-        let mut all = self.migrations.clone();
-        if let Some(a) = self.active.as_ref().filter(|a| a.purpose == Purpose::Migration) {
-            all.push(a.record.clone());
+    /// Keeps a finished migration or rebalance: in detail while fewer than [`KEPT_PLANS`]
+    /// are, in the totals after that.
+    fn keep(&mut self, record: MigrationRecord) {
+        if self.migrations.len() < KEPT_PLANS {
+            self.migrations.push(record);
+        } else {
+            self.unlisted_plans.add(&record, false);
         }
-        all
     }
 
-    /// Every plan that finished (migrations, rebalances and recoveries), in no order.
+    /// Notes a finished plan among the last [`RECENT_PLANS`], without its step times
+    /// ([`PlanDriver::finished`] does not show them, and they are the bulk of a record).
+    fn remember(&mut self, record: &MigrationRecord) {
+        if self.recent.len() >= RECENT_PLANS {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(MigrationRecord {
+            id: record.id,
+            strategy: record.strategy.clone(),
+            target: record.target.clone(),
+            issued_s: record.issued_s,
+            completed_s: record.completed_s,
+            steps: record.steps,
+            bins_planned: record.bins_planned,
+            bins_moved: record.bins_moved,
+            step_times: Vec::new(),
+            cancelled: record.cancelled,
+        });
+    }
+
+    /// The migrations as the summary gives them: the first [`KEPT_PLANS`] to finish (hand-
+    /// made moves and rebalances included), then the running one (not completed) if it is a
+    /// migration and there is room; every other plan that is not a listed failure's
+    /// recovery added up in [`PlanHistory::unlisted`], the running one included.
+    pub fn records(&self) -> PlanHistory {
+        let mut history = PlanHistory {
+            listed: self.migrations.clone(),
+            unlisted: self.unlisted_plans,
+        };
+        if let Some(a) = self.active.as_ref() {
+            match a.purpose {
+                Purpose::Migration if history.listed.len() < KEPT_PLANS => {
+                    history.listed.push(a.record.clone())
+                }
+                Purpose::Migration | Purpose::Rebalance(None) => history.unlisted.add(&a.record, false),
+                // A listed failure's running recovery is in `failures()`.
+                Purpose::Recovery(f) | Purpose::Rebalance(Some(f)) => {
+                    if f.index >= self.failures.len() {
+                        history.unlisted.add(&a.record, true);
+                    }
+                }
+            }
+        }
+        history
+    }
+
+    /// The last [`RECENT_PLANS`] plans that finished (migrations, rebalances and
+    /// recoveries), oldest first, without their step times. Worker 0 looks at these on every
+    /// turn of its loop (to report the latency during each once it is measured): they are
+    /// few whatever the run's length. [`PlanDriver::records`] and
+    /// [`PlanDriver::failures`] have the plans in full.
     pub fn finished(&self) -> impl Iterator<Item = &MigrationRecord> {
-        let recoveries = self.failures.iter().filter_map(|f| f.recovery.as_ref());
-        self.migrations.iter().chain(recoveries)
+        self.recent.iter()
     }
 
-    /// Every failure, with its recovery (the running one, not completed, if any).
-    pub fn failures(&self) -> Vec<FailureRecord> {
-        let mut all = self.failures.clone();
+    /// The failures as the summary gives them: the first [`KEPT_FAILURES`], each with its
+    /// recovery (the running one, not completed, if any), and the rest added up.
+    pub fn failures(&self) -> FailureHistory {
+        let mut listed = self.failures.clone();
         if let Some(a) = self.active.as_ref()
-            && let Purpose::Recovery(i) | Purpose::Rebalance(Some(i)) = a.purpose
+            && let Purpose::Recovery(f) | Purpose::Rebalance(Some(f)) = a.purpose
+            && let Some(failure) = listed.get_mut(f.index)
         {
-            all[i].recovery = Some(a.record.clone());
+            failure.recovery = Some(a.record.clone());
         }
-        all
+        FailureHistory {
+            listed,
+            unlisted: self.unlisted_failures,
+        }
     }
 
     /// Bins lost so far (no replica left).
     pub fn lost(&self) -> Vec<u32> {
-        self.failures
-            .iter()
-            .flat_map(|f| f.lost.iter().copied())
-            .collect()
+        self.lost.clone()
     }
 }
 

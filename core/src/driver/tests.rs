@@ -202,3 +202,126 @@ fn failures_and_rejoins_each_go_out_alone_at_a_time_of_their_own() {
     assert_eq!(d.poll(5, 0, 0.2), (Vec::new(), true));
     assert_eq!(d.poll(6, 0, 0.3).0, vec![ControlInst::Rejoin { worker: 2 }]);
 }
+
+/// Polls at times from `*t` on, the output frontier right behind them, until nothing runs
+/// or waits to be issued: the bin changes that went out, and the steps they went out in.
+fn settle(d: &mut PlanDriver, t: &mut Time) -> (usize, usize) {
+    let (mut changes, mut steps) = (0, 0);
+    for _ in 0..1000 {
+        let (insts, _) = d.poll(*t, *t, *t as f64 / 1000.0);
+        let placed = insts
+            .iter()
+            .filter(|i| matches!(i, ControlInst::Place { .. }))
+            .count();
+        changes += placed;
+        steps += usize::from(placed > 0);
+        *t += 1;
+        if !d.busy() && !d.urgent() {
+            return (changes, steps);
+        }
+    }
+    panic!("the driver never settled");
+}
+
+#[test]
+fn thousands_of_plans_keep_a_bounded_history_with_exact_totals() {
+    const BINS: usize = 1024;
+    let plans = 3 * KEPT_PLANS + 17;
+    let mut d = PlanDriver::single(&uniform(BINS, 2), 2);
+    let (mut t, mut changes, mut steps) = (1, 0, 0);
+    for i in 0..plans {
+        let to = (i % 2) as u32;
+        let command = if i % 4 < 2 {
+            // A map names every bin's worker: far more than a record keeps.
+            Command::StartPlan {
+                schedule: schedule(Strategy::AllAtOnce, false),
+                target: Target::Map(vec![to; BINS]),
+            }
+        } else {
+            Command::MoveBins {
+                bins: (0..BINS).step_by(2).collect(),
+                worker: to as usize,
+                standby: false,
+            }
+        };
+        d.command(command, t as f64 / 1000.0).unwrap();
+        let (c, s) = settle(&mut d, &mut t);
+        changes += c;
+        steps += s;
+    }
+    let records = d.records();
+    assert_eq!(records.len(), KEPT_PLANS);
+    assert_eq!(d.migrations.len(), KEPT_PLANS);
+    assert_eq!(records.len() as u64 + records.unlisted.plans, plans as u64);
+    assert_eq!(d.plans, plans as u64);
+    let moved: usize = records.iter().map(|r| r.bins_moved).sum();
+    assert_eq!(moved as u64 + records.unlisted.bins_moved, changes as u64);
+    let stepped: usize = records.iter().map(|r| r.step_times.len()).sum();
+    assert_eq!(stepped as u64 + records.unlisted.steps, steps as u64);
+    assert_eq!(records.unlisted.completed, records.unlisted.plans);
+    assert_eq!((records.unlisted.cancelled, records.unlisted.recoveries), (0, 0));
+    // The first plans are the listed ones, in order.
+    assert!(records.iter().enumerate().all(|(i, r)| r.id == i as u64));
+    // What worker 0 walks each turn is the last few plans, whatever the run's length.
+    let recent: Vec<u64> = d.finished().map(|r| r.id).collect();
+    assert_eq!(recent.len(), RECENT_PLANS);
+    assert_eq!(recent.last().copied(), Some(plans as u64 - 1));
+    assert!(d.finished().all(|r| r.step_times.is_empty()));
+    // No record keeps a target longer than a short description.
+    let long = |r: &MigrationRecord| r.target.chars().count() > TARGET_CHARS + 1;
+    assert!(!records.iter().chain(d.finished()).any(long));
+    assert!(records[0].target.starts_with("map:0,0,"), "{}", records[0].target);
+    let even = "512 bins (0,2,4,6,8,10,12,14,16,18,20,22,24,26,28,30,32,34,36,38,40,42,44,46,48,50,52,54,56,\
+                58,60,62,64,66…) on worker 0";
+    assert_eq!(records[2].target, even);
+}
+
+#[test]
+fn thousands_of_failures_keep_a_bounded_history_with_exact_totals() {
+    let cycles = 2 * KEPT_FAILURES + 5;
+    let matched = schedule(Strategy::Matched, false);
+    let layout = replicated(&uniform(6, 3), 3, 3);
+    let mut d = PlanDriver::new(layout.clone(), 3, 3, 2, matched);
+    let (mut t, mut failed_at) = (1, Vec::new());
+    for i in 0..cycles {
+        let worker = i % 3;
+        failed_at.push(t as f64 / 1000.0);
+        d.command(Command::Fail { worker }, t as f64 / 1000.0).unwrap();
+        settle(&mut d, &mut t);
+        assert!(
+            d.placement().iter().all(|r| !r.is_degraded()),
+            "cycle {i}: recovered"
+        );
+        d.command(Command::Rejoin { worker }, t as f64 / 1000.0).unwrap();
+        settle(&mut d, &mut t);
+        assert_eq!(d.placement(), &layout, "cycle {i}: rebalanced");
+    }
+    let (records, failures) = (d.records(), d.failures());
+    assert_eq!(failures.len(), KEPT_FAILURES);
+    assert_eq!(failures.len() as u64 + failures.unlisted.failures, cycles as u64);
+    let rejoined = failures.iter().filter(|f| f.rejoined_s.is_some()).count();
+    assert_eq!(rejoined as u64 + failures.unlisted.rejoined, cycles as u64);
+    let degraded: usize = failures.iter().map(|f| f.degraded.len()).sum();
+    assert_eq!(
+        degraded as u64 + failures.unlisted.bins_degraded,
+        4 * cycles as u64
+    );
+    assert!(
+        failures
+            .iter()
+            .all(|f| f.recovery.as_ref().is_some_and(|r| !r.cancelled))
+    );
+    assert_eq!(failures.unlisted.first_at_s, Some(failed_at[KEPT_FAILURES]));
+    // Every plan made counts once: a listed migration, a listed failure's recovery, or in
+    // the totals (a recovery and a rebalance per cycle).
+    let recoveries = failures.iter().filter(|f| f.recovery.is_some()).count();
+    assert_eq!(d.plans, 2 * cycles as u64);
+    assert_eq!(
+        (records.len() + recoveries) as u64 + records.unlisted.plans,
+        d.plans
+    );
+    assert_eq!(records.len(), KEPT_PLANS);
+    assert_eq!(records.unlisted.recoveries, (cycles - KEPT_FAILURES) as u64);
+    assert!(d.lost().is_empty() && d.down.is_empty() && d.unrecovered.is_none());
+    assert!(d.recent.len() <= RECENT_PLANS);
+}

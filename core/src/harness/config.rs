@@ -105,6 +105,18 @@ pub struct RunConfig {
     /// Whether `output` may replace an existing file.
     #[serde(skip)]
     pub replace_output: bool,
+    /// How long a process of a cluster waits for the others to connect before it gives up
+    /// ([`CLUSTER_WAIT`] unless set).
+    #[serde(skip, default = "cluster_wait")]
+    pub cluster_wait: Duration,
+}
+
+/// How long a process of a cluster waits for the others to connect: processes started by
+/// hand, one after another, are all up well within it.
+pub const CLUSTER_WAIT: Duration = Duration::from_secs(60);
+
+fn cluster_wait() -> Duration {
+    CLUSTER_WAIT
 }
 
 fn one_f64() -> f64 {
@@ -253,6 +265,7 @@ impl Default for RunConfig {
             speed: 1.0,
             output: None,
             replace_output: false,
+            cluster_wait: CLUSTER_WAIT,
         }
     }
 }

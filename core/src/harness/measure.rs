@@ -51,7 +51,9 @@ impl Latencies {
         if !self.windowed {
             return;
         }
+        let mut oldest = None;
         for plan in plans {
+            oldest = Some(oldest.map_or(plan.id, |o: u64| o.min(plan.id)));
             let Some(to_s) = plan.completed_s.or(end_s) else {
                 continue;
             };
@@ -66,6 +68,11 @@ impl Latencies {
                 phase = "latency", id = plan.id, p50 = d.p50, p99 = d.p99, max = d.max
             );
             self.reported.insert(plan.id);
+        }
+        // Plans older than those asked about are never asked about again (the driver shows
+        // its latest ones): forget them, so that this set stays as small as that list.
+        if let Some(oldest) = oldest {
+            self.reported = self.reported.split_off(&oldest);
         }
     }
 

@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 pub use config::{
-    Cluster, DEFAULT_RECOVERY, Idle, MAX_PACE_AHEAD, MAX_REPLICAS, Pace, Pacing, RunConfig, Scripted,
-    WorkerAt, cluster_position, validate,
+    CLUSTER_WAIT, Cluster, DEFAULT_RECOVERY, Idle, MAX_PACE_AHEAD, MAX_REPLICAS, Pace, Pacing, RunConfig,
+    Scripted, WorkerAt, cluster_position, validate,
 };
 
 use crate::Time;
@@ -70,6 +70,19 @@ pub enum RunError {
         /// The logical time from which they have none.
         time: Time,
     },
+    /// The other processes of the cluster did not all connect in time.
+    #[error(
+        "process {process}: the cluster did not form within {} s: waiting for {waiting} to connect (check that each runs with the same -n, -p and -h, and that nothing blocks its port)",
+        waited.as_secs()
+    )]
+    ClusterNotFormed {
+        /// This process's index.
+        process: usize,
+        /// The processes it waited for, with their addresses.
+        waiting: String,
+        /// How long it waited.
+        waited: Duration,
+    },
     /// The input cannot be read, or a record in it cannot be parsed.
     #[error("reading the input: {0}")]
     Input(InputError),
@@ -121,6 +134,40 @@ pub fn check_job<J: Job + ?Sized>(job: &J, config: &RunConfig) -> Result<(), Con
     }
 }
 
+/// Starts timely's workers; in a cluster, gives up after `wait` if the other processes have
+/// not all connected (timely itself waits for them for ever), naming those it waited for.
+/// The thread still waiting is left behind: the caller is expected to exit.
+fn form<F>(
+    cluster: bool,
+    wait: Duration,
+    process: usize,
+    waiting: String,
+    timely: timely::Config,
+    work: F,
+) -> Result<timely::communication::WorkerGuards<()>, RunError>
+where
+    F: Fn(&mut timely::worker::Worker) + Send + Sync + 'static,
+{
+    if !cluster {
+        return timely::execute(timely, work).map_err(RunError::Timely);
+    }
+    let (done, formed) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("megaflux-cluster".into())
+        .spawn(move || {
+            let _ = done.send(timely::execute(timely, work));
+        })
+        .map_err(|e| RunError::Timely(format!("starting the cluster: {e}")))?;
+    match formed.recv_timeout(wait) {
+        Ok(guards) => guards.map_err(RunError::Timely),
+        Err(_) => Err(RunError::ClusterNotFormed {
+            process,
+            waiting,
+            waited: wait,
+        }),
+    }
+}
+
 /// Runs `job`. Returns the summary in the process that hosts worker 0, `None` elsewhere.
 ///
 /// A worker that panics, a peer process that goes away, bins that lose their last replica,
@@ -145,13 +192,20 @@ pub fn run_job<J: Job + ?Sized>(
         _ => None,
     };
     let sink = Arc::new(Mutex::new(sink));
+    let position = cluster_position(&config.timely_args)?;
+    let waiting = (0..addresses.len())
+        .filter(|p| *p != position.process)
+        .map(|p| format!("process {p} ({})", addresses[p]))
+        .collect::<Vec<_>>()
+        .join(", ");
     let abort = Abort::new(config.workers, addresses);
     let config = Arc::new(config);
     let result: Arc<Mutex<Option<Summary>>> = Arc::default();
     let slot = Arc::clone(&result);
     let start: Arc<OnceLock<Instant>> = Arc::default();
     let run_abort = Arc::clone(&abort);
-    let guards = timely::execute(timely, move |worker| {
+    let wait = config.cluster_wait;
+    let guards = form(cluster, wait, position.process, waiting, timely, move |worker| {
         run_abort.enter(worker.index());
         let shared = Shared {
             config: &config,
@@ -179,8 +233,7 @@ pub fn run_job<J: Job + ?Sized>(
                 }
             }
         }
-    })
-    .map_err(RunError::Timely)?;
+    })?;
     if let Err(e) = abort.wait() {
         if cluster {
             // Every process finds lost bins at about the same time: give the others a moment

@@ -16,6 +16,10 @@ use crate::error::CommandError;
 use crate::failure::Failures;
 use crate::plan::MigrationSpec;
 
+/// Longest reason a rejected command is logged with, in characters: a reason may quote
+/// whatever the command held.
+const REASON_CHARS: usize = 160;
+
 /// A failure or a rejoin at a point in the run.
 #[derive(Clone, Copy, Debug)]
 enum Timed {
@@ -215,18 +219,23 @@ impl ControlPlane {
     /// time `time`, and logs what became of it with the request, so that a replay can take
     /// the same commands at the same times.
     fn take(&mut self, command: Command, id: Option<u64>, now_s: f64, time: Time) {
-        let describe = format!("{command:?}");
-        let request = command.request();
+        let describe = command.describe();
         let source = if id.is_some() { "handle" } else { "run" };
+        // The request is logged compact (bins as ranges), and only when applied: a replay
+        // takes applied commands again, and a rejected one may quote anything it was sent.
+        let request = command.request();
         match self.apply(command, now_s) {
             Ok(()) => tracing::info!(
                 target: "megaflux::command",
                 outcome = "applied", id, time, command = %describe, request = %request, source
             ),
-            Err(e) => tracing::warn!(
-                target: "megaflux::command",
-                outcome = "rejected", id, time, command = %describe, request = %request, source, reason = %e
-            ),
+            Err(e) => {
+                let reason = crate::bins::cut(&e.to_string(), REASON_CHARS);
+                tracing::warn!(
+                    target: "megaflux::command",
+                    outcome = "rejected", id, time, command = %describe, source, reason = %reason
+                )
+            }
         }
     }
 

@@ -9,6 +9,9 @@ use super::state::State;
 use crate::event::{Event, Outcome};
 use crate::wire::CommandRequest;
 
+/// How often the recording may be resumed: each resumption writes a keyframe of the job.
+pub(super) const RESUME_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl State {
     /// Takes a subscriber's command: rejects what cannot be right, forwards the rest to the
     /// job. Either way the feed (and the trace) gets a `command` event: `rejected` with the
@@ -17,7 +20,7 @@ impl State {
         if let CommandRequest::Record { on } = command {
             return self.record(subscriber, request, on);
         }
-        let describe = short(&format!("{command:?}"));
+        let describe = command.describe();
         let finished = self.model.workers.get(&0).is_some_and(|w| w.finished);
         let checked = self.check(command).and_then(|c| match self.control.as_ref() {
             _ if finished => Err("the job has finished".to_string()),
@@ -26,6 +29,8 @@ impl State {
         });
         let (outcome, id, reason) = match checked {
             Err(reason) => {
+                // A reason may quote the command (a target's whole spec).
+                let reason = short(&reason);
                 self.answer(subscriber, request, Outcome::Rejected, Some(reason.clone()));
                 (Outcome::Rejected, None, Some(reason))
             }
@@ -52,6 +57,16 @@ impl State {
         let refused = match (&self.recorder, &self.report.recording_failed) {
             (None, Some(failed)) => Some(format!("the recording failed: {failed}")),
             (None, None) => Some("this job records nothing (start it with --record FILE)".into()),
+            // Each resumption writes a keyframe of the whole job: resumptions are paced.
+            (Some(_), _)
+                if on
+                    && self.model.recording != Some(true)
+                    && self.resumed.is_some_and(|t| t.elapsed() < RESUME_EVERY) =>
+            {
+                Some(format!(
+                    "the recording was resumed less than {RESUME_EVERY:?} ago"
+                ))
+            }
             (Some(_), _) => None,
         };
         if let Some(reason) = refused {
@@ -59,6 +74,9 @@ impl State {
             return;
         }
         if self.model.recording != Some(on) {
+            if on {
+                self.resumed = Some(tokio::time::Instant::now());
+            }
             let event = self.own(Event::Recording { on, failed: None });
             self.handle(vec![event]);
             // After a gap the trace's bin sizes and frontiers are stale: start it afresh.

@@ -42,11 +42,18 @@ impl Gate {
         })
     }
 
-    /// Whether `presented` is the token (any client holds it when there is none).
+    /// Whether `presented` is the token (any client holds it when there is none). The time
+    /// it takes depends on the presented token's length only, not on the token's: both are
+    /// compared byte by byte over the presented length, the token repeated.
     pub fn holds(&self, presented: Option<&str>) -> bool {
         match (&self.token, presented) {
             (None, _) => true,
-            (Some(token), Some(p)) => bool::from(token.as_slice().ct_eq(p.as_bytes())),
+            (Some(token), Some(p)) => {
+                let p = p.as_bytes();
+                let same_length = (token.len() as u64).ct_eq(&(p.len() as u64));
+                let cycled: Vec<u8> = token.iter().copied().cycle().take(p.len()).collect();
+                bool::from(same_length & cycled.as_slice().ct_eq(p))
+            }
             (Some(_), None) => false,
         }
     }
@@ -87,6 +94,8 @@ mod tests {
         assert!(gate.holds(Some("s3cret")));
         assert!(!gate.holds(Some("s3cre")));
         assert!(!gate.holds(Some("s3cret ")));
+        assert!(!gate.holds(Some("s3crets3cret")), "the token twice");
+        assert!(!gate.holds(Some("")));
         assert!(!gate.holds(None));
         assert!(gate.admit(&Role::Subscriber, false).is_err());
         assert!(gate.admit(&Role::Exporter { process: 1 }, false).is_err());

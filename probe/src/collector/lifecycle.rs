@@ -1,7 +1,7 @@
 //! The collector's loop: this process's events, the connections' messages and a tick, from
 //! the job's hello to the trace's last line.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -19,7 +19,7 @@ use crate::event::{Event, Stamped};
 use crate::layer::EventQueue;
 use crate::model::JobModel;
 use crate::record::Recorder;
-use crate::wire::{CommandRequest, ServerFrame};
+use crate::wire::{CommandRequest, EventFrame};
 
 /// How often dropped-event counts are reported and the trace flushed.
 const TICK: Duration = Duration::from_millis(500);
@@ -32,15 +32,19 @@ const INBOX: usize = 1024;
 pub(super) enum Inbox {
     /// Events of an exporter, already checked.
     Events(Vec<Stamped>),
-    /// An exporter of `process` was welcomed, unless another one of it is connected.
+    /// An exporter of `process` was welcomed on connection `connection`: it replaces any
+    /// other of the same process (told why through its `replace`), so that a stale or
+    /// impostor connection cannot keep the process's real exporter out.
     ExporterJoined {
         process: u32,
-        reply: oneshot::Sender<Result<(), String>>,
+        connection: u64,
+        replace: oneshot::Sender<String>,
     },
-    ExporterLeft(u32),
+    /// The exporter of `process` on connection `connection` left.
+    ExporterLeft(u32, u64),
     /// A subscriber asks to follow: its id and the snapshot, or why not.
     Subscribe {
-        frames: mpsc::UnboundedSender<ServerFrame>,
+        frames: mpsc::UnboundedSender<EventFrame>,
         queued: Arc<AtomicUsize>,
         reply: oneshot::Sender<Result<(u64, Box<JobModel>), String>>,
     },
@@ -75,6 +79,8 @@ pub(super) async fn run(
             local_process,
             shape,
             turned_away: Arc::clone(&turned_away),
+            addresses: super::addresses::Addresses::new(&config.limits),
+            clock: queue.started,
         }));
     }
     drop(inbox_tx);
@@ -87,12 +93,14 @@ pub(super) async fn run(
         next_subscriber: 0,
         control: config.control,
         pending: HashMap::new(),
-        exporters: BTreeSet::new(),
+        exporters: BTreeMap::new(),
         report: CollectorReport::default(),
         queue_dropped: Arc::clone(&queue.dropped),
         queue_reported: 0,
         turned_away,
         keyframe: None,
+        resumed: None,
+        operators: std::collections::HashSet::new(),
         clock: queue.started,
     };
     let mut first: Vec<Stamped> = config.hello.into_iter().collect();
@@ -158,17 +166,24 @@ pub(super) async fn run(
 
 fn message(state: &mut State, msg: Inbox) {
     match msg {
-        Inbox::Events(events) => state.handle(events),
-        Inbox::ExporterJoined { process, reply } => {
-            let answer = if state.exporters.insert(process) {
-                Ok(())
-            } else {
-                Err(format!("process {process} already has an exporter connected"))
-            };
-            let _ = reply.send(answer);
+        Inbox::Events(events) => state.exported(events),
+        Inbox::ExporterJoined {
+            process,
+            connection,
+            replace,
+        } => {
+            if let Some((_, older)) = state.exporters.insert(process, (connection, replace)) {
+                let _ = older.send(format!("a newer exporter of process {process} connected"));
+            }
         }
-        Inbox::ExporterLeft(process) => {
-            state.exporters.remove(&process);
+        Inbox::ExporterLeft(process, connection) => {
+            if state
+                .exporters
+                .get(&process)
+                .is_some_and(|(c, _)| *c == connection)
+            {
+                state.exporters.remove(&process);
+            }
         }
         Inbox::Subscribe {
             frames,

@@ -7,8 +7,14 @@ use tokio::time::Instant;
 
 /// Most events in one frame to a subscriber or from an exporter (a few hundred kB).
 pub const FRAME_EVENTS: usize = 2048;
-/// Events queued for one subscriber before it starts losing them.
-pub const SUBSCRIBER_EVENTS: usize = 64 * 1024;
+/// Most bytes in one frame of events to a subscriber: well under the wire's limit, so
+/// that no mix of events (a command's request is up to [`Limits::command_bytes`]) makes a
+/// frame that cannot be sent.
+pub const FRAME_BYTES: usize = 1 << 20;
+/// Bytes of frames queued for one subscriber before it starts losing events. Frames are
+/// encoded once and shared, so all subscribers together hold about this much more than
+/// the fastest of them.
+pub const SUBSCRIBER_BYTES: usize = 8 << 20;
 /// Longest refusal reason sent or kept, in characters: a reason can quote what the client
 /// sent, and a client can send a lot.
 pub const REASON_CHARS: usize = 160;
@@ -34,6 +40,9 @@ pub struct Limits {
     pub send_timeout: Duration,
     /// Refusal reasons kept for the report (the rest are counted).
     pub reasons_kept: usize,
+    /// How long a welcomed exporter may send nothing before it is taken for gone (a live
+    /// process sends its workers' statistics several times a second).
+    pub exporter_quiet: Duration,
 }
 
 impl Default for Limits {
@@ -48,6 +57,7 @@ impl Default for Limits {
             commands_per_s: 16,
             send_timeout: Duration::from_secs(30),
             reasons_kept: 32,
+            exporter_quiet: Duration::from_secs(60),
         }
     }
 }
@@ -80,12 +90,40 @@ impl Rate {
         }
     }
 
-    /// Takes one token if there is one.
-    pub fn take(&mut self) -> bool {
+    fn refill(&mut self) {
         let now = Instant::now();
         let refill = now.duration_since(self.at).as_secs_f64() * self.per_s;
         self.tokens = (self.tokens + refill).min(self.burst);
         self.at = now;
+    }
+
+    /// Whether a token is there, without taking it.
+    pub fn peek(&mut self) -> bool {
+        self.refill();
+        self.tokens >= 1.0
+    }
+
+    /// Whether the bucket is full (it has been idle long enough to forget).
+    pub fn is_full(&mut self) -> bool {
+        self.refill();
+        self.tokens >= self.burst
+    }
+
+    /// How long until a token is there (a minute for a bucket that never refills).
+    pub fn until_next(&mut self) -> Duration {
+        self.refill();
+        if self.tokens >= 1.0 {
+            Duration::ZERO
+        } else if self.per_s <= 0.0 {
+            Duration::from_secs(60)
+        } else {
+            Duration::from_secs_f64(((1.0 - self.tokens) / self.per_s).min(60.0))
+        }
+    }
+
+    /// Takes one token if there is one.
+    pub fn take(&mut self) -> bool {
+        self.refill();
         if self.tokens >= 1.0 {
             self.tokens -= 1.0;
             true

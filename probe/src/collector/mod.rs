@@ -15,7 +15,9 @@
 //! * `state`: the model, the trace and the fan-out to subscribers.
 //! * `commands`: subscribers' commands, checked and passed to the job.
 //! * `network`: the listener and one task per connection.
+//! * [`addresses`]: what each client address may spend, across its connections.
 
+pub mod addresses;
 mod commands;
 pub mod gate;
 mod lifecycle;
@@ -38,7 +40,7 @@ use crate::layer::EventQueue;
 use crate::model::JobModel;
 use crate::record::{Recorder, TraceHeader};
 
-pub use limits::{FRAME_EVENTS, Limits, SUBSCRIBER_EVENTS};
+pub use limits::{FRAME_BYTES, FRAME_EVENTS, Limits, SUBSCRIBER_BYTES};
 
 /// How often a trace gets a keyframe of the job at the most.
 pub const KEYFRAME_EVERY: Duration = Duration::from_secs(5);

@@ -3,23 +3,29 @@
 //! commands (checked for token and rate before the collector loop sees them).
 //!
 //! A connection costs at most [`Limits::hello_bytes`] and [`Limits::hello_timeout`] until
-//! it is welcomed, and at most [`Limits::pending`] connections wait for that at once: the
-//! rest are closed at once and counted. An error closes that connection only.
+//! it is welcomed, and at most [`Limits::pending`] connections wait for that at once: a new
+//! one closes the oldest (counted). An error closes that connection only.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::AbortHandle;
 
+use super::addresses::{Addresses, Spend};
 use super::gate::Gate;
 use super::lifecycle::Inbox;
-use super::limits::{Limits, Rate, short};
+use super::limits::{Limits, short};
 use super::speaker::{JobShape, Speaker};
 use crate::error::ProbeError;
 use crate::event::Outcome;
 use crate::model::JobModel;
-use crate::wire::{ClientFrame, Connection, MAX_FRAME_BYTES, PROTOCOL_VERSION, Role, ServerFrame};
+use crate::wire::{
+    ClientFrame, Connection, EventFrame, MAX_FRAME_BYTES, PROTOCOL_VERSION, Role, ServerFrame,
+};
 
 /// What every connection's task shares.
 pub(super) struct Listener {
@@ -31,29 +37,88 @@ pub(super) struct Listener {
     /// The job as this process's hello describes it (exporters must agree).
     pub(super) shape: Option<JobShape>,
     pub(super) turned_away: Arc<AtomicU64>,
+    /// What each client address has spent, across its connections.
+    pub(super) addresses: Addresses,
+    /// The collector's clock (this process's probe clock).
+    pub(super) clock: std::time::Instant,
+}
+
+/// Connections that have not been welcomed yet, oldest first. When all [`Limits::pending`]
+/// places are taken, a new connection takes the oldest one's: a client that opens
+/// connections and says nothing can delay the others by at most its own rate, never keep
+/// them out.
+#[derive(Default)]
+struct Pending {
+    waiting: Mutex<VecDeque<(u64, AbortHandle)>>,
+}
+
+impl Pending {
+    /// Makes room for one more: `true` if the oldest had to go.
+    fn make_room(&self, places: usize) -> bool {
+        let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        if waiting.len() < places {
+            return false;
+        }
+        if let Some((_, oldest)) = waiting.pop_front() {
+            oldest.abort();
+        }
+        true
+    }
+
+    fn add(&self, id: u64, task: AbortHandle) {
+        self.waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back((id, task));
+    }
+
+    fn remove(&self, id: u64) {
+        self.waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(i, _)| *i != id);
+    }
+}
+
+/// Takes a connection's place among the pending until dropped (welcomed, refused or gone).
+struct Place {
+    id: u64,
+    pending: Arc<Pending>,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.pending.remove(self.id);
+    }
 }
 
 /// Accepts connections until the collector stops.
 pub(super) async fn accept(listener: Listener) {
-    let waiting = Arc::new(Semaphore::new(listener.limits.pending));
+    let pending = Arc::new(Pending::default());
     let shared = Arc::new(listener);
+    let mut next = 0u64;
     loop {
         match shared.listener.accept().await {
             Ok((stream, peer)) => {
-                let Ok(permit) = Arc::clone(&waiting).try_acquire_owned() else {
-                    // Dropping the stream closes it: nothing is read, nothing is kept.
+                if pending.make_room(shared.limits.pending.max(1)) {
                     shared.turned_away.fetch_add(1, Ordering::Relaxed);
-                    continue;
+                }
+                let id = next;
+                next += 1;
+                let place = Place {
+                    id,
+                    pending: Arc::clone(&pending),
                 };
                 let shared = Arc::clone(&shared);
-                tokio::spawn(async move {
-                    if let Err(reason) = serve(stream, &shared, permit).await {
+                let task = tokio::spawn(async move {
+                    if let Err(reason) = serve(stream, peer.ip(), &shared, place).await {
                         let _ = shared
                             .inbox
                             .send(Inbox::Closed(format!("{peer}: {reason}")))
                             .await;
                     }
                 });
+                pending.add(id, task.abort_handle());
             }
             Err(e) => {
                 tracing::warn!(target: "megaflux_probe::collector", error = %e, "accept failed");
@@ -65,19 +130,20 @@ pub(super) async fn accept(listener: Listener) {
 
 /// A connection past its hello.
 enum Admitted {
-    Exporter(Speaker),
+    Exporter(Speaker, oneshot::Receiver<String>),
     Subscriber { model: Box<JobModel>, feed: Feed },
 }
 
 /// One connection, from hello to close. An error is the reason it was closed.
-async fn serve(stream: TcpStream, shared: &Listener, permit: OwnedSemaphorePermit) -> Result<(), String> {
+async fn serve(stream: TcpStream, ip: IpAddr, shared: &Listener, place: Place) -> Result<(), String> {
     let limits = &shared.limits;
     let mut conn = Connection::with_limit(stream, limits.hello_bytes);
     let hello = match tokio::time::timeout(limits.hello_timeout, conn.recv::<ClientFrame>()).await {
         Err(_) => return Err(format!("no hello within {:?}", limits.hello_timeout)),
         Ok(hello) => hello.map_err(|e| e.to_string()),
     };
-    let admitted = match admit(hello, shared).await {
+    let id = place.id;
+    let admitted = match admit(hello, id, ip, shared).await {
         Ok(None) => return Ok(()),
         Ok(Some(admitted)) => admitted,
         Err(reason) => {
@@ -92,7 +158,7 @@ async fn serve(stream: TcpStream, shared: &Listener, permit: OwnedSemaphorePermi
         protocol: PROTOCOL_VERSION,
         subscriber: match &admitted {
             Admitted::Subscriber { feed, .. } => Some(feed.id),
-            Admitted::Exporter(_) => None,
+            Admitted::Exporter(..) => None,
         },
     };
     let welcomed = match tokio::time::timeout(limits.hello_timeout, conn.send(&welcome)).await {
@@ -102,18 +168,18 @@ async fn serve(stream: TcpStream, shared: &Listener, permit: OwnedSemaphorePermi
             limits.hello_timeout
         )),
     };
-    drop(permit);
+    drop(place);
     match admitted {
-        Admitted::Exporter(speaker) => {
+        Admitted::Exporter(speaker, replaced) => {
             let process = speaker.process();
             let result = match welcomed {
                 Ok(()) => {
                     conn.set_limit(MAX_FRAME_BYTES);
-                    exporter(&mut conn, &shared.inbox, speaker).await
+                    exporter(&mut conn, shared, speaker, replaced).await
                 }
                 Err(reason) => Err(reason),
             };
-            let _ = shared.inbox.send(Inbox::ExporterLeft(process)).await;
+            let _ = shared.inbox.send(Inbox::ExporterLeft(process, id)).await;
             result
         }
         Admitted::Subscriber { model, feed } => {
@@ -121,7 +187,7 @@ async fn serve(stream: TcpStream, shared: &Listener, permit: OwnedSemaphorePermi
             let result = match welcomed {
                 Ok(()) => {
                     conn.set_limit(limits.command_bytes);
-                    subscriber(&mut conn, shared, model, feed).await
+                    subscriber(&mut conn, ip, shared, model, feed).await
                 }
                 Err(reason) => Err(reason),
             };
@@ -136,6 +202,8 @@ async fn serve(stream: TcpStream, shared: &Listener, permit: OwnedSemaphorePermi
 /// [`serve`] ends.
 async fn admit(
     hello: Result<Option<ClientFrame>, String>,
+    id: u64,
+    ip: IpAddr,
     shared: &Listener,
 ) -> Result<Option<Admitted>, String> {
     let (role, presented) = match hello? {
@@ -152,7 +220,19 @@ async fn admit(
         }
         Some(_) => return Err("the first frame must be a hello".into()),
     };
+    // Guesses are throttled per address: a wrong token costs the next guess a wait.
+    if presented.is_some()
+        && let Err(wait) = shared.addresses.may_try_token(ip)
+    {
+        return Err(format!(
+            "too many wrong tokens from {ip}: the next is checked in {:.1} s",
+            wait.as_secs_f64()
+        ));
+    }
     let holds_token = shared.gate.holds(presented.as_deref());
+    if presented.is_some() && !holds_token {
+        shared.addresses.failed_token(ip);
+    }
     shared.gate.admit(&role, holds_token)?;
     match role {
         Role::Exporter { process } => {
@@ -163,12 +243,14 @@ async fn admit(
             }
             let shape = shared.shape.ok_or("this collector has no job to export to")?;
             let speaker = Speaker::new(process, shape)?;
-            let (reply, answer) = oneshot::channel();
-            let _ = shared.inbox.send(Inbox::ExporterJoined { process, reply }).await;
-            answer
-                .await
-                .map_err(|_| "the collector is stopping".to_string())??;
-            Ok(Some(Admitted::Exporter(speaker)))
+            let (replace, replaced) = oneshot::channel();
+            let joined = Inbox::ExporterJoined {
+                process,
+                connection: id,
+                replace,
+            };
+            let _ = shared.inbox.send(joined).await;
+            Ok(Some(Admitted::Exporter(speaker, replaced)))
         }
         Role::Subscriber => {
             let (frames_tx, frames) = mpsc::unbounded_channel();
@@ -196,17 +278,26 @@ async fn admit(
 
 async fn exporter(
     conn: &mut Connection<TcpStream>,
-    inbox: &mpsc::Sender<Inbox>,
+    shared: &Listener,
     mut speaker: Speaker,
+    replaced: oneshot::Receiver<String>,
 ) -> Result<(), String> {
+    let quiet = shared.limits.exporter_quiet;
+    tokio::pin!(replaced);
     loop {
-        match conn.recv::<ClientFrame>().await.map_err(|e| e.to_string())? {
+        let frame = tokio::select! {
+            frame = tokio::time::timeout(quiet, conn.recv::<ClientFrame>()) => frame,
+            reason = &mut replaced => return Err(reason.unwrap_or_else(|_| "the collector is stopping".into())),
+        };
+        let frame = frame.map_err(|_| format!("an exporter silent for {quiet:?}"))?;
+        match frame.map_err(|e| e.to_string())? {
             None => return Ok(()),
-            Some(ClientFrame::Events { events }) => {
-                for event in &events {
-                    speaker.check(event)?;
+            Some(ClientFrame::Events { mut events }) => {
+                let now_s = shared.clock.elapsed().as_secs_f64();
+                for event in &mut events {
+                    speaker.check(event, now_s)?;
                 }
-                if inbox.send(Inbox::Events(events)).await.is_err() {
+                if shared.inbox.send(Inbox::Events(events)).await.is_err() {
                     return Ok(());
                 }
             }
@@ -218,14 +309,15 @@ async fn exporter(
 /// A subscriber's side of the fan-out.
 struct Feed {
     id: u64,
-    frames: mpsc::UnboundedReceiver<ServerFrame>,
-    /// Events queued in `frames` (the collector stops queueing past its bound).
+    frames: mpsc::UnboundedReceiver<EventFrame>,
+    /// Bytes queued in `frames` (the collector stops queueing past its bound).
     queued: Arc<AtomicUsize>,
     holds_token: bool,
 }
 
 async fn subscriber(
     conn: &mut Connection<TcpStream>,
+    ip: IpAddr,
     shared: &Listener,
     model: Box<JobModel>,
     mut feed: Feed,
@@ -234,29 +326,32 @@ async fn subscriber(
     for frame in crate::wire::snapshot_frames(model).map_err(|e| e.to_string())? {
         send(conn, &frame, limits).await?;
     }
-    let mut rate = Rate::new(limits.commands_burst, limits.commands_per_s);
     loop {
         tokio::select! {
             frame = feed.frames.recv() => match frame {
                 Some(frame) => {
-                    send(conn, &frame, limits).await?;
-                    let events = match &frame {
-                        ServerFrame::Events { events } => events.len(),
-                        _ => 1,
-                    };
-                    feed.queued.fetch_sub(events, Ordering::Relaxed);
+                    let size = frame.bytes.len();
+                    send_encoded(conn, frame.bytes, limits).await?;
+                    feed.queued.fetch_sub(size, Ordering::Relaxed);
                 }
                 None => return Ok(()),
             },
             incoming = conn.recv::<ClientFrame>() => match incoming.map_err(|e| e.to_string())? {
                 None => return Ok(()),
                 Some(ClientFrame::Command { request, command }) => {
-                    // Refused here, before the collector logs anything about it.
+                    // Refused here, before the collector logs anything about it; the address
+                    // pays, whichever of its connections asks.
+                    let spend = loop {
+                        match shared.addresses.command(ip, feed.holds_token) {
+                            Spend::Wait(wait) => tokio::time::sleep(wait).await,
+                            spend => break spend,
+                        }
+                    };
                     let refused = if !feed.holds_token {
                         Some("commands need the collector's token".to_string())
-                    } else if !rate.take() {
+                    } else if spend == Spend::Refuse {
                         Some(format!(
-                            "too many commands: at most {} at once and {} a second",
+                            "too many commands from {ip}: at most {} at once and {} a second",
                             limits.commands_burst, limits.commands_per_s
                         ))
                     } else {
@@ -280,7 +375,17 @@ async fn subscriber(
 
 /// Sends `frame` to a subscriber, which must take it within [`Limits::send_timeout`].
 async fn send(conn: &mut Connection<TcpStream>, frame: &ServerFrame, limits: &Limits) -> Result<(), String> {
-    match tokio::time::timeout(limits.send_timeout, conn.send(frame)).await {
+    let frame = crate::wire::encode(frame).map_err(|e| e.to_string())?;
+    send_encoded(conn, frame, limits).await
+}
+
+/// Sends a frame encoded before, within [`Limits::send_timeout`].
+async fn send_encoded(
+    conn: &mut Connection<TcpStream>,
+    frame: tokio_util::bytes::Bytes,
+    limits: &Limits,
+) -> Result<(), String> {
+    match tokio::time::timeout(limits.send_timeout, conn.send_encoded(frame)).await {
         Ok(sent) => sent.map_err(|e: ProbeError| e.to_string()),
         Err(_) => Err(format!("left its feed unread for {:?}", limits.send_timeout)),
     }

@@ -11,6 +11,15 @@ use crate::event::{Event, Phase, Stamped};
 
 /// Longest operator name an exporter may use (core's are a word).
 pub const OPERATOR_CHARS: usize = 64;
+/// Largest configuration an exporter's hello may carry, as JSON (a job's is about 1 kB):
+/// the model keeps it, and every keyframe and snapshot carries it.
+pub const CONFIG_BYTES: usize = 16 << 10;
+/// How far an exporter's clock may stand from the collector's, in seconds, at its hello
+/// (its process started that much earlier or later).
+pub const CLOCK_OFFSET_S: f64 = 86_400.0;
+/// How far an exporter's event may run ahead of the collector's clock (shifted by the
+/// offset its hello showed), in seconds: one further ahead is stamped back to this.
+pub const AHEAD_S: f64 = 60.0;
 
 /// The job's shape as a process's hello gives it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,7 +60,8 @@ impl JobShape {
 pub struct Speaker {
     process: u32,
     job: JobShape,
-    greeted: bool,
+    /// Its clock less the collector's, as its hello showed (`None` before the hello).
+    offset_s: Option<f64>,
 }
 
 impl Speaker {
@@ -66,7 +76,7 @@ impl Speaker {
         Ok(Speaker {
             process,
             job,
-            greeted: false,
+            offset_s: None,
         })
     }
 
@@ -102,27 +112,48 @@ impl Speaker {
         }
     }
 
-    /// Whether the exporter may send `event`; `Err` says why not.
-    pub fn check(&mut self, event: &Stamped) -> Result<(), String> {
+    /// Whether the exporter may send `event`, received when the collector's clock read
+    /// `now_s`; `Err` says why not. An event stamped too far ahead of the exporter's clock
+    /// (as its hello placed it) is stamped back to the latest time it could have.
+    pub fn check(&mut self, event: &mut Stamped, now_s: f64) -> Result<(), String> {
         if event.process != self.process {
             return Err(format!(
                 "exporter of process {} sent an event of process {}",
                 self.process, event.process
             ));
         }
-        let first = !self.greeted;
-        self.greeted = true;
-        match (&event.event, first) {
-            (Event::Hello { .. }, true) => match JobShape::of(event) {
-                Some(shape) if shape == self.job => Ok(()),
+        if !event.at_s.is_finite() || event.at_s < 0.0 {
+            return Err(format!("an event stamped {} s", event.at_s));
+        }
+        let Some(offset) = self.offset_s else {
+            let Event::Hello { config, .. } = &event.event else {
+                return Err("the first event must be the process's hello".into());
+            };
+            let offset = event.at_s - now_s;
+            if offset.abs() > CLOCK_OFFSET_S {
+                return Err(format!("its clock stands {offset:.0} s from the collector's"));
+            }
+            let config_bytes = serde_json::to_vec(config).map_or(usize::MAX, |c| c.len());
+            if config_bytes > CONFIG_BYTES {
+                return Err(format!(
+                    "a hello's configuration of {config_bytes} bytes (at most {CONFIG_BYTES})"
+                ));
+            }
+            return match JobShape::of(event) {
+                Some(shape) if shape == self.job => {
+                    self.offset_s = Some(offset);
+                    Ok(())
+                }
                 shape => Err(format!(
                     "its hello describes another job ({shape:?}; this one is {:?})",
                     self.job
                 )),
-            },
-            (Event::Hello { .. }, false) => Err("a second hello".into()),
-            (_, true) => Err("the first event must be the process's hello".into()),
-            (e, false) => self.may_say(e),
+            };
+        };
+        event.at_s = event.at_s.min(now_s + offset + AHEAD_S);
+        match &event.event {
+            Event::Hello { .. } => Err("a second hello".into()),
+            e => self.may_say(e),
         }
     }
 
@@ -151,15 +182,32 @@ impl Speaker {
                 self.operator(operator)
             }
             Event::Migration {
-                phase: Phase::Extracted | Phase::Received | Phase::Installed,
+                phase: phase @ (Phase::Extracted | Phase::Received | Phase::Installed),
                 worker: Some(worker),
                 bin,
                 operator,
+                from,
+                to,
                 ..
             } => {
                 self.owns(*worker)?;
                 self.operator(operator.as_deref().unwrap_or(""))?;
-                self.bin(*bin)
+                self.bin(*bin)?;
+                // A worker tells of its own side of a move only: what it sent (from itself)
+                // or what it received and installed.
+                let own_side = match phase {
+                    Phase::Extracted => {
+                        from.is_none_or(|f| f == *worker) && to.is_none_or(|t| t < self.job.peers)
+                    }
+                    _ => from.is_none() && to.is_none_or(|t| t == *worker),
+                };
+                if own_side {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "worker {worker} told of a move between workers {from:?} and {to:?}, not its own side"
+                    ))
+                }
             }
             Event::Dropped { place, .. } if place == "queue" => Ok(()),
             other => Err(format!(
@@ -189,6 +237,11 @@ mod tests {
         }
     }
 
+    /// Checks `event` at the collector's time 0.
+    fn check(s: &mut Speaker, mut event: Stamped) -> Result<(), String> {
+        s.check(&mut event, 0.0)
+    }
+
     fn hello(peers: u32) -> Event {
         Event::Hello {
             processes: 2,
@@ -214,20 +267,20 @@ mod tests {
     fn an_exporter_speaks_for_its_own_workers_after_one_true_hello() {
         assert!(Speaker::new(2, JOB).is_err());
         let mut s = Speaker::new(1, JOB).unwrap();
-        assert!(s.check(&of(1, stats(2))).is_err(), "before the hello");
+        assert!(check(&mut s, of(1, stats(2))).is_err(), "before the hello");
         let mut s = Speaker::new(1, JOB).unwrap();
-        assert!(s.check(&of(1, hello(4))).is_ok());
-        assert!(s.check(&of(1, stats(2))).is_ok());
-        assert!(s.check(&of(1, stats(3))).is_ok());
-        assert!(s.check(&of(1, stats(1))).is_err(), "process 0's worker");
-        assert!(s.check(&of(1, stats(70_000))).is_err());
-        assert!(s.check(&of(0, stats(2))).is_err(), "another process");
-        assert!(s.check(&of(1, hello(4))).is_err(), "a second hello");
+        assert!(check(&mut s, of(1, hello(4))).is_ok());
+        assert!(check(&mut s, of(1, stats(2))).is_ok());
+        assert!(check(&mut s, of(1, stats(3))).is_ok());
+        assert!(check(&mut s, of(1, stats(1))).is_err(), "process 0's worker");
+        assert!(check(&mut s, of(1, stats(70_000))).is_err());
+        assert!(check(&mut s, of(0, stats(2))).is_err(), "another process");
+        assert!(check(&mut s, of(1, hello(4))).is_err(), "a second hello");
         let finished = Event::JobFinished {
             worker: 0,
             records: 0,
         };
-        assert!(s.check(&of(1, finished)).is_err());
+        assert!(check(&mut s, of(1, finished)).is_err());
         let size = |bin, operator: &str| Event::BinSize {
             worker: 2,
             operator: operator.into(),
@@ -236,9 +289,9 @@ mod tests {
             bytes: 1,
             standby: false,
         };
-        assert!(s.check(&of(1, size(15, "count"))).is_ok());
-        assert!(s.check(&of(1, size(16, "count"))).is_err());
-        assert!(s.check(&of(1, size(1, &"x".repeat(65)))).is_err());
+        assert!(check(&mut s, of(1, size(15, "count"))).is_ok());
+        assert!(check(&mut s, of(1, size(16, "count"))).is_err());
+        assert!(check(&mut s, of(1, size(1, &"x".repeat(65)))).is_err());
         for refused in [
             Event::Recording {
                 on: false,
@@ -260,13 +313,41 @@ mod tests {
                 count: 1,
             },
         ] {
-            assert!(s.check(&of(1, refused)).is_err());
+            assert!(check(&mut s, of(1, refused)).is_err());
         }
+    }
+
+    #[test]
+    fn clocks_and_configurations_are_bounded() {
+        let mut s = Speaker::new(1, JOB).unwrap();
+        let mut far = of(1, hello(4));
+        far.at_s = 1e300;
+        assert!(s.check(&mut far, 0.0).is_err());
+        let mut big = of(1, hello(4));
+        if let Event::Hello { config, .. } = &mut big.event {
+            *config = serde_json::json!({ "x": "y".repeat(CONFIG_BYTES) });
+        }
+        assert!(s.check(&mut big, 0.0).is_err());
+        let mut nan = of(1, hello(4));
+        nan.at_s = f64::NAN;
+        assert!(s.check(&mut nan, 0.0).is_err());
+        // A hello 5 s ahead of the collector: its events may be up to a minute ahead of that.
+        let mut greeted = of(1, hello(4));
+        greeted.at_s = 5.0;
+        assert!(s.check(&mut greeted, 0.0).is_ok());
+        let mut ahead = of(1, stats(2));
+        ahead.at_s = 1e300;
+        assert!(s.check(&mut ahead, 10.0).is_ok());
+        assert_eq!(ahead.at_s, 10.0 + 5.0 + AHEAD_S);
+        let mut fine = of(1, stats(2));
+        fine.at_s = 14.0;
+        assert!(s.check(&mut fine, 10.0).is_ok());
+        assert_eq!(fine.at_s, 14.0);
     }
 
     #[test]
     fn a_hello_of_another_job_is_refused() {
         let mut s = Speaker::new(1, JOB).unwrap();
-        assert!(s.check(&of(1, hello(1 << 30))).is_err());
+        assert!(check(&mut s, of(1, hello(1 << 30))).is_err());
     }
 }

@@ -1,12 +1,12 @@
 //! The collector's state: the model every event is applied to, the trace they are written
 //! to, and the fan-out to subscribers.
 //!
-//! A subscriber's queue is bounded in events ([`SUBSCRIBER_EVENTS`]): a viewer that does
-//! not keep up loses events (counted, and reported as `dropped` events of its own place)
-//! and never holds up the collector. A trace write that fails stops the recording, says so
+//! Frames are encoded once and shared by every subscriber. A subscriber's queue is bounded
+//! in bytes ([`SUBSCRIBER_BYTES`]): a viewer that does not keep up loses events (counted,
+//! and reported as `dropped` events of its own place) and never holds up the collector. A trace write that fails stops the recording, says so
 //! to every viewer, and nothing else.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -14,36 +14,40 @@ use megaflux::control::ControlHandle;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::limits::{FRAME_EVENTS, SUBSCRIBER_EVENTS, short};
+use super::limits::{FRAME_BYTES, FRAME_EVENTS, SUBSCRIBER_BYTES, short};
 use super::{CollectorReport, KEYFRAME_EVERY, Limits};
 use crate::error::ProbeError;
 use crate::event::{Event, Outcome, Stamped};
 use crate::model::JobModel;
 use crate::record::Recorder;
-use crate::wire::ServerFrame;
+use crate::wire::{EventFrame, ServerFrame};
+
+/// Operator names of this process remembered (a job has a handful).
+const OPERATORS_KNOWN: usize = 64;
 
 /// A keyframe is written once the trace has grown by this many times the last one's size.
 const KEYFRAME_SHARE: u64 = 4;
 
 /// One subscriber's end of the fan-out.
 pub(super) struct Subscriber {
-    pub(super) frames: mpsc::UnboundedSender<ServerFrame>,
-    /// Events queued and not yet written to its connection.
+    pub(super) frames: mpsc::UnboundedSender<EventFrame>,
+    /// Bytes queued and not yet written to its connection.
     pub(super) queued: Arc<AtomicUsize>,
     pub(super) dropped: u64,
     pub(super) reported: u64,
 }
 
 impl Subscriber {
-    /// Queues `frame` of `events` events unless the queue is full; `false` when the
-    /// subscriber is gone.
-    fn offer(&mut self, frame: ServerFrame, events: usize) -> bool {
-        if self.queued.load(Ordering::Relaxed) + events > SUBSCRIBER_EVENTS {
-            self.dropped += events as u64;
+    /// Queues `frame` unless the subscriber's queue would go over its bytes; `false` when
+    /// the subscriber is gone.
+    fn offer(&mut self, frame: &EventFrame) -> bool {
+        let size = frame.bytes.len();
+        if self.queued.load(Ordering::Relaxed) + size > SUBSCRIBER_BYTES {
+            self.dropped = self.dropped.saturating_add(frame.events as u64);
             return true;
         }
-        self.queued.fetch_add(events, Ordering::Relaxed);
-        self.frames.send(frame).is_ok()
+        self.queued.fetch_add(size, Ordering::Relaxed);
+        self.frames.send(frame.clone()).is_ok()
     }
 }
 
@@ -58,8 +62,9 @@ pub(super) struct State {
     pub(super) control: Option<ControlHandle>,
     /// Commands sent to the job and not answered yet: control id → (subscriber, request).
     pub(super) pending: HashMap<u64, (u64, u64)>,
-    /// Processes whose exporter is connected.
-    pub(super) exporters: BTreeSet<u32>,
+    /// Processes whose exporter is connected: its connection, and how to close it when a
+    /// newer one of the same process arrives.
+    pub(super) exporters: BTreeMap<u32, (u64, tokio::sync::oneshot::Sender<String>)>,
     pub(super) report: CollectorReport,
     pub(super) queue_dropped: Arc<AtomicU64>,
     pub(super) queue_reported: u64,
@@ -68,6 +73,12 @@ pub(super) struct State {
     /// When the last keyframe was written, and where the trace then ended and how big the
     /// keyframe was.
     pub(super) keyframe: Option<(Instant, u64, u64)>,
+    /// Operators this process's own events named (at most [`OPERATORS_KNOWN`]): every
+    /// process runs the same dataflow, so an exporter naming another is held back until this
+    /// process names it, and cannot take the model's operator places first.
+    pub(super) operators: std::collections::HashSet<String>,
+    /// When a command last resumed the recording.
+    pub(super) resumed: Option<Instant>,
     /// This process's probe clock, on which the collector stamps its own events (keyframes,
     /// commands it received, recording, drops, the summary), so that they share the axis of
     /// the process they happen in rather than the latest clock of any process.
@@ -157,11 +168,26 @@ impl State {
         }
     }
 
+    /// Takes an exporter's (checked) events: those about an operator this process has not
+    /// named yet are left out (the exporter's next sample has them again).
+    pub(super) fn exported(&mut self, mut events: Vec<Stamped>) {
+        events.retain(|e| e.event.operator().is_none_or(|o| self.operators.contains(o)));
+        self.handle(events);
+    }
+
     /// Applies `events` to the model, writes them to the trace and sends them to every
     /// subscriber; answers commands the job answered.
     pub(super) fn handle(&mut self, events: Vec<Stamped>) {
         if events.is_empty() {
             return;
+        }
+        for e in events.iter().filter(|e| e.process == self.local_process) {
+            if let Some(o) = e.event.operator()
+                && self.operators.len() < OPERATORS_KNOWN
+                && !self.operators.contains(o)
+            {
+                self.operators.insert(o.to_string());
+            }
         }
         let events = crate::event::expand(events);
         for event in &events {
@@ -188,15 +214,18 @@ impl State {
             }
         }
         self.report.events += events.len() as u64;
-        // Frames of a bounded number of events: one sample of 2^16 bins must not make a frame
-        // over the limit.
-        for chunk in events.chunks(FRAME_EVENTS) {
-            self.subscribers.retain(|_, s| {
-                let frame = ServerFrame::Events {
-                    events: chunk.to_vec(),
-                };
-                s.offer(frame, chunk.len())
-            });
+        // Frames of bounded events and bytes, encoded once for every subscriber.
+        if !self.subscribers.is_empty() {
+            let (frames, left_out) = crate::wire::event_frames(&events, FRAME_EVENTS, FRAME_BYTES);
+            for frame in &frames {
+                self.subscribers.retain(|_, s| s.offer(frame));
+            }
+            if left_out > 0 {
+                tracing::warn!(target: "megaflux_probe::collector", left_out, "events too big for a frame");
+                for s in self.subscribers.values_mut() {
+                    s.dropped = s.dropped.saturating_add(left_out);
+                }
+            }
         }
         // Commands the job will never answer now.
         if events.iter().any(|e| {
@@ -214,9 +243,14 @@ impl State {
             let frame = ServerFrame::Answer {
                 request,
                 outcome,
-                reason,
+                reason: reason.map(|r| short(&r)),
             };
-            s.offer(frame, 1);
+            match crate::wire::encode(&frame) {
+                Ok(bytes) => {
+                    s.offer(&EventFrame { bytes, events: 1 });
+                }
+                Err(e) => tracing::warn!(target: "megaflux_probe::collector", error = %e, "no answer"),
+            }
         }
     }
 

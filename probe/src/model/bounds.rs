@@ -14,8 +14,18 @@ pub const MAX_OPERATORS: usize = 16;
 pub const LATENCY_WINDOWS: usize = 1 << 16;
 /// Failures and finished plans kept: older ones go first.
 pub const HISTORY: usize = 1024;
-/// Places of dropped events kept.
+/// Places of dropped events kept besides the processes' own queues (`subscriber N`: slow
+/// viewers). Each process's `queue` is kept whatever the viewers do: at most one per
+/// process of the job, so at most [`MAX_PEERS`] of them.
 pub const DROP_PLACES: usize = 64;
+/// The latest `at_s` a model takes as a time (about 31 years of a probe's clock): an event
+/// stamped later, before 0 or with no number (NaN, infinite) leaves the model's clock
+/// where it is, and counts as happening at it. Times in the measured run (a window's
+/// start, a plan's run times and length) are held to the same range, or left out.
+pub const MAX_AT_S: f64 = 1e9;
+/// The largest Unix time a process's `anchor_unix_s` may say (the year 30,000 or so);
+/// another is left out of the hello the model keeps.
+const MAX_ANCHOR_S: f64 = 1e12;
 /// Longest text (a command, a reason) a model keeps, in characters.
 pub const TEXT_CHARS: usize = 512;
 
@@ -24,6 +34,27 @@ impl JobModel {
     /// how many), and never more than [`MAX_PEERS`].
     pub(super) fn known_worker(&self, worker: u32) -> bool {
         worker < if self.peers > 0 { self.peers } else { MAX_PEERS }
+    }
+
+    /// Processes whose `queue` drops are kept: the job's (as its first hello said, and no
+    /// more than its workers once known), never more than [`MAX_PEERS`].
+    pub(super) fn queue_places(&self) -> u32 {
+        let processes = self.first_hello_processes().unwrap_or(MAX_PEERS).min(MAX_PEERS);
+        if self.peers > 0 {
+            processes.min(self.peers)
+        } else {
+            processes
+        }
+    }
+
+    /// `at_s` if the model takes it as a time (see [`MAX_AT_S`]).
+    pub(super) fn valid_at(at_s: f64) -> Option<f64> {
+        (0.0..=MAX_AT_S).contains(&at_s).then_some(at_s)
+    }
+
+    /// `anchor` if the model keeps it as a process's Unix time (see [`MAX_ANCHOR_S`]).
+    pub(super) fn valid_anchor(anchor: Option<f64>) -> Option<f64> {
+        anchor.filter(|a| (0.0..=MAX_ANCHOR_S).contains(a))
     }
 
     /// Whether a model (a keyframe's) keeps the bounds that events are held to.
@@ -42,7 +73,9 @@ impl JobModel {
             && self.finished_plans.len() <= HISTORY
             && self.failures.len() <= HISTORY
             && self.commands.len() <= COMMAND_LOG
-            && self.dropped.len() <= DROP_PLACES
+            && self.dropped.len() <= DROP_PLACES + MAX_PEERS as usize
+            && self.dropped.keys().filter(|k| !is_queue_place(k)).count() <= DROP_PLACES
+            && Self::valid_at(self.now_s).is_some()
     }
 
     /// How many entries the model holds in all: what [`JobModel::apply`] keeps within the
@@ -74,6 +107,7 @@ impl JobModel {
             + HISTORY
             + COMMAND_LOG
             + DROP_PLACES
+            + peers // processes' queues among the dropped
             + bins
             + peers
             + HISTORY
@@ -88,10 +122,18 @@ pub(super) fn text(s: &str) -> String {
     }
 }
 
-/// Pushes onto a history of at most [`HISTORY`] entries, the oldest going first.
+/// Whether a place of [`JobModel::dropped`] is a process's own queue (`process P queue`):
+/// those are kept whatever the viewers' places do.
+pub(super) fn is_queue_place(place: &str) -> bool {
+    place.ends_with(" queue")
+}
+
+/// Pushes onto a history of at most [`HISTORY`] entries, the oldest going first (an
+/// eighth of them at once, so that a push costs the same however full the history).
 pub(super) fn bounded_push<T>(history: &mut Vec<T>, item: T) {
     if history.len() >= HISTORY {
-        history.remove(0);
+        let excess = history.len() - HISTORY;
+        history.drain(..excess + HISTORY / 8);
     }
     history.push(item);
 }

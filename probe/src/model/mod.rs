@@ -14,12 +14,21 @@ mod bounds;
 mod plans;
 mod views;
 
-pub use bounds::{COMMAND_LOG, DROP_PLACES, HISTORY, LATENCY_WINDOWS, MAX_OPERATORS, MAX_PEERS, TEXT_CHARS};
-use bounds::{bounded_push, text};
+pub use bounds::{
+    COMMAND_LOG, DROP_PLACES, HISTORY, LATENCY_WINDOWS, MAX_AT_S, MAX_OPERATORS, MAX_PEERS, TEXT_CHARS,
+};
+use bounds::{bounded_push, is_queue_place, text};
 pub use plans::{During, PlanView};
 pub use views::{
-    BinView, CommandView, FailureView, FrontierView, Held, Holders, LatencyWindow, Move, WorkerView,
+    BinView, CommandView, FailureView, FrontierView, Held, Holders, LatencyWindow, Move, StandbyIndex,
+    WorkerView,
 };
+
+/// Finished plans a latency window is merged into besides the running one, the latest
+/// first: a window arrives a little after its epochs, so only the plans that finished just
+/// before it can be waiting for it (and a window costs the same however many plans the
+/// history holds).
+const MERGED_PLANS: usize = 8;
 
 /// The most bins a job can have.
 pub const MAX_BINS: u32 = megaflux::bins::MAX_BINS as u32;
@@ -79,6 +88,12 @@ pub struct JobModel {
     /// The logical time of the measured run's first epoch, once worker 0 said.
     #[serde(default)]
     pub base: Option<u64>,
+    /// Which bins each worker is the standby of in some operator's views: what a failure
+    /// clears, found without reading every bin. Not part of the model (never serialized,
+    /// equal whatever it holds); rebuilt from the views when missing.
+    #[serde(skip)]
+    #[doc(hidden)]
+    pub standbys: StandbyIndex,
 }
 
 impl JobModel {
@@ -143,6 +158,14 @@ impl JobModel {
             .unwrap_or(EpochLen::MS)
     }
 
+    /// Processes in the job, as its first hello said (`None` before any hello).
+    fn first_hello_processes(&self) -> Option<u32> {
+        self.processes.values().find_map(|h| match h.event {
+            Event::Hello { processes, .. } => Some(processes),
+            _ => None,
+        })
+    }
+
     /// Bins per operator, once a process said hello (a hello naming more than a job can
     /// have counts as the most a job can have).
     pub fn bins(&self) -> Option<u32> {
@@ -190,15 +213,70 @@ impl JobModel {
         }
     }
 
-    /// Total dropped events over every place.
+    /// Total dropped events over every place (saturating: the counts come from the network).
     pub fn dropped_total(&self) -> u64 {
-        self.dropped.values().sum()
+        self.dropped.values().fold(0u64, |sum, n| sum.saturating_add(*n))
     }
 
-    /// Applies one event.
+    /// The index of standbys, built from the bins' views if this model has none yet (one
+    /// read back from a keyframe or a snapshot): once per such model, then kept up to date.
+    fn standby_index(&mut self) -> &mut BTreeMap<u32, BTreeSet<u32>> {
+        let operators = &self.operators;
+        self.standbys.0.get_or_insert_with(|| {
+            let mut index: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
+            for bins in operators.values() {
+                for (bin, view) in bins.iter().enumerate() {
+                    if let Some(worker) = view.standby {
+                        index.entry(worker).or_default().insert(bin as u32);
+                    }
+                }
+            }
+            index
+        })
+    }
+
+    /// Keeps the standby index as one operator's view of `bin` changed its standby from
+    /// `old` to `new` (the view already says `new`).
+    fn standby_changed(&mut self, bin: u32, old: Option<u32>, new: Option<u32>) {
+        if old == new {
+            return;
+        }
+        if self.standbys.0.is_none() {
+            // Built from the views, which already say `new`.
+            self.standby_index();
+            return;
+        }
+        // `old` may still be the standby of the bin in another operator.
+        let still_old = old.is_some_and(|o| {
+            self.operators
+                .values()
+                .any(|bins| bins.get(bin as usize).is_some_and(|v| v.standby == Some(o)))
+        });
+        let index = self.standby_index();
+        if let Some(o) = old
+            && !still_old
+        {
+            let emptied = index.get_mut(&o).is_some_and(|bins| {
+                bins.remove(&bin);
+                bins.is_empty()
+            });
+            if emptied {
+                index.remove(&o);
+            }
+        }
+        if let Some(n) = new {
+            index.entry(n).or_default().insert(bin);
+        }
+    }
+
+    /// Applies one event. Every number in it is untrusted (events come from the network
+    /// and from files): no value makes the model panic, overflow, or do more work than the
+    /// event's own size or the job's bins.
     pub fn apply(&mut self, stamped: &Stamped) {
-        self.events += 1;
-        self.now_s = self.now_s.max(stamped.at_s);
+        self.events = self.events.saturating_add(1);
+        // An event stamped at no sane time happens at the model's clock, which it leaves.
+        let at_s = Self::valid_at(stamped.at_s).unwrap_or(self.now_s);
+        self.now_s = self.now_s.max(at_s);
         match &stamped.event {
             Event::Hello {
                 peers,
@@ -208,10 +286,7 @@ impl JobModel {
                 ..
             } => {
                 // The first hello says what the job is; later ones are its other processes.
-                let processes = self.processes.values().find_map(|h| match h.event {
-                    Event::Hello { processes, .. } => Some(processes),
-                    _ => None,
-                });
+                let processes = self.first_hello_processes();
                 // A process says hello once: a second one would change the job's shape.
                 if stamped.process >= processes.unwrap_or(MAX_PEERS).min(MAX_PEERS)
                     || self.processes.contains_key(&stamped.process)
@@ -228,7 +303,16 @@ impl JobModel {
                     }
                 }
                 self.replicated |= replicas > 1;
-                self.processes.insert(stamped.process, stamped.clone());
+                // At the time the model took, and with an anchor that is a time (a NaN would
+                // not read back from a snapshot).
+                let mut hello = Stamped {
+                    at_s,
+                    ..stamped.clone()
+                };
+                if let Event::Hello { anchor_unix_s, .. } = &mut hello.event {
+                    *anchor_unix_s = Self::valid_anchor(*anchor_unix_s);
+                }
+                self.processes.insert(stamped.process, hello);
             }
             Event::JobStarted { worker, peers, base } => {
                 if *worker == 0 {
@@ -254,14 +338,16 @@ impl JobModel {
                 bytes,
                 standby,
             } => {
-                if let Some(view) = self.bin_mut(operator, *bin) {
-                    if *standby {
-                        view.standby = Some(*worker);
-                    } else {
-                        view.owner = Some(*worker);
-                        view.keys = *keys;
-                        view.bytes = *bytes;
-                    }
+                let Some(view) = self.bin_mut(operator, *bin) else {
+                    return;
+                };
+                if *standby {
+                    let old = view.standby.replace(*worker);
+                    self.standby_changed(*bin, old, Some(*worker));
+                } else {
+                    view.owner = Some(*worker);
+                    view.keys = *keys;
+                    view.bytes = *bytes;
                 }
             }
             Event::Sampled {
@@ -332,12 +418,19 @@ impl JobModel {
             Event::Latency {
                 window, histogram, ..
             } => {
-                if self.latency.len() >= LATENCY_WINDOWS {
-                    self.latency.drain(..LATENCY_WINDOWS / 8);
+                // A window with no start time has no place on the timeline (`of` leaves it
+                // out); its histogram still counts for the plans.
+                if let Some(w) = LatencyWindow::of(stamped) {
+                    let w = LatencyWindow { at_s, ..w };
+                    if self.latency.len() >= LATENCY_WINDOWS {
+                        let excess = self.latency.len() - LATENCY_WINDOWS;
+                        self.latency.drain(..excess + LATENCY_WINDOWS / 8);
+                    }
+                    self.latency.push(w);
                 }
-                self.latency.extend(LatencyWindow::of(stamped));
                 let epoch = self.epoch();
-                for plan in self.plan.iter_mut().chain(self.finished_plans.iter_mut()) {
+                let recent = self.finished_plans.iter_mut().rev().take(MERGED_PLANS);
+                for plan in self.plan.iter_mut().chain(recent) {
                     plan.merge_window(*window, histogram, epoch);
                 }
             }
@@ -400,6 +493,7 @@ impl JobModel {
                 let from_time = time
                     .zip(self.base)
                     .map(|(t, base)| t.saturating_sub(base) as f64 * epoch.us() as f64 / 1e6);
+                let run_s = run_s.and_then(Self::valid_at);
                 self.plan = Some(PlanView {
                     strategy: text(strategy),
                     target: text(target),
@@ -408,7 +502,7 @@ impl JobModel {
                     steps_issued: 0,
                     bins_completed: 0,
                     bytes_moved: 0,
-                    started_s: stamped.at_s,
+                    started_s: at_s,
                     seconds: None,
                     id: *id,
                     issued_run_s: run_s.or(from_time),
@@ -419,9 +513,13 @@ impl JobModel {
             }
             Event::PlanCompleted { seconds, run_s, .. } => {
                 if let Some(mut plan) = self.plan.take() {
-                    plan.seconds = Some(*seconds);
+                    let seconds = Self::valid_at(*seconds);
+                    plan.seconds = seconds;
                     // `seconds` is the completion's run time less the issue's.
-                    plan.completed_run_s = run_s.or(plan.issued_run_s.map(|i| i + seconds));
+                    plan.completed_run_s = run_s.and_then(Self::valid_at).or(plan
+                        .issued_run_s
+                        .zip(seconds)
+                        .and_then(|(i, s)| Self::valid_at(i + s)));
                     bounded_push(&mut self.finished_plans, plan);
                 }
             }
@@ -435,7 +533,7 @@ impl JobModel {
                     self.commands.pop_front();
                 }
                 self.commands.push_back(CommandView {
-                    at_s: stamped.at_s,
+                    at_s,
                     outcome: *outcome,
                     command: text(command),
                     reason: reason.as_deref().map(text),
@@ -458,6 +556,20 @@ impl JobModel {
                     return;
                 }
                 self.failed.insert(*worker);
+                // Its replicas are gone; the bin sizes it reported with them. The index says
+                // which bins it was the standby of: a failure costs what the worker held
+                // (each entry put there by an event of its own), not every bin of every
+                // operator.
+                let held = self.standby_index().remove(worker).unwrap_or_default();
+                for bin in held {
+                    for bins in self.operators.values_mut() {
+                        if let Some(b) = bins.get_mut(bin as usize)
+                            && b.standby == Some(*worker)
+                        {
+                            b.standby = None;
+                        }
+                    }
+                }
                 // It holds nothing from now on, whatever it last sampled.
                 if let Some(w) = self.workers.get_mut(worker) {
                     w.held.clear();
@@ -467,7 +579,7 @@ impl JobModel {
                     &mut self.failures,
                     FailureView {
                         worker: *worker,
-                        at_s: stamped.at_s,
+                        at_s,
                         time: *time,
                         promoted: promoted.unwrap_or(0),
                         degraded: degraded.unwrap_or(0),
@@ -477,24 +589,16 @@ impl JobModel {
                         lost: lost.as_deref().map(text),
                     },
                 );
-                // Its replicas are gone; the bin sizes it reported with them.
-                for bins in self.operators.values_mut() {
-                    for b in bins.iter_mut() {
-                        if b.standby == Some(*worker) {
-                            b.standby = None;
-                        }
-                    }
-                }
             }
             Event::Takeover { .. } => {
                 if let Some(f) = self.failures.last_mut() {
-                    f.takeovers += 1;
+                    f.takeovers = f.takeovers.saturating_add(1);
                 }
             }
             Event::Rejoin { worker, .. } => {
                 self.failed.remove(worker);
                 if let Some(f) = self.failures.iter_mut().rev().find(|f| f.worker == *worker) {
-                    f.rejoined_s = Some(stamped.at_s);
+                    f.rejoined_s = Some(at_s);
                 }
             }
             Event::Recovery { worker, bins } => {
@@ -538,8 +642,23 @@ impl JobModel {
                 }
             }
             Event::Dropped { place, count } => {
+                // A process's own queue: the job's losses, one place per process of the job,
+                // always kept. The others (`subscriber N`: slow viewers) fill at most
+                // `DROP_PLACES`, so that viewers never hide the job's losses.
+                let queue = place == "queue";
+                if queue && stamped.process >= self.queue_places() {
+                    return;
+                }
                 let key = format!("process {} {}", stamped.process, text(place));
-                if !self.dropped.contains_key(&key) && self.dropped.len() >= DROP_PLACES {
+                // Only a process's queue may read as one.
+                if !queue && is_queue_place(&key) {
+                    return;
+                }
+                if !queue
+                    && !self.dropped.contains_key(&key)
+                    && self.dropped.len() >= DROP_PLACES
+                    && self.dropped.keys().filter(|k| !is_queue_place(k)).count() >= DROP_PLACES
+                {
                     return;
                 }
                 let entry = self.dropped.entry(key).or_default();
@@ -590,12 +709,12 @@ impl JobModel {
         entry.from = entry.from.or(from);
         entry.to = entry.to.or(to);
         if phase == Phase::Extracted {
-            entry.bytes += bytes.unwrap_or(0);
+            entry.bytes = entry.bytes.saturating_add(bytes.unwrap_or(0));
         }
         if let Some(plan) = self.plan.as_mut() {
             match phase {
-                Phase::Extracted => plan.bytes_moved += bytes.unwrap_or(0),
-                Phase::Completed => plan.bins_completed += 1,
+                Phase::Extracted => plan.bytes_moved = plan.bytes_moved.saturating_add(bytes.unwrap_or(0)),
+                Phase::Completed => plan.bins_completed = plan.bins_completed.saturating_add(1),
                 _ => {}
             }
         }
@@ -690,6 +809,64 @@ mod tests {
         m.apply(&at(completed(Some(2.25))));
         let plan = &m.finished_plans[1];
         assert_eq!((plan.issued_run_s, plan.completed_run_s), (Some(2.0), Some(2.25)));
+    }
+
+    /// A failure clears the standbys the worker held (and only those), found through the
+    /// index: also in a model read back from JSON (a subscriber's snapshot), which has none
+    /// until it needs one, and after a standby moved to another worker.
+    #[test]
+    fn a_failure_clears_the_standbys_it_held() {
+        let mut m = JobModel::new();
+        m.apply(&at(Event::Hello {
+            processes: 1,
+            workers: 3,
+            peers: 3,
+            bins: 16,
+            config: serde_json::json!({"replicas": 2}),
+            anchor_unix_s: None,
+        }));
+        let standby = |operator: &str, bin, worker| {
+            at(Event::BinSize {
+                worker,
+                operator: operator.into(),
+                bin,
+                keys: 1,
+                bytes: 1,
+                standby: true,
+            })
+        };
+        let failure = |worker| {
+            at(Event::Failure {
+                worker,
+                reason: "fail-stop".into(),
+                time: Some(1),
+                promoted: None,
+                degraded: None,
+                suspects: None,
+                lost: None,
+            })
+        };
+        for (operator, bin, worker) in [("a", 1, 1), ("b", 2, 1), ("a", 3, 2), ("b", 1, 2)] {
+            m.apply(&standby(operator, bin, worker));
+        }
+        let read_back: JobModel = serde_json::from_value(serde_json::to_value(&m).unwrap()).unwrap();
+        assert_eq!(read_back, m);
+        let of = |m: &JobModel, operator: &str, bin: usize| m.operators[operator][bin].standby;
+        for mut model in [m.clone(), read_back] {
+            model.apply(&failure(1));
+            assert_eq!(of(&model, "a", 1), None);
+            assert_eq!(of(&model, "b", 2), None);
+            assert_eq!(of(&model, "a", 3), Some(2));
+            assert_eq!(of(&model, "b", 1), Some(2));
+            // Bin 3's standby moves to worker 0: worker 2's failure leaves it alone.
+            model.apply(&standby("a", 3, 0));
+            model.apply(&failure(2));
+            assert_eq!(of(&model, "a", 3), Some(0));
+            assert_eq!(of(&model, "b", 1), None);
+            // Failing again costs nothing and changes nothing.
+            model.apply(&failure(2));
+            assert_eq!(of(&model, "a", 3), Some(0));
+        }
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! What the model holds of each part of a job: bins, holders, workers, frontiers, latency
 //! windows, moves, failures and commands.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -34,6 +34,20 @@ impl Holders {
     /// One replica left (the job had two).
     pub fn degraded(&self) -> bool {
         self.primary.is_some() && self.standby.is_none()
+    }
+}
+
+/// Which bins each worker is the standby of, in some operator's views: an index of
+/// [`BinView::standby`] kept by the model, so that a worker's failure clears its standbys
+/// without reading every bin of every operator. `None` until built (a model read back from
+/// JSON has none: the model builds it from the views when it first needs it). Not part of
+/// what a model says: any two are equal.
+#[derive(Clone, Debug, Default)]
+pub struct StandbyIndex(pub(super) Option<BTreeMap<u32, BTreeSet<u32>>>);
+
+impl PartialEq for StandbyIndex {
+    fn eq(&self, _: &Self) -> bool {
+        true
     }
 }
 
@@ -127,7 +141,9 @@ pub struct LatencyWindow {
 }
 
 impl LatencyWindow {
-    /// The window a `latency` event reports (`None` for other events).
+    /// The window a `latency` event reports (`None` for other events, and for a window
+    /// whose start is no time in the run: negative, past [`super::MAX_AT_S`], or not a
+    /// number). Its `at_s` is the event's, as it is: the model puts it on its clock.
     pub fn of(stamped: &Stamped) -> Option<LatencyWindow> {
         match &stamped.event {
             Event::Latency {
@@ -137,7 +153,7 @@ impl LatencyWindow {
                 p99,
                 max,
                 ..
-            } => Some(LatencyWindow {
+            } if super::JobModel::valid_at(*t_s).is_some() => Some(LatencyWindow {
                 at_s: stamped.at_s,
                 t_s: *t_s,
                 count: *count,

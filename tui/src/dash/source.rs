@@ -67,7 +67,7 @@ impl Lost {
         match out.try_send(Msg::Events(events)) {
             Ok(()) => true,
             Err(TrySendError::Full(_)) => {
-                self.total += n;
+                self.total = self.total.saturating_add(n);
                 true
             }
             Err(TrySendError::Disconnected(_)) => false,

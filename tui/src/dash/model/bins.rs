@@ -95,11 +95,12 @@ impl Dash {
             let Some(t) = totals.get_mut(owner as usize) else {
                 continue;
             };
-            t.0 += 1;
+            // Saturating: the sizes come from the network.
+            t.0 = t.0.saturating_add(1);
             for ops in self.view().operators.values() {
                 if let Some(b) = ops.get(bin) {
-                    t.1 += b.keys;
-                    t.2 += b.bytes;
+                    t.1 = t.1.saturating_add(b.keys);
+                    t.2 = t.2.saturating_add(b.bytes);
                 }
             }
         }

@@ -26,14 +26,13 @@ impl Dash {
     }
 
     /// Events the job lost before they reached its collector (missing from the trace and
-    /// from every view), over every process.
+    /// from every view), over every process (saturating: the counts come from the network).
     pub fn job_lost(&self) -> u64 {
         self.view()
             .dropped
             .iter()
             .filter(|(place, _)| place.ends_with(" queue"))
-            .map(|(_, n)| n)
-            .sum()
+            .fold(0u64, |sum, (_, n)| sum.saturating_add(*n))
     }
 
     /// Events this view missed: those its queue had no room for, and those the collector
@@ -45,10 +44,9 @@ impl Dash {
                 .dropped
                 .iter()
                 .filter(|(p, _)| p.ends_with(&place))
-                .map(|(_, n)| n)
-                .sum()
+                .fold(0u64, |sum, (_, n)| sum.saturating_add(*n))
         });
-        self.lost + collector
+        self.lost.saturating_add(collector)
     }
 
     /// Records per second the job's sources sent, and (when the job says) its stateful

@@ -2,6 +2,7 @@
 //! commands and bins are said to a person.
 
 use megaflux_probe::event::{Event, Outcome, Phase, Stamped};
+use megaflux_probe::model::MAX_BINS;
 use megaflux_probe::wire::CommandRequest;
 
 use super::Dash;
@@ -128,11 +129,14 @@ impl Dash {
                 copy,
                 ..
             } => {
-                let h = self.history.entry(*bin).or_default();
-                if h.len() == BIN_HISTORY {
-                    h.pop_front();
+                // Bins the job cannot have get no history: it stays within the job's bins.
+                if *bin < self.job.bins().unwrap_or(MAX_BINS) {
+                    let h = self.history.entry(*bin).or_default();
+                    if h.len() == BIN_HISTORY {
+                        h.pop_front();
+                    }
+                    h.push_back((*time, *from, *to));
                 }
-                h.push_back((*time, *from, *to));
                 let (from, to) = (worker_name(*from), worker_name(*to));
                 Some((
                     LogKind::Migration,
@@ -240,33 +244,10 @@ fn worker_name(w: Option<u32>) -> String {
 
 /// A command as the log says it: `move bins 1-3 to worker 2`, `fluid plan to pack:1`.
 pub fn describe_request(r: &CommandRequest) -> String {
-    match r {
-        CommandRequest::MoveBins {
-            bins,
-            worker,
-            standby,
-        } => format!(
-            "move {}{} to worker {worker}",
-            if *standby { "the standbys of " } else { "" },
-            describe_bins(bins)
-        ),
-        CommandRequest::StartPlan { schedule, target } => format!("{schedule} plan to {target}"),
-        CommandRequest::CancelPlan => "cancel the running plan".into(),
-        CommandRequest::Record { on: true } => "resume recording".into(),
-        CommandRequest::Record { on: false } => "pause recording".into(),
-        CommandRequest::Fail { worker } => format!("fail worker {worker}"),
-        CommandRequest::Rejoin { worker } => format!("rejoin worker {worker}"),
-    }
+    r.describe()
 }
 
-/// "bin 3", "bins 3-9" or "bins 0-3,7" (sorted, each bin once).
+/// "bin 3", "bins 3-9" or "bins 0-3,7" (sorted, each bin once; a long list cut).
 pub fn describe_bins(bins: &[usize]) -> String {
-    let mut sorted: Vec<u32> = bins.iter().map(|b| *b as u32).collect();
-    sorted.sort_unstable();
-    sorted.dedup();
-    match sorted.as_slice() {
-        [] => "no bins".into(),
-        [one] => format!("bin {one}"),
-        many => format!("bins {}", megaflux::bins::list(many)),
-    }
+    megaflux::bins::describe(bins)
 }

@@ -16,7 +16,7 @@ mod log;
 use std::collections::{BTreeMap, VecDeque};
 
 use megaflux_probe::event::{Outcome, Stamped};
-use megaflux_probe::model::JobModel;
+use megaflux_probe::model::{JobModel, MAX_AT_S};
 use megaflux_probe::wire::CommandRequest;
 use megaflux_replay::player::{Output, Position, Request, Timeline};
 use ratatui::crossterm::event::KeyEvent;
@@ -289,7 +289,7 @@ impl Dash {
             Msg::Snapshot(model) => {
                 self.heard_at = self.tick;
                 self.job = *model;
-                self.now_s = self.now_s.max(self.job.now_s);
+                self.now_s = self.now_s.max(clock(self.job.now_s).unwrap_or(0.0));
                 Vec::new()
             }
             Msg::Events(events) => {
@@ -298,7 +298,7 @@ impl Dash {
                     self.note(e);
                     self.job.apply(e);
                 }
-                self.now_s = self.now_s.max(self.job.now_s);
+                self.now_s = self.now_s.max(clock(self.job.now_s).unwrap_or(0.0));
                 Vec::new()
             }
             Msg::Answer {
@@ -336,7 +336,7 @@ impl Dash {
                 Vec::new()
             }
             Msg::Clock(now) => {
-                self.now_s = self.now_s.max(now);
+                self.now_s = self.now_s.max(clock(now).unwrap_or(0.0));
                 Vec::new()
             }
             Msg::Tick(at) => {
@@ -362,7 +362,7 @@ impl Dash {
                 self.history.clear();
                 self.frozen = None;
                 self.job = *model;
-                self.now_s = self.job.now_s;
+                self.now_s = clock(self.job.now_s).unwrap_or(0.0);
                 Vec::new()
             }
             Msg::Problem(text) => {
@@ -375,7 +375,9 @@ impl Dash {
                 Vec::new()
             }
             Msg::Position(position) => {
-                self.now_s = position.at_s;
+                if let Some(at_s) = clock(position.at_s) {
+                    self.now_s = at_s;
+                }
                 if let Some(r) = self.replay.as_mut() {
                     r.position = position;
                 }
@@ -425,7 +427,8 @@ impl Dash {
                     let owner = self.owner(self.cursor).unwrap_or(0) as usize;
                     self.dialog = Some(Dialog::Move {
                         bins: self.selection(),
-                        worker: (owner + 1) % self.peers(),
+                        // The next worker (an owner the job cannot have wraps too).
+                        worker: (owner % self.peers() + 1) % self.peers(),
                     });
                 }
             }
@@ -494,6 +497,12 @@ impl Dash {
         self.pending.insert(request, what);
         vec![Effect::Send { request, command }]
     }
+}
+
+/// `at_s` if the views take it as a time: as the job's model takes them (from 0 to
+/// [`MAX_AT_S`], a number), so that no snapshot, clock or position pins the views' clock.
+fn clock(at_s: f64) -> Option<f64> {
+    (0.0..=MAX_AT_S).contains(&at_s).then_some(at_s)
 }
 
 #[cfg(test)]

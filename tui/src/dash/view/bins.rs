@@ -1,5 +1,7 @@
 //! The bins view: every bin by owner as a heat map, and the bin under the cursor.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier};
@@ -71,9 +73,17 @@ pub(super) fn bins(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
     let per_row = (inner_w as usize / cw).max(1);
     let order = dash.order();
     let mut lines: Vec<Line> = Vec::new();
+    // Owners and standbys, found in one pass over the bins (not one per worker).
+    let owners: BTreeSet<u32> = order.iter().filter_map(|b| dash.owner(*b)).collect();
+    let mut standby_counts: BTreeMap<u32, usize> = BTreeMap::new();
+    if job.replicated {
+        for w in (0..dash.bins()).filter_map(|b| dash.standby(b)) {
+            *standby_counts.entry(w).or_default() += 1;
+        }
+    }
     // Failed workers hold nothing: they would not show up among the owners.
     for w in &job.failed {
-        if !order.iter().any(|b| dash.owner(*b) == Some(*w)) {
+        if !owners.contains(w) {
             lines.push(Line::styled(
                 format!("worker {w}: failed, holds nothing"),
                 theme.fg(Color::Red).add_modifier(Modifier::BOLD),
@@ -92,14 +102,13 @@ pub(super) fn bins(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
         let (keys, size): (u64, u64) = mine
             .iter()
             .filter_map(|b| views.get(*b))
-            .fold((0, 0), |a, v| (a.0 + v.keys, a.1 + v.bytes));
+            .fold((0u64, 0u64), |a, v| {
+                (a.0.saturating_add(v.keys), a.1.saturating_add(v.bytes))
+            });
         let who = owner.map_or("no owner".to_string(), |w| format!("worker {w}"));
         let standbys = match owner {
             Some(w) if job.replicated => {
-                format!(
-                    ", {} standbys",
-                    (0..dash.bins()).filter(|b| dash.standby(*b) == Some(w)).count()
-                )
+                format!(", {} standbys", standby_counts.get(&w).copied().unwrap_or(0))
             }
             _ => String::new(),
         };
@@ -215,10 +224,11 @@ pub(super) fn bins(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
     }));
     let mut legend = vec![Span::raw("heat (keys): ")];
     for (lvl, c) in HEAT_CHARS.iter().enumerate() {
+        // Wide: `max_keys` may be near `u64::MAX` (the sizes come from the network).
         let lo = if lvl == 0 {
             0
         } else {
-            max_keys * (lvl as u64 - 1) / 4
+            (u128::from(max_keys) * (lvl as u128 - 1) / 4) as u64
         };
         legend.push(Span::styled(format!("{c}{c}"), theme.fg(HEAT_COLORS[lvl])));
         legend.push(Span::raw(if lvl == 0 {

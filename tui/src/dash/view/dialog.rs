@@ -4,11 +4,17 @@
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Clear, Paragraph};
+use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
 
 use super::super::keys::BINDINGS;
 use super::super::model::{Dash, Dialog, STRATEGIES, describe_bins};
 use super::{Theme, count};
+
+/// The height of a bordered dialog of `lines` lines (saturating: a dialog lists a line per
+/// worker, as many as the job says it has).
+fn tall(lines: usize) -> u16 {
+    u16::try_from(lines).unwrap_or(u16::MAX).saturating_add(2)
+}
 
 pub(super) fn centered(area: Rect, width: u16, height: u16) -> Rect {
     let w = width.min(area.width);
@@ -19,6 +25,26 @@ pub(super) fn centered(area: Rect, width: u16, height: u16) -> Rect {
         w,
         h,
     )
+}
+
+/// Draws a bordered dialog of `lines` in the middle of `area`: at least `width` wide, wider
+/// for a longer line while the area has room, and tall enough for every line wrapped to it,
+/// so that no text is cut at the border.
+fn show(frame: &mut Frame, area: Rect, lines: Vec<Line>, width: u16, title: &str) {
+    let longest = lines.iter().map(Line::width).max().unwrap_or(0);
+    let width = width
+        .max(u16::try_from(longest).unwrap_or(u16::MAX).saturating_add(2))
+        .min(area.width);
+    let inner = usize::from(width.saturating_sub(2)).max(1);
+    let rows: usize = lines.iter().map(|l| l.width().div_ceil(inner).max(1)).sum();
+    let r = centered(area, width, tall(rows));
+    frame.render_widget(Clear, r);
+    frame.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(Block::bordered().title(title.to_string())),
+        r,
+    );
 }
 
 pub(super) fn draw_dialog(frame: &mut Frame, area: Rect, dash: &Dash, dialog: &Dialog, theme: Theme) {
@@ -33,12 +59,7 @@ pub(super) fn draw_dialog(frame: &mut Frame, area: Rect, dash: &Dash, dialog: &D
                     ])
                 })
                 .collect();
-            let r = centered(area, 76, lines.len() as u16 + 2);
-            frame.render_widget(Clear, r);
-            frame.render_widget(
-                Paragraph::new(lines).block(Block::bordered().title("Keys (esc closes)")),
-                r,
-            );
+            show(frame, area, lines, 76, "Keys (esc closes)");
         }
         Dialog::Move { bins, worker } => {
             let before = dash.worker_totals(&[], 0);
@@ -61,12 +82,7 @@ pub(super) fn draw_dialog(frame: &mut Frame, area: Rect, dash: &Dash, dialog: &D
                 )));
             }
             lines.push(Line::raw("←→ or a digit: worker   enter: move   esc: cancel"));
-            let r = centered(area, 60, lines.len() as u16 + 2);
-            frame.render_widget(Clear, r);
-            frame.render_widget(
-                Paragraph::new(lines).block(Block::bordered().title("Move bins")),
-                r,
-            );
+            show(frame, area, lines, 60, "Move bins");
         }
         Dialog::Worker { worker, rejoin } => {
             let w = *worker as u32;
@@ -109,14 +125,12 @@ pub(super) fn draw_dialog(frame: &mut Frame, area: Rect, dash: &Dash, dialog: &D
                 }));
             }
             lines.push(Line::raw("←→ or a digit: worker   enter: confirm   esc: cancel"));
-            let r = centered(area, 64, lines.len() as u16 + 2);
-            frame.render_widget(Clear, r);
             let title = if *rejoin {
                 "Rejoin a worker"
             } else {
                 "Fail a worker"
             };
-            frame.render_widget(Paragraph::new(lines).block(Block::bordered().title(title)), r);
+            show(frame, area, lines, 64, title);
         }
         Dialog::Plan { strategy, target } => {
             let targets = dash.targets();
@@ -135,12 +149,7 @@ pub(super) fn draw_dialog(frame: &mut Frame, area: Rect, dash: &Dash, dialog: &D
                 Line::raw("uniform: bins spread evenly; pack:N onto workers 0..N;"),
                 Line::raw("drain:W off worker W.  enter: start   esc: cancel"),
             ];
-            let r = centered(area, 60, lines.len() as u16 + 2);
-            frame.render_widget(Clear, r);
-            frame.render_widget(
-                Paragraph::new(lines).block(Block::bordered().title("Start a plan")),
-                r,
-            );
+            show(frame, area, lines, 60, "Start a plan");
         }
         Dialog::GoTo { typed } => {
             let lines = vec![
@@ -156,12 +165,47 @@ pub(super) fn draw_dialog(frame: &mut Frame, area: Rect, dash: &Dash, dialog: &D
                 })),
                 Line::raw("digits and .: the time   enter: go   esc: cancel"),
             ];
-            let r = centered(area, 52, lines.len() as u16 + 2);
-            frame.render_widget(Clear, r);
-            frame.render_widget(
-                Paragraph::new(lines).block(Block::bordered().title("Go to a time")),
-                r,
-            );
+            show(frame, area, lines, 52, "Go to a time");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    use super::*;
+
+    fn screen(width: u16, lines: Vec<Line<'static>>) -> String {
+        let mut terminal = Terminal::new(TestBackend::new(width, 12)).unwrap();
+        terminal
+            .draw(|frame| show(frame, frame.area(), lines, 64, "Fail a worker"))
+            .unwrap();
+        let buffer = terminal.backend().buffer();
+        (0..buffer.area.height)
+            .map(|y| {
+                (0..buffer.area.width)
+                    .map(|x| buffer[(x, y)].symbol())
+                    .collect::<String>()
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// A line longer than the dialog's width widens it while the screen has room, and wraps
+    /// when it has not: no word is cut at the border.
+    #[test]
+    fn dialog_text_fits_its_box() {
+        let long = "their standbys take over; 45 bins keep one replica until recovery";
+        let wide = screen(80, vec![Line::raw("Fail worker 0?"), Line::raw(long)]);
+        assert!(wide.contains(long), "{wide}");
+        let narrow = screen(40, vec![Line::raw(long)]);
+        let text: String = narrow
+            .lines()
+            .map(|l| l.trim_matches(|c: char| c == '│' || c == ' ').to_string())
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(text.contains("until recovery"), "{narrow}");
     }
 }

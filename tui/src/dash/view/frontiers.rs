@@ -11,11 +11,12 @@ use super::super::model::Dash;
 use super::theme::*;
 
 /// A lag of `epochs` epochs of `epoch`, in milliseconds.
+/// (Saturating: the frontiers come from the network, a lag may be near `u64::MAX`.)
 pub(super) fn lag(epochs: u64, epoch: EpochLen) -> String {
     if epoch.us().is_multiple_of(1000) {
-        format!("{} ms", epochs * (epoch.us() / 1000))
+        format!("{} ms", epochs.saturating_mul(epoch.us() / 1000))
     } else {
-        format!("{:.1} ms", (epochs * epoch.us()) as f64 / 1000.0)
+        format!("{:.1} ms", epochs.saturating_mul(epoch.us()) as f64 / 1000.0)
     }
 }
 

@@ -60,7 +60,8 @@ pub(super) fn header(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
     });
     if let Some(p) = &job.plan {
         spans.push(sep());
-        let done = 100 * p.bins_completed / p.bins.max(1);
+        // Wide: the counts come from the network.
+        let done = u128::from(p.bins_completed) * 100 / u128::from(p.bins.max(1));
         let steps = if area.width >= WIDE {
             format!(" ({}/{} steps)", p.steps_issued, p.steps)
         } else {

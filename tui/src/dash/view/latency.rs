@@ -46,13 +46,15 @@ pub(super) fn latency(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) 
     };
     frame.render_widget(Paragraph::new(current), head);
     // Each window at its logical time (the start of its epochs in the run), so that a
-    // window reported late still sits where its records were due.
-    let at = |w: &megaflux_probe::model::LatencyWindow| w.t_s;
-    let p50: Vec<(f64, f64)> = windows.iter().map(|w| (at(w), log_ms(w.p50))).collect();
-    let p99: Vec<(f64, f64)> = windows.iter().map(|w| (at(w), log_ms(w.p99))).collect();
-    let max: Vec<(f64, f64)> = windows.iter().map(|w| (at(w), log_ms(w.max))).collect();
-    let x0 = windows.first().map_or(0.0, at);
-    let x1 = windows.last().map_or(1.0, |w| at(w) + WINDOW_S).max(x0 + 1.0);
+    // window reported late still sits where its records were due; one without a finite
+    // start has no place on the chart (the job's model keeps none such).
+    let timed: Vec<&megaflux_probe::model::LatencyWindow> =
+        windows.iter().filter(|w| w.t_s.is_finite()).collect();
+    let p50: Vec<(f64, f64)> = timed.iter().map(|w| (w.t_s, log_ms(w.p50))).collect();
+    let p99: Vec<(f64, f64)> = timed.iter().map(|w| (w.t_s, log_ms(w.p99))).collect();
+    let max: Vec<(f64, f64)> = timed.iter().map(|w| (w.t_s, log_ms(w.max))).collect();
+    let x0 = timed.first().map_or(0.0, |w| w.t_s);
+    let x1 = timed.last().map_or(1.0, |w| w.t_s + WINDOW_S).max(x0 + 1.0);
     let (y0, y1) = (-2.0, 4.0);
     // Migrations as vertical bars at their start and end, on the run's clock too.
     let mut marks: Vec<Vec<(f64, f64)>> = Vec::new();

@@ -78,9 +78,18 @@ pub(super) fn migrations(frame: &mut Frame, area: Rect, dash: &Dash, theme: Them
         "max during",
     ])
     .style(theme.accent());
+    // The strategy is a word or two; the target can be a sentence ("standbys lost with
+    // worker 1"): the target takes what the other columns leave.
+    let strategy = job
+        .finished_plans
+        .iter()
+        .map(|p| p.strategy.chars().count())
+        .max()
+        .unwrap_or(0)
+        .clamp("strategy".len(), 22) as u16;
     let widths = [
-        Constraint::Min(12),
-        Constraint::Length(10),
+        Constraint::Length(strategy),
+        Constraint::Min(10),
         Constraint::Length(6),
         Constraint::Length(9),
         Constraint::Length(9),

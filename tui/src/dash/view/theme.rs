@@ -45,11 +45,15 @@ pub(super) const HEAT_COLORS: [Color; 5] = [
     Color::Red,
 ];
 
+/// The heat level (an index into [`HEAT_CHARS`]) of `value` keys where the hottest bin has
+/// `max`: 0 for none, then quarters of `max` (wide arithmetic: the sizes come from the
+/// network and may be near `u64::MAX`; a value over `max` is the hottest).
 pub(super) fn heat_level(value: u64, max: u64) -> usize {
     if max == 0 || value == 0 {
         return 0;
     }
-    (1 + (value * 4).saturating_sub(1) / max) as usize
+    let level = 1 + (u128::from(value) * 4 - 1) / u128::from(max);
+    level.min(HEAT_CHARS.len() as u128 - 1) as usize
 }
 
 pub(super) fn phase_char(p: Phase) -> char {

@@ -21,9 +21,10 @@ pub(super) fn workers(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) 
         if s.held.is_empty() {
             (k, by)
         } else {
-            s.held
-                .values()
-                .fold((0, 0), |(k, b), h| (k + h.keys, b + h.bytes))
+            // Saturating: the sizes come from the network.
+            s.held.values().fold((0u64, 0u64), |(k, b), h| {
+                (k.saturating_add(h.keys), b.saturating_add(h.bytes))
+            })
         }
     };
     let shown: Vec<(u64, u64)> = totals
@@ -31,10 +32,17 @@ pub(super) fn workers(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) 
         .enumerate()
         .map(|(w, (_, k, by))| held(w, *k, *by))
         .collect();
-    let mean = shown.iter().map(|t| t.0).sum::<u64>() as f64 / shown.len().max(1) as f64;
+    let mean = shown.iter().map(|t| t.0 as f64).sum::<f64>() / shown.len().max(1) as f64;
     let largest = shown.iter().map(|t| t.0).max().unwrap_or(0) as f64;
     let skew = if mean > 0.0 { largest / mean } else { 1.0 };
-    let standbys = |w: u32| (0..dash.bins()).filter(|b| dash.standby(*b) == Some(w)).count();
+    // Each worker's standbys, counted in one pass over the bins (not one per worker).
+    let mut standby_counts = vec![0usize; totals.len()];
+    for b in 0..dash.bins() {
+        if let Some(c) = dash.standby(b).and_then(|w| standby_counts.get_mut(w as usize)) {
+            *c += 1;
+        }
+    }
+    let standbys = |w: u32| standby_counts.get(w as usize).copied().unwrap_or(0);
     let rows: Vec<Row> = totals
         .iter()
         .enumerate()
