@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Version of the event schema and of the trace format.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// An event with where and when it happened.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -25,7 +25,7 @@ use crate::event::{Outcome, Stamped};
 use crate::model::JobModel;
 
 /// Version of this protocol.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 /// The largest frame either side accepts (a snapshot of 2^16 bins fits).
 pub const MAX_FRAME_BYTES: usize = 16 << 20;
 /// Environment variable holding the token for commands, when `--token` is not given.
@@ -267,20 +267,26 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
             .map_err(|e| ProbeError::io("sending a frame", e))
     }
 
-    /// Receives one frame; `Ok(None)` when the peer closed the connection.
-    ///
-    /// A peer that went away abruptly (a reset) has closed the connection too: that is no
-    /// protocol error.
-    pub async fn recv<F: DeserializeOwned>(&mut self) -> Result<Option<F>, ProbeError> {
+    /// Receives one frame and its size in bytes; `Ok(None)` when the peer closed the
+    /// connection.
+    pub async fn recv_sized<F: DeserializeOwned>(&mut self) -> Result<Option<(F, usize)>, ProbeError> {
         use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
         match self.reader.next().await {
             None => Ok(None),
             Some(Err(e)) if matches!(e.kind(), ConnectionReset | ConnectionAborted | BrokenPipe) => Ok(None),
             Some(Err(e)) => Err(ProbeError::Protocol(format!("bad frame: {e}"))),
             Some(Ok(bytes)) => serde_json::from_slice(&bytes)
-                .map(Some)
+                .map(|frame| Some((frame, bytes.len())))
                 .map_err(|e| ProbeError::Protocol(format!("malformed frame: {e}"))),
         }
+    }
+
+    /// Receives one frame; `Ok(None)` when the peer closed the connection.
+    ///
+    /// A peer that went away abruptly (a reset) has closed the connection too: that is no
+    /// protocol error.
+    pub async fn recv<F: DeserializeOwned>(&mut self) -> Result<Option<F>, ProbeError> {
+        Ok(self.recv_sized().await?.map(|(frame, _)| frame))
     }
 }
 
@@ -426,12 +432,18 @@ pub const SNAPSHOT_PART_BYTES: usize = 4 << 20;
 /// Largest snapshot a subscriber puts together from parts.
 pub const MAX_SNAPSHOT_BYTES: usize = 512 << 20;
 
-/// The frames that carry `model` to a new subscriber: one snapshot, or its parts when it
-/// would not fit one frame.
-pub fn snapshot_frames(model: Box<JobModel>) -> Result<Vec<ServerFrame>, ProbeError> {
-    let json = serde_json::to_string(&model).map_err(|e| ProbeError::Protocol(format!("a snapshot: {e}")))?;
+/// The frames that carry `model` to a new subscriber, encoded: one snapshot, or its parts
+/// when it would not fit one frame. The model is serialized once, and not copied first.
+pub fn snapshot_frames(model: &JobModel) -> Result<Vec<Bytes>, ProbeError> {
+    let json = serde_json::to_string(model).map_err(|e| ProbeError::Protocol(format!("a snapshot: {e}")))?;
     if json.len() <= SNAPSHOT_PART_BYTES {
-        return Ok(vec![ServerFrame::Snapshot { model }]);
+        // `ServerFrame::Snapshot` as serde writes it, around the model's JSON.
+        const HEAD: &str = r#"{"type":"snapshot","data":{"model":"#;
+        let mut frame = String::with_capacity(HEAD.len() + json.len() + 2);
+        frame.push_str(HEAD);
+        frame.push_str(&json);
+        frame.push_str("}}");
+        return Ok(vec![Bytes::from(frame)]);
     }
     let mut pieces = Vec::new();
     let mut rest = json.as_str();
@@ -441,19 +453,21 @@ pub fn snapshot_frames(model: Box<JobModel>) -> Result<Vec<ServerFrame>, ProbeEr
             end -= 1;
         }
         let (piece, tail) = rest.split_at(end);
-        pieces.push(piece.to_string());
+        pieces.push(piece);
         rest = tail;
     }
     let parts = pieces.len() as u32;
-    Ok(pieces
+    pieces
         .into_iter()
         .enumerate()
-        .map(|(part, json)| ServerFrame::SnapshotPart {
-            part: part as u32,
-            parts,
-            json,
+        .map(|(part, json)| {
+            encode(&ServerFrame::SnapshotPart {
+                part: part as u32,
+                parts,
+                json: json.to_string(),
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// A subscriber's connection: frames from the collector, with a snapshot sent in parts put
@@ -604,7 +618,7 @@ mod tests {
         let json = serde_json::to_string(&hello).unwrap();
         assert_eq!(
             json,
-            r#"{"type":"hello","protocol":1,"role":"exporter","process":1}"#
+            r#"{"type":"hello","protocol":2,"role":"exporter","process":1}"#
         );
         assert_eq!(serde_json::from_str::<ClientFrame>(&json).unwrap(), hello);
     }
@@ -627,13 +641,13 @@ mod tests {
                 },
             });
         }
-        let frames = snapshot_frames(Box::new(model.clone())).unwrap();
+        let frames = snapshot_frames(&model).unwrap();
         assert!(frames.len() > 1, "{} frames", frames.len());
         let (client, server) = tokio::io::duplex(64 << 10);
         let writer = tokio::spawn(async move {
             let mut server = Connection::new(server);
-            for f in &frames {
-                server.send(f).await.unwrap();
+            for f in frames {
+                server.send_encoded(f).await.unwrap();
             }
         });
         let mut sub = Subscription::new(Connection::new(client));
@@ -659,9 +673,13 @@ mod tests {
             },
         });
         let frame = ServerFrame::Snapshot {
-            model: Box::new(model),
+            model: Box::new(model.clone()),
         };
         let json = serde_json::to_string(&frame).unwrap();
         assert_eq!(serde_json::from_str::<ServerFrame>(&json).unwrap(), frame);
+        // The snapshot encoded around the model's JSON is the same frame.
+        let encoded = super::snapshot_frames(&model).unwrap();
+        assert_eq!(encoded.len(), 1);
+        assert_eq!(serde_json::from_slice::<ServerFrame>(&encoded[0]).unwrap(), frame);
     }
 }

@@ -28,8 +28,10 @@ fn wire_bytes() -> impl Strategy<Value = Vec<u8>> {
         prop_oneof![
             prop::collection::vec(any::<u8>(), 0..200),
             "[{}\\[\\]\":,a-z0-9 ]{0,200}".prop_map(String::into_bytes),
-            Just(br#"{"type":"hello","protocol":1,"role":"subscriber"}"#.to_vec()),
-            Just(br#"{"type":"events","events":[{"at_s":1e300,"process":9,"event":{"type":"dropped","place":"queue","count":18446744073709551615}}]}"#.to_vec()),
+            Just(br#"{"type":"hello","protocol":2,"role":"subscriber"}"#.to_vec()),
+            Just(br#"{"type":"events","events":[{"at_s":1e300,"process":1,"kind":"dropped","place":"queue","count":18446744073709551615}]}"#.to_vec()),
+            Just(br#"{"type":"events","events":[{"at_s":0.5,"process":1,"kind":"hello","processes":2,"workers":1,"peers":2,"bins":16,"config":{}}]}"#.to_vec()),
+            Just(br#"{"type":"command","request":1,"command":{"command":"move_bins","bins":"0-65535","worker":1}}"#.to_vec()),
         ],
         0..6,
     )
@@ -116,19 +118,21 @@ proptest! {
         let (collector, addr, _layer) = collector();
         let rt = common::runtime();
         rt.block_on(async {
-            let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-            let mut conn = Connection::new(stream);
-            let role = match after_hello {
-                1 => Some(wire::Role::Subscriber),
-                2 => Some(wire::Role::Exporter { process: 1 }),
+            // The garbage on a fresh connection, or after a hello the collector welcomes.
+            let hello = match after_hello {
+                1 => Some(serde_json::json!({"type": "hello", "protocol": wire::PROTOCOL_VERSION, "role": "subscriber"})),
+                2 => Some(serde_json::json!({"type": "hello", "protocol": wire::PROTOCOL_VERSION, "role": "exporter", "process": 1})),
                 _ => None,
             };
-            if let Some(role) = role {
-                let _ = wire::handshake(&mut conn, addr, role, None).await;
+            let mut sent = Vec::new();
+            if let Some(hello) = hello {
+                let hello = serde_json::to_vec(&hello).unwrap();
+                sent.extend_from_slice(&(hello.len() as u32).to_be_bytes());
+                sent.extend_from_slice(&hello);
             }
-            drop(conn);
+            sent.extend_from_slice(&bytes);
             let mut raw = tokio::net::TcpStream::connect(addr).await.unwrap();
-            let _ = raw.write_all(&bytes).await;
+            let _ = raw.write_all(&sent).await;
             let next = tokio::time::timeout(Duration::from_secs(10), wire::subscribe(addr, None)).await;
             assert!(matches!(next, Ok(Ok(_))), "the collector stopped serving");
         });

@@ -24,6 +24,9 @@ use crate::error::{ReplayError, RerunLimit};
 
 /// The most workers a re-run starts, over all its processes, unless its [`Limits`] say more.
 pub const MAX_WORKERS: usize = 256;
+/// The most bins a trace's commands may name in all (each a word of memory while the
+/// re-run holds them): millions of moves, far more than a real run's.
+pub const MAX_LISTED_BINS: usize = 1 << 22;
 /// The longest a re-run's measured run lasts, unless its [`Limits`] say more: an hour.
 pub const MAX_DURATION: Duration = Duration::from_secs(3600);
 
@@ -105,6 +108,7 @@ impl Recording {
         let mut base: Option<Time> = None;
         let mut taken: Vec<(Time, Command, usize)> = Vec::new();
         let mut rejected = 0;
+        let mut listed = 0usize;
         let mut gaps = false;
         let mut summary = None;
         while let Some(stamped) = reader.next_event()? {
@@ -130,6 +134,14 @@ impl Recording {
                         .map_err(|e| {
                             bad(format!("line {line}: a command that cannot be taken again: {e}"))
                         })?;
+                    // A few bytes can name thousands of bins (`0-65535`): the commands kept
+                    // are budgeted by the bins they name, not by their lines.
+                    listed = listed.saturating_add(command_bins(&command));
+                    if listed > MAX_LISTED_BINS {
+                        return Err(bad(format!(
+                            "line {line}: the trace's commands name more than {MAX_LISTED_BINS} bins in all"
+                        )));
+                    }
                     taken.push((time, command, line));
                 }
                 Event::Command {
@@ -312,4 +324,11 @@ fn check_workers(command: &Command, peers: usize) -> Result<(), String> {
         return Err(format!("the command names worker {worker}, the job has {peers}"));
     }
     Ok(())
+}
+/// The bins `command` names (what holding it costs).
+fn command_bins(command: &Command) -> usize {
+    match command {
+        Command::MoveBins { bins, .. } => bins.len(),
+        _ => 1,
+    }
 }

@@ -247,7 +247,8 @@ impl Clock {
 
     /// Moves the clock on with an event's `at_s`; returns its reading.
     pub fn tick_at(&mut self, at_s: f64) -> f64 {
-        if at_s.is_finite() {
+        // The times the model takes, no others: a line stamped 1e300 cannot pin the clock.
+        if (0.0..=megaflux_probe::model::MAX_AT_S).contains(&at_s) {
             self.0 = self.0.max(at_s);
         }
         self.0.max(0.0)

@@ -161,6 +161,15 @@ fn traces_that_cannot_be_rerun_say_why() {
     }
 }
 
+/// The line of the fluid sample's second command (`matched` back, at time 25001).
+fn second_command() -> usize {
+    let text = std::fs::read_to_string(sample("keycount-fluid.jsonl")).expect("it reads");
+    let at = text
+        .lines()
+        .position(|l| l.contains(r#""kind":"command""#) && l.contains(r#""time":25001"#));
+    at.expect("the sample's second command") + 1
+}
+
 /// The whole sample, with `edit` applied to each line (numbered from 1, the header).
 fn edited(edit: impl Fn(usize, &str) -> String) -> tempfile::NamedTempFile {
     let path = sample("keycount-fluid.jsonl");
@@ -286,9 +295,9 @@ fn runs_and_commands_past_the_duration_limit_are_refused() {
     };
     assert!(!matches!(recording.rerun(&lifted), Err(ReplayError::Limit(_))));
 
-    let late = edited(|n, l| match n {
-        381 => l.replace(r#""time":25001"#, r#""time":99999999999"#),
-        _ => l.to_string(),
+    let late = edited(|n, l| match n == second_command() {
+        true => l.replace(r#""time":25001"#, r#""time":99999999999"#),
+        false => l.to_string(),
     });
     let recording = Recording::read(late.path()).expect("it reads");
     let e = recording.rerun(&MAX).expect_err("a command at 10,000,000 s");
@@ -317,5 +326,30 @@ fn a_base_that_overflows_is_refused() {
     assert!(
         said.contains("line 116") && said.contains("`base`") && said.contains("overflows"),
         "{said}"
+    );
+}
+
+/// Commands whose few bytes name many bins (`0-65535`) are budgeted by the bins they name:
+/// a trace of many is refused, naming the line, before the re-run holds them all.
+#[test]
+fn commands_naming_too_many_bins_are_refused() {
+    let file = edited(|n, l| {
+        if n != second_command() {
+            return l.to_string();
+        }
+        let mut command: serde_json::Value = serde_json::from_str(l).expect("a command line");
+        command["request"] = serde_json::json!({
+            "command": "move_bins", "bins": "0-65535", "worker": 1, "standby": false
+        });
+        let line = command.to_string();
+        vec![line; 70].join("\n")
+    });
+    let e = Recording::read(file.path()).expect_err("70 moves of 65,536 bins");
+    assert!(e.is_bad_input());
+    // The first command (a plan) names one bin: the 64th move goes past 2^22 bins.
+    let line = format!("line {}", second_command() + 63);
+    assert!(
+        e.to_string().contains("more than") && e.to_string().contains(&line),
+        "{e} ({line})"
     );
 }

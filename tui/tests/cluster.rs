@@ -84,7 +84,7 @@ fn two_processes_match_one() {
 fn check_trace(path: &std::path::Path) {
     let trace = megaflux_probe::record::read(path).unwrap();
     assert_eq!(trace.header.processes, 2);
-    assert_eq!(trace.header.version, 2);
+    assert_eq!(trace.header.version, megaflux_probe::FORMAT_VERSION);
     assert_eq!(trace.header.hosts.len(), 2, "the host list");
     // A clean end: the run's summary is the last line.
     match trace.events.last().map(|e| &e.event) {
@@ -210,17 +210,12 @@ fn scheduled_work_ends_with_the_run_in_a_cluster_too() {
 #[test]
 fn a_missing_peer_is_named_after_the_wait() {
     let cluster = Cluster::new("missing-peer");
-    let started = std::time::Instant::now();
     let mut job = JOB.to_vec();
     job.extend(["--cluster-wait", "2"]);
     let out = cluster.spawn("0", &job, "1").wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
+    // It ended (without the wait it would wait for ever), failing, with one line.
     assert!(!out.status.success(), "{stderr}");
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(30),
-        "{:?}",
-        started.elapsed()
-    );
     let lines: Vec<&str> = stderr.lines().filter(|l| l.contains("error")).collect();
     assert_eq!(lines.len(), 1, "{stderr}");
     assert!(

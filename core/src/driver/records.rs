@@ -64,10 +64,11 @@ pub struct FailureRecord {
     pub at_s: f64,
     /// The logical time of the failure's instructions.
     pub time: Time,
-    /// Bins whose standby became primary.
-    pub promoted: Vec<u32>,
-    /// Bins left with one replica.
-    pub degraded: Vec<u32>,
+    /// How many bins' standbys became primaries (counts, not lists: a record of a job of 2^16
+    /// bins stays small, and the run keeps hundreds).
+    pub promoted: usize,
+    /// How many bins were left with one replica.
+    pub degraded: usize,
     /// Holders dropped because the state they were sent may never have left the worker.
     pub suspects: usize,
     /// Bins left with no replica.
@@ -86,9 +87,7 @@ impl FailureRecord {
     /// failure cut it short), none is needed when it degraded nothing, and none can help
     /// when it lost bins.
     pub(super) fn needs_recovery(&self) -> bool {
-        self.recovery.as_ref().is_none_or(|r| r.cancelled)
-            && self.lost.is_empty()
-            && !self.degraded.is_empty()
+        self.recovery.as_ref().is_none_or(|r| r.cancelled) && self.lost.is_empty() && self.degraded > 0
     }
 }
 
@@ -149,8 +148,8 @@ impl FailureTotals {
     /// Counts `record` in (its recovery, if any, is not: plans add up in [`PlanTotals`]).
     pub(super) fn add(&mut self, record: &FailureRecord) {
         self.failures += 1;
-        self.bins_promoted += record.promoted.len() as u64;
-        self.bins_degraded += record.degraded.len() as u64;
+        self.bins_promoted += record.promoted as u64;
+        self.bins_degraded += record.degraded as u64;
         self.suspects += record.suspects as u64;
         self.bins_lost += record.lost.len() as u64;
         self.rejoined += u64::from(record.rejoined_s.is_some());

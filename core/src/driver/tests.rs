@@ -134,7 +134,7 @@ fn a_failure_goes_out_alone_then_recovery_copies_the_degraded_bins() {
     let f = &d.failures()[0];
     let recovery = f.recovery.as_ref().unwrap();
     assert_eq!(recovery.bins_moved, copied);
-    assert_eq!(copied, f.degraded.len());
+    assert_eq!(copied, f.degraded);
     assert!(d.placement().iter().all(|r| !r.is_degraded() && !r.holds(1)));
     // Worker 1 comes back: the bins rebalance to the initial layout.
     d.command(Command::Rejoin { worker: 1 }, 2.0).unwrap();
@@ -301,7 +301,7 @@ fn thousands_of_failures_keep_a_bounded_history_with_exact_totals() {
     assert_eq!(failures.len() as u64 + failures.unlisted.failures, cycles as u64);
     let rejoined = failures.iter().filter(|f| f.rejoined_s.is_some()).count();
     assert_eq!(rejoined as u64 + failures.unlisted.rejoined, cycles as u64);
-    let degraded: usize = failures.iter().map(|f| f.degraded.len()).sum();
+    let degraded: usize = failures.iter().map(|f| f.degraded).sum();
     assert_eq!(
         degraded as u64 + failures.unlisted.bins_degraded,
         4 * cycles as u64

@@ -1,5 +1,6 @@
 //! What each client address may spend, kept across its connections: a client that
-//! reconnects starts with the budget its last connection left, not a fresh one.
+//! reconnects starts with the budget its last connection left, not a fresh one. An IPv6
+//! client is its /64.
 //!
 //! An address has three buckets: commands that reach the job, refusals the collector
 //! answers (commands without the token or over the rate), and failed tokens. Once its
@@ -58,6 +59,7 @@ impl Addresses {
     }
 
     fn with<T>(&self, addr: IpAddr, f: impl FnOnce(&mut Budget) -> T) -> T {
+        let addr = client(addr);
         let mut budgets = self
             .budgets
             .lock()
@@ -122,6 +124,18 @@ impl Addresses {
     }
 }
 
+/// The client an address stands for: an IPv6 address's /64 (one host is given a whole
+/// /64, and would otherwise have a fresh budget per address), an IPv4 address as itself.
+fn client(addr: IpAddr) -> IpAddr {
+    match addr {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
+        },
+        v4 => v4,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,6 +164,20 @@ mod tests {
             .filter(|_| matches!(addresses.command(a, false), Spend::Wait(_)))
             .count();
         assert_eq!(waits, 2);
+    }
+
+    #[test]
+    fn an_ipv6_host_is_its_64() {
+        let addresses = Addresses::new(&limits());
+        let host = |last: u16| IpAddr::from([0x2001, 0xdb8, 0, 1, 0, 0, 0, last]);
+        for last in 0..3 {
+            assert_eq!(addresses.command(host(last), true), Spend::Command);
+        }
+        assert_eq!(addresses.command(host(9), true), Spend::Refuse);
+        assert_eq!(
+            addresses.command(IpAddr::from([0x2001, 0xdb8, 0, 2, 0, 0, 0, 1]), true),
+            Spend::Command
+        );
     }
 
     #[test]

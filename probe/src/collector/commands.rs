@@ -9,8 +9,9 @@ use super::state::State;
 use crate::event::{Event, Outcome};
 use crate::wire::CommandRequest;
 
-/// How often the recording may be resumed: each resumption writes a keyframe of the job.
-pub(super) const RESUME_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+/// How often the recording may be resumed: each resumption writes a keyframe of the whole
+/// job (tens of MB for a job of many bins), so no more often than keyframes come anyway.
+pub(super) const RESUME_EVERY: std::time::Duration = super::KEYFRAME_EVERY;
 
 impl State {
     /// Takes a subscriber's command: rejects what cannot be right, forwards the rest to the

@@ -20,6 +20,7 @@ use crate::layer::EventQueue;
 use crate::model::JobModel;
 use crate::record::Recorder;
 use crate::wire::{CommandRequest, EventFrame};
+use tokio_util::bytes::Bytes;
 
 /// How often dropped-event counts are reported and the trace flushed.
 const TICK: Duration = Duration::from_millis(500);
@@ -30,8 +31,9 @@ const INBOX: usize = 1024;
 
 /// What a connection's task tells the collector loop.
 pub(super) enum Inbox {
-    /// Events of an exporter, already checked.
-    Events(Vec<Stamped>),
+    /// Events of an exporter, already checked, and their frame's share of
+    /// [`INBOX_BYTES`](super::limits::INBOX_BYTES) (given back once they are taken in).
+    Events(Vec<Stamped>, tokio::sync::OwnedSemaphorePermit),
     /// An exporter of `process` was welcomed on connection `connection`: it replaces any
     /// other of the same process (told why through its `replace`), so that a stale or
     /// impostor connection cannot keep the process's real exporter out.
@@ -46,7 +48,7 @@ pub(super) enum Inbox {
     Subscribe {
         frames: mpsc::UnboundedSender<EventFrame>,
         queued: Arc<AtomicUsize>,
-        reply: oneshot::Sender<Result<(u64, Box<JobModel>), String>>,
+        reply: oneshot::Sender<Result<(u64, Vec<Bytes>), String>>,
     },
     Unsubscribe(u64),
     /// A command that passed the connection's checks (token, size, rate).
@@ -69,6 +71,7 @@ pub(super) async fn run(
     let (inbox_tx, mut inbox) = mpsc::channel::<Inbox>(INBOX);
     let local_process = config.hello.as_ref().map_or(0, |h| h.process);
     let turned_away = Arc::new(AtomicU64::new(0));
+    let queued_total = Arc::new(AtomicUsize::new(0));
     if let Some((listener, gate)) = network {
         let shape = config.hello.as_ref().and_then(JobShape::of);
         tokio::spawn(network::accept(network::Listener {
@@ -81,6 +84,8 @@ pub(super) async fn run(
             turned_away: Arc::clone(&turned_away),
             addresses: super::addresses::Addresses::new(&config.limits),
             clock: queue.started,
+            queued_total: Arc::clone(&queued_total),
+            inbox_bytes: Arc::new(tokio::sync::Semaphore::new(super::limits::INBOX_BYTES >> 10)),
         }));
     }
     drop(inbox_tx);
@@ -90,6 +95,7 @@ pub(super) async fn run(
         model: JobModel::new(),
         recorder,
         subscribers: HashMap::new(),
+        queued_total: Arc::clone(&queued_total),
         next_subscriber: 0,
         control: config.control,
         pending: HashMap::new(),
@@ -166,7 +172,7 @@ pub(super) async fn run(
 
 fn message(state: &mut State, msg: Inbox) {
     match msg {
-        Inbox::Events(events) => state.exported(events),
+        Inbox::Events(events, _budget) => state.exported(events),
         Inbox::ExporterJoined {
             process,
             connection,
@@ -197,9 +203,16 @@ fn message(state: &mut State, msg: Inbox) {
                 )));
                 return;
             }
+            let snapshot = match crate::wire::snapshot_frames(&state.model) {
+                Ok(snapshot) => snapshot,
+                Err(e) => {
+                    let _ = reply.send(Err(e.to_string()));
+                    return;
+                }
+            };
             let id = state.next_subscriber;
             state.next_subscriber += 1;
-            if reply.send(Ok((id, Box::new(state.model.clone())))).is_ok() {
+            if reply.send(Ok((id, snapshot))).is_ok() {
                 let subscriber = Subscriber {
                     frames,
                     queued,
@@ -210,7 +223,9 @@ fn message(state: &mut State, msg: Inbox) {
             }
         }
         Inbox::Unsubscribe(id) => {
-            state.subscribers.remove(&id);
+            if let Some(s) = state.subscribers.remove(&id) {
+                s.release(&state.queued_total);
+            }
         }
         Inbox::Command {
             subscriber,

@@ -15,6 +15,19 @@ pub const FRAME_BYTES: usize = 1 << 20;
 /// encoded once and shared, so all subscribers together hold about this much more than
 /// the fastest of them.
 pub const SUBSCRIBER_BYTES: usize = 8 << 20;
+/// Largest frame a welcomed exporter may send: its process sends at most [`FRAME_EVENTS`]
+/// events a frame, a few hundred kB.
+pub const EXPORTER_FRAME_BYTES: usize = 4 << 20;
+/// Bytes of exporters' frames read and not yet taken in by the collector's loop, all
+/// exporters together: an exporter past it waits (and its connection is not read).
+pub const INBOX_BYTES: usize = 32 << 20;
+/// Bytes a subscriber may always have queued, whatever the others hold: a viewer that keeps
+/// up stays under it and never loses events to viewers that do not.
+pub const FAIR_BYTES: usize = 1 << 20;
+/// Bytes all subscribers together may have queued past their [`FAIR_BYTES`] (counted for
+/// each subscriber, shared frames as often as they are queued): many stalled viewers cost
+/// the job this much, not [`SUBSCRIBER_BYTES`] each.
+pub const SUBSCRIBERS_BYTES: usize = 32 << 20;
 /// Longest refusal reason sent or kept, in characters: a reason can quote what the client
 /// sent, and a client can send a lot.
 pub const REASON_CHARS: usize = 160;

@@ -40,7 +40,7 @@ use crate::layer::EventQueue;
 use crate::model::JobModel;
 use crate::record::{Recorder, TraceHeader};
 
-pub use limits::{FRAME_BYTES, FRAME_EVENTS, Limits, SUBSCRIBER_BYTES};
+pub use limits::{FAIR_BYTES, FRAME_BYTES, FRAME_EVENTS, Limits, SUBSCRIBER_BYTES, SUBSCRIBERS_BYTES};
 
 /// How often a trace gets a keyframe of the job at the most.
 pub const KEYFRAME_EVERY: Duration = Duration::from_secs(5);

@@ -14,18 +14,16 @@ use std::sync::{Arc, Mutex};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
+use tokio_util::bytes::Bytes;
 
 use super::addresses::{Addresses, Spend};
 use super::gate::Gate;
 use super::lifecycle::Inbox;
-use super::limits::{Limits, short};
+use super::limits::{EXPORTER_FRAME_BYTES, INBOX_BYTES, Limits, short};
 use super::speaker::{JobShape, Speaker};
 use crate::error::ProbeError;
 use crate::event::Outcome;
-use crate::model::JobModel;
-use crate::wire::{
-    ClientFrame, Connection, EventFrame, MAX_FRAME_BYTES, PROTOCOL_VERSION, Role, ServerFrame,
-};
+use crate::wire::{ClientFrame, Connection, EventFrame, PROTOCOL_VERSION, Role, ServerFrame};
 
 /// What every connection's task shares.
 pub(super) struct Listener {
@@ -41,6 +39,10 @@ pub(super) struct Listener {
     pub(super) addresses: Addresses,
     /// The collector's clock (this process's probe clock).
     pub(super) clock: std::time::Instant,
+    /// Bytes queued for all subscribers (each task takes off what it sent).
+    pub(super) queued_total: Arc<AtomicUsize>,
+    /// Exporters' frames read and not taken in yet, in KiB ([`INBOX_BYTES`]).
+    pub(super) inbox_bytes: Arc<tokio::sync::Semaphore>,
 }
 
 /// Connections that have not been welcomed yet, oldest first. When all [`Limits::pending`]
@@ -131,7 +133,7 @@ pub(super) async fn accept(listener: Listener) {
 /// A connection past its hello.
 enum Admitted {
     Exporter(Speaker, oneshot::Receiver<String>),
-    Subscriber { model: Box<JobModel>, feed: Feed },
+    Subscriber { snapshot: Vec<Bytes>, feed: Feed },
 }
 
 /// One connection, from hello to close. An error is the reason it was closed.
@@ -174,7 +176,7 @@ async fn serve(stream: TcpStream, ip: IpAddr, shared: &Listener, place: Place) -
             let process = speaker.process();
             let result = match welcomed {
                 Ok(()) => {
-                    conn.set_limit(MAX_FRAME_BYTES);
+                    conn.set_limit(EXPORTER_FRAME_BYTES);
                     exporter(&mut conn, shared, speaker, replaced).await
                 }
                 Err(reason) => Err(reason),
@@ -182,12 +184,12 @@ async fn serve(stream: TcpStream, ip: IpAddr, shared: &Listener, place: Place) -
             let _ = shared.inbox.send(Inbox::ExporterLeft(process, id)).await;
             result
         }
-        Admitted::Subscriber { model, feed } => {
+        Admitted::Subscriber { snapshot, feed } => {
             let id = feed.id;
             let result = match welcomed {
                 Ok(()) => {
                     conn.set_limit(limits.command_bytes);
-                    subscriber(&mut conn, ip, shared, model, feed).await
+                    subscriber(&mut conn, ip, shared, snapshot, feed).await
                 }
                 Err(reason) => Err(reason),
             };
@@ -262,7 +264,7 @@ async fn admit(
                 reply,
             };
             let _ = shared.inbox.send(subscribe).await;
-            let (id, model) = answer
+            let (id, snapshot) = answer
                 .await
                 .map_err(|_| "the collector is stopping".to_string())??;
             let feed = Feed {
@@ -271,7 +273,7 @@ async fn admit(
                 queued,
                 holds_token,
             };
-            Ok(Some(Admitted::Subscriber { model, feed }))
+            Ok(Some(Admitted::Subscriber { snapshot, feed }))
         }
     }
 }
@@ -286,18 +288,24 @@ async fn exporter(
     tokio::pin!(replaced);
     loop {
         let frame = tokio::select! {
-            frame = tokio::time::timeout(quiet, conn.recv::<ClientFrame>()) => frame,
+            frame = tokio::time::timeout(quiet, conn.recv_sized::<ClientFrame>()) => frame,
             reason = &mut replaced => return Err(reason.unwrap_or_else(|_| "the collector is stopping".into())),
         };
         let frame = frame.map_err(|_| format!("an exporter silent for {quiet:?}"))?;
         match frame.map_err(|e| e.to_string())? {
             None => return Ok(()),
-            Some(ClientFrame::Events { mut events }) => {
+            Some((ClientFrame::Events { mut events }, size)) => {
                 let now_s = shared.clock.elapsed().as_secs_f64();
                 for event in &mut events {
                     speaker.check(event, now_s)?;
                 }
-                if shared.inbox.send(Inbox::Events(events)).await.is_err() {
+                // Waits while exporters' frames not taken in yet fill the budget: the
+                // connection is not read meanwhile.
+                let kib = u32::try_from(size.div_ceil(1 << 10).min(INBOX_BYTES >> 10)).unwrap_or(u32::MAX);
+                let Ok(budget) = Arc::clone(&shared.inbox_bytes).acquire_many_owned(kib).await else {
+                    return Ok(());
+                };
+                if shared.inbox.send(Inbox::Events(events, budget)).await.is_err() {
                     return Ok(());
                 }
             }
@@ -319,12 +327,12 @@ async fn subscriber(
     conn: &mut Connection<TcpStream>,
     ip: IpAddr,
     shared: &Listener,
-    model: Box<JobModel>,
+    snapshot: Vec<Bytes>,
     mut feed: Feed,
 ) -> Result<(), String> {
     let limits = &shared.limits;
-    for frame in crate::wire::snapshot_frames(model).map_err(|e| e.to_string())? {
-        send(conn, &frame, limits).await?;
+    for frame in snapshot {
+        send_encoded(conn, frame, limits).await?;
     }
     loop {
         tokio::select! {
@@ -332,7 +340,11 @@ async fn subscriber(
                 Some(frame) => {
                     let size = frame.bytes.len();
                     send_encoded(conn, frame.bytes, limits).await?;
-                    feed.queued.fetch_sub(size, Ordering::Relaxed);
+                    // Both counts, or neither: the collector takes what is left off the total
+                    // when the subscriber goes (`Subscriber::release`).
+                    let mine = feed.queued.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |q| Some(q.saturating_sub(size)));
+                    let taken = mine.map_or(0, |q| q.min(size));
+                    let _ = shared.queued_total.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| Some(t.saturating_sub(taken)));
                 }
                 None => return Ok(()),
             },
@@ -380,11 +392,7 @@ async fn send(conn: &mut Connection<TcpStream>, frame: &ServerFrame, limits: &Li
 }
 
 /// Sends a frame encoded before, within [`Limits::send_timeout`].
-async fn send_encoded(
-    conn: &mut Connection<TcpStream>,
-    frame: tokio_util::bytes::Bytes,
-    limits: &Limits,
-) -> Result<(), String> {
+async fn send_encoded(conn: &mut Connection<TcpStream>, frame: Bytes, limits: &Limits) -> Result<(), String> {
     match tokio::time::timeout(limits.send_timeout, conn.send_encoded(frame)).await {
         Ok(sent) => sent.map_err(|e: ProbeError| e.to_string()),
         Err(_) => Err(format!("left its feed unread for {:?}", limits.send_timeout)),

@@ -14,7 +14,7 @@ use megaflux::control::ControlHandle;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::limits::{FRAME_BYTES, FRAME_EVENTS, SUBSCRIBER_BYTES, short};
+use super::limits::{FAIR_BYTES, FRAME_BYTES, FRAME_EVENTS, SUBSCRIBER_BYTES, SUBSCRIBERS_BYTES, short};
 use super::{CollectorReport, KEYFRAME_EVERY, Limits};
 use crate::error::ProbeError;
 use crate::event::{Event, Outcome, Stamped};
@@ -38,16 +38,28 @@ pub(super) struct Subscriber {
 }
 
 impl Subscriber {
-    /// Queues `frame` unless the subscriber's queue would go over its bytes; `false` when
-    /// the subscriber is gone.
-    fn offer(&mut self, frame: &EventFrame) -> bool {
+    /// Queues `frame` unless the subscriber's queue would go over its bytes, or it is past
+    /// its fair share and all subscribers' queues over theirs (`total`); `false` when the
+    /// subscriber is gone.
+    fn offer(&mut self, frame: &EventFrame, total: &AtomicUsize) -> bool {
         let size = frame.bytes.len();
-        if self.queued.load(Ordering::Relaxed) + size > SUBSCRIBER_BYTES {
+        let mine = self.queued.load(Ordering::Relaxed);
+        if mine + size > SUBSCRIBER_BYTES
+            || (mine + size > FAIR_BYTES && total.load(Ordering::Relaxed) + size > SUBSCRIBERS_BYTES)
+        {
             self.dropped = self.dropped.saturating_add(frame.events as u64);
             return true;
         }
         self.queued.fetch_add(size, Ordering::Relaxed);
+        total.fetch_add(size, Ordering::Relaxed);
         self.frames.send(frame.clone()).is_ok()
+    }
+
+    /// Its queue no longer counts in `total` (it is gone, and its frames with it).
+    pub(super) fn release(&self, total: &AtomicUsize) {
+        let _ = total.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
+            Some(t.saturating_sub(self.queued.swap(0, Ordering::Relaxed)))
+        });
     }
 }
 
@@ -58,6 +70,8 @@ pub(super) struct State {
     pub(super) model: JobModel,
     pub(super) recorder: Option<Recorder>,
     pub(super) subscribers: HashMap<u64, Subscriber>,
+    /// Bytes queued for all subscribers (each subscriber's frames counted).
+    pub(super) queued_total: Arc<AtomicUsize>,
     pub(super) next_subscriber: u64,
     pub(super) control: Option<ControlHandle>,
     /// Commands sent to the job and not answered yet: control id → (subscriber, request).
@@ -217,8 +231,15 @@ impl State {
         // Frames of bounded events and bytes, encoded once for every subscriber.
         if !self.subscribers.is_empty() {
             let (frames, left_out) = crate::wire::event_frames(&events, FRAME_EVENTS, FRAME_BYTES);
+            let total = &self.queued_total;
             for frame in &frames {
-                self.subscribers.retain(|_, s| s.offer(frame));
+                self.subscribers.retain(|_, s| {
+                    let kept = s.offer(frame, total);
+                    if !kept {
+                        s.release(total);
+                    }
+                    kept
+                });
             }
             if left_out > 0 {
                 tracing::warn!(target: "megaflux_probe::collector", left_out, "events too big for a frame");
@@ -247,7 +268,7 @@ impl State {
             };
             match crate::wire::encode(&frame) {
                 Ok(bytes) => {
-                    s.offer(&EventFrame { bytes, events: 1 });
+                    s.offer(&EventFrame { bytes, events: 1 }, &self.queued_total);
                 }
                 Err(e) => tracing::warn!(target: "megaflux_probe::collector", error = %e, "no answer"),
             }
