@@ -687,6 +687,78 @@ struct Attacks {
     grown: u64,
 }
 
+/// A trace that lies: a `latency` line whose histogram header claims a 4 GiB payload while
+/// a plan is open (hdrhistogram allocates what a header claims), and an unreadable line in
+/// the middle. The trace is read whole but for that line, which is named; the histogram is
+/// refused before it is decoded, and the window's figures still count.
+#[test]
+fn a_trace_that_lies_is_read_safely() {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD as BASE64;
+
+    let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
+    h.record(1_000_000).unwrap();
+    let mut bytes = BASE64.decode(megaflux::latency::encode(&h).unwrap()).unwrap();
+    bytes[4..8].copy_from_slice(&u32::MAX.to_be_bytes());
+    let lying = BASE64.encode(bytes);
+    let header = TraceHeader::new(serde_json::json!({}), 1, 2, 16, vec![0; 16]);
+    let line = |event: Event, at_s: f64| {
+        serde_json::to_string(&Stamped {
+            at_s,
+            process: 0,
+            event,
+        })
+        .unwrap()
+    };
+    let mut text = serde_json::to_string(&header).unwrap();
+    let hello = Event::Hello {
+        processes: 1,
+        workers: 2,
+        peers: 2,
+        bins: 16,
+        config: serde_json::json!({}),
+        anchor_unix_s: None,
+    };
+    let plan = Event::PlanStarted {
+        strategy: "fluid".into(),
+        target: "pack:1".into(),
+        steps: 16,
+        bins: 16,
+        purpose: None,
+        id: Some(0),
+        time: Some(1),
+        run_s: Some(0.1),
+    };
+    let window = Event::Latency {
+        window: 1,
+        t_s: 0.25,
+        count: 1,
+        p50: 1_000_000,
+        p99: 1_000_000,
+        max: 1_000_000,
+        histogram: lying,
+    };
+    // Line 4 (the header is line 1) is cut in the middle of an event.
+    for l in [
+        line(hello, 0.0),
+        line(plan, 0.1),
+        r#"{"at_s": 0.2, "process": 0, "kind": "worker_stats", "worker""#.to_string(),
+        line(window, 0.3),
+        line(stats(1), 0.4),
+    ] {
+        text.push('\n');
+        text.push_str(&l);
+    }
+    text.push('\n');
+    let trace = megaflux_probe::record::read_from(text.as_bytes(), "lying").unwrap();
+    assert_eq!(trace.events.len(), 4, "every line but the unreadable one");
+    assert_eq!(trace.unreadable.lines().to_vec(), vec![4]);
+    let mut model = JobModel::new();
+    trace.events.iter().for_each(|e| model.apply(e));
+    assert_eq!(model.latency.len(), 1, "the window counts without its histogram");
+    assert!(model.plan.is_some());
+}
+
 #[test]
 fn an_empty_token_is_refused_at_start() {
     let (_layer, queue) = ProbeLayer::new(0, 16);
