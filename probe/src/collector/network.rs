@@ -4,7 +4,8 @@
 //!
 //! A connection costs at most [`Limits::hello_bytes`] and [`Limits::hello_timeout`] until
 //! it is welcomed, and at most [`Limits::pending`] connections wait for that at once: a new
-//! one closes the oldest (counted). An error closes that connection only.
+//! one closes the oldest of the address that holds the most (counted). An error closes that
+//! connection only.
 
 use std::collections::VecDeque;
 use std::net::IpAddr;
@@ -45,40 +46,57 @@ pub(super) struct Listener {
     pub(super) inbox_bytes: Arc<tokio::sync::Semaphore>,
 }
 
-/// Connections that have not been welcomed yet, oldest first. When all [`Limits::pending`]
-/// places are taken, a new connection takes the oldest one's: a client that opens
-/// connections and says nothing can delay the others by at most its own rate, never keep
-/// them out.
+/// Connections that have not been welcomed yet, oldest first, with their client address.
+/// When all [`Limits::pending`] places are taken, a new connection takes the place of the
+/// oldest connection of the address that holds the most: a client that opens connections
+/// and says nothing delays its own, not the others' (an exporter, a viewer) by more than
+/// its rate.
 #[derive(Default)]
 struct Pending {
-    waiting: Mutex<VecDeque<(u64, AbortHandle)>>,
+    waiting: Mutex<VecDeque<(u64, IpAddr, AbortHandle)>>,
+}
+
+/// Which of `waiting` goes to make room: the oldest of the address with the most places
+/// (the oldest such address on a tie).
+fn evictee<T>(waiting: &VecDeque<(u64, IpAddr, T)>) -> Option<usize> {
+    let mut held: Vec<(IpAddr, usize, usize)> = Vec::new();
+    for (i, (_, ip, _)) in waiting.iter().enumerate() {
+        match held.iter_mut().find(|(a, _, _)| a == ip) {
+            Some(entry) => entry.1 += 1,
+            None => held.push((*ip, 1, i)),
+        }
+    }
+    let most = held.iter().map(|(_, n, _)| *n).max()?;
+    held.iter()
+        .find(|(_, n, _)| *n == most)
+        .map(|(_, _, first)| *first)
 }
 
 impl Pending {
-    /// Makes room for one more: `true` if the oldest had to go.
+    /// Makes room for one more: `true` if a waiting connection had to go.
     fn make_room(&self, places: usize) -> bool {
         let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
         if waiting.len() < places {
             return false;
         }
-        if let Some((_, oldest)) = waiting.pop_front() {
-            oldest.abort();
+        if let Some((_, _, gone)) = evictee(&waiting).and_then(|i| waiting.remove(i)) {
+            gone.abort();
         }
         true
     }
 
-    fn add(&self, id: u64, task: AbortHandle) {
+    fn add(&self, id: u64, ip: IpAddr, task: AbortHandle) {
         self.waiting
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push_back((id, task));
+            .push_back((id, ip, task));
     }
 
     fn remove(&self, id: u64) {
         self.waiting
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .retain(|(i, _)| *i != id);
+            .retain(|(i, _, _)| *i != id);
     }
 }
 
@@ -120,7 +138,7 @@ pub(super) async fn accept(listener: Listener) {
                             .await;
                     }
                 });
-                pending.add(id, task.abort_handle());
+                pending.add(id, peer.ip(), task.abort_handle());
             }
             Err(e) => {
                 tracing::warn!(target: "megaflux_probe::collector", error = %e, "accept failed");
@@ -396,5 +414,22 @@ async fn send_encoded(conn: &mut Connection<TcpStream>, frame: Bytes, limits: &L
     match tokio::time::timeout(limits.send_timeout, conn.send_encoded(frame)).await {
         Ok(sent) => sent.map_err(|e: ProbeError| e.to_string()),
         Err(_) => Err(format!("left its feed unread for {:?}", limits.send_timeout)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_address_holding_the_most_places_gives_one_up() {
+        let a: IpAddr = [10, 0, 0, 1].into();
+        let b: IpAddr = [10, 0, 0, 2].into();
+        let waiting: VecDeque<(u64, IpAddr, ())> =
+            [(0, b, ()), (1, a, ()), (2, a, ()), (3, b, ()), (4, a, ())].into();
+        assert_eq!(evictee(&waiting), Some(1), "a's oldest, not b's older one");
+        let tie: VecDeque<(u64, IpAddr, ())> = [(0, b, ()), (1, a, ())].into();
+        assert_eq!(evictee(&tie), Some(0));
+        assert_eq!(evictee::<()>(&VecDeque::new()), None);
     }
 }
