@@ -213,6 +213,25 @@ fn stamped() -> impl Strategy<Value = Stamped> {
     (number(), event(), 0.0f64..100.0).prop_map(|(process, event, at_s)| Stamped { at_s, process, event })
 }
 
+/// A model whose first event is process 0's hello for a job of `processes` × `workers`
+/// workers and `bins` bins, configured by `config`.
+fn seeded(processes: u32, workers: u32, bins: u32, config: serde_json::Value) -> JobModel {
+    let mut model = JobModel::new();
+    model.apply(&Stamped {
+        at_s: 0.0,
+        process: 0,
+        event: Event::Hello {
+            processes,
+            workers,
+            peers: processes * workers,
+            bins,
+            config,
+            anchor_unix_s: None,
+        },
+    });
+    model
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -222,19 +241,7 @@ proptest! {
         events in proptest::collection::vec(stamped(), 0..200),
     ) {
         let (processes, workers, bins) = job;
-        let mut model = JobModel::new();
-        model.apply(&Stamped {
-            at_s: 0.0,
-            process: 0,
-            event: Event::Hello {
-                processes,
-                workers,
-                peers: processes * workers,
-                bins,
-                config: serde_json::json!({}),
-                anchor_unix_s: None,
-            },
-        });
+        let mut model = seeded(processes, workers, bins, serde_json::json!({}));
         for e in &events {
             model.apply(e);
         }
@@ -512,19 +519,7 @@ proptest! {
     fn extreme_numbers_keep_the_model_whole(events in proptest::collection::vec(extreme_stamped(), 0..300)) {
         let (processes, workers, bins) = (2u32, 2u32, 16u32);
         let peers = processes * workers;
-        let mut model = JobModel::new();
-        model.apply(&Stamped {
-            at_s: 0.0,
-            process: 0,
-            event: Event::Hello {
-                processes,
-                workers,
-                peers,
-                bins,
-                config: serde_json::json!({"replicas": 2, "epoch_us": 250}),
-                anchor_unix_s: None,
-            },
-        });
+        let mut model = seeded(processes, workers, bins, serde_json::json!({"replicas": 2, "epoch_us": 250}));
         for e in &events {
             model.apply(e);
         }

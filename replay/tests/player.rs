@@ -131,6 +131,18 @@ fn playing_reaches_the_end_and_seeks_stop_at_the_time() {
     assert!(viewer.model == replay_all(&header, &events));
 }
 
+/// Plays 10 s of the trace into `viewer`; the problems the player reported.
+fn play<R: std::io::BufRead + std::io::Seek>(player: &mut Player<R>, viewer: &mut Viewer) -> Vec<String> {
+    let mut problems = Vec::new();
+    for o in player.advance(Duration::from_secs(10)) {
+        match o {
+            Output::Problem(p) => problems.push(p),
+            o => viewer.take(vec![o]),
+        }
+    }
+    problems
+}
+
 #[test]
 fn an_unreadable_line_is_reported_and_the_player_stays_before_it() {
     let path = sample("keycount-fluid.jsonl");
@@ -148,12 +160,7 @@ fn an_unreadable_line_is_reported_and_the_player_stays_before_it() {
     viewer.take(player.start());
     let mut problems = Vec::new();
     for _ in 0..3 {
-        for o in player.advance(Duration::from_secs(10)) {
-            match o {
-                Output::Problem(p) => problems.push(p),
-                o => viewer.take(vec![o]),
-            }
-        }
+        problems.extend(play(&mut player, &mut viewer));
         // The events before the bad line (line 300 is event 299, the header being line 1).
         assert_eq!(viewer.events(), 298);
         assert!(!viewer.position.as_ref().expect("a position").playing);
@@ -210,13 +217,7 @@ fn a_line_that_is_not_json_is_skipped_by_the_index_and_stops_playing() {
             .filter(|o| !matches!(o, Output::Problem(_)))
             .collect(),
     );
-    let mut problems = Vec::new();
-    for o in player.advance(Duration::from_secs(10)) {
-        match o {
-            Output::Problem(p) => problems.push(p),
-            o => viewer.take(vec![o]),
-        }
-    }
+    let problems = play(&mut player, &mut viewer);
     // The 298 events before line 300, and a stop there.
     assert_eq!(viewer.events(), 298);
     assert!(!viewer.position.as_ref().expect("a position").playing);

@@ -116,10 +116,7 @@ impl JobModel {
 
 /// `s` cut to [`TEXT_CHARS`] characters.
 pub(super) fn text(s: &str) -> String {
-    match s.char_indices().nth(TEXT_CHARS) {
-        None => s.to_string(),
-        Some((end, _)) => format!("{}…", &s[..end]),
-    }
+    megaflux::bins::cut(s, TEXT_CHARS)
 }
 
 /// Whether a place of [`JobModel::dropped`] is a process's own queue (`process P queue`):
