@@ -139,7 +139,8 @@ pub fn single(map: &Map) -> Placement {
 /// The worker that holds the standby of a bin whose primary is `primary`, chained as in
 /// Flux: the same worker index on the next process when the job has several processes
 /// (so that a process's failure never takes both replicas), the next worker otherwise.
-/// Workers that `usable` refuses are skipped; `NONE` if no other worker is usable.
+/// Workers that `usable` refuses are skipped, and a worker of the primary's own process is
+/// taken only when no other process has a usable one; `NONE` if no other worker is usable.
 pub fn chained(primary: u32, workers: usize, per_process: usize, usable: impl Fn(u32) -> bool) -> u32 {
     let n = workers as u32;
     let step = if per_process < workers {
@@ -149,10 +150,35 @@ pub fn chained(primary: u32, workers: usize, per_process: usize, usable: impl Fn
     };
     let across = (1..n).map(|i| (primary + i * step) % n);
     let next = (1..n).map(|i| (primary + i) % n);
-    across
-        .chain(next)
-        .find(|w| *w != primary && usable(*w))
+    let candidates = || {
+        across
+            .clone()
+            .chain(next.clone())
+            .filter(|w| *w != primary && usable(*w))
+    };
+    candidates()
+        .find(|w| !same_process(*w, primary, per_process))
+        .or_else(|| candidates().next())
         .unwrap_or(NONE)
+}
+
+/// Whether workers `a` and `b` run in the same process, for a job of `per_process` workers
+/// in each.
+pub fn same_process(a: u32, b: u32, per_process: usize) -> bool {
+    let per = per_process.max(1) as u32;
+    a / per == b / per
+}
+
+/// Bins whose two replicas are in one process, in a job of `workers` workers with
+/// `per_process` in each (none when the job has one process).
+pub fn colocated(placement: &Placement, workers: usize, per_process: usize) -> usize {
+    if per_process >= workers {
+        return 0;
+    }
+    placement
+        .iter()
+        .filter(|r| r.standby != NONE && r.primary != NONE && same_process(r.primary, r.standby, per_process))
+        .count()
 }
 
 /// `map`'s primaries, each with a chained standby (see [`chained`]).
@@ -439,8 +465,33 @@ mod tests {
         // Two processes of two workers: the same index on the other process.
         assert_eq!(chained(0, 4, 2, |_| true), 2);
         assert_eq!(chained(3, 4, 2, |_| true), 1);
-        // Skips workers that cannot hold it, and gives up when none can.
-        assert_eq!(chained(0, 4, 2, |w| w != 2), 1);
+        // Skips workers that cannot hold it, to another process while one has room, and
+        // gives up when none can.
+        assert_eq!(chained(0, 4, 2, |w| w != 2), 3);
+        assert_eq!(chained(5, 6, 2, |w| w != 1), 3);
+        assert_eq!(chained(0, 4, 2, |w| w < 2), 1);
+        assert_eq!(
+            colocated(
+                &vec![Replicas {
+                    primary: 0,
+                    standby: 1
+                }],
+                4,
+                2
+            ),
+            1
+        );
+        assert_eq!(
+            colocated(
+                &vec![Replicas {
+                    primary: 0,
+                    standby: 1
+                }],
+                2,
+                2
+            ),
+            0
+        );
         assert_eq!(chained(0, 2, 2, |w| w != 1), NONE);
         let p = replicated(&uniform(4, 2), 2, 2);
         assert!(p.iter().all(|r| r.standby == 1 - r.primary));

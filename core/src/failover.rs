@@ -242,6 +242,21 @@ mod tests {
     }
 
     #[test]
+    fn recovery_keeps_replicas_in_different_processes() {
+        // Two processes of two workers (0 and 1, 2 and 3); worker 2 fails.
+        let mut p = Placements::new(replicated(&uniform(8, 4), 4, 2), 4, 2);
+        p.fail(2, 0, 5);
+        let standbys = p.recovery();
+        assert!(!standbys.is_empty());
+        for (bin, r) in standbys {
+            assert!(
+                !crate::config::same_process(r.primary, r.standby, 2),
+                "bin {bin}: {r:?} in one process while worker 3 is live"
+            );
+        }
+    }
+
+    #[test]
     fn holders_sent_state_by_the_failed_worker_are_dropped_until_complete() {
         let mut p = Placements::new(replicated(&uniform(4, 3), 3, 3), 3, 3);
         // Bin 1 is [1, 2]. At 10 its primary moves from worker 1 to worker 0: worker 1 ships.

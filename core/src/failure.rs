@@ -1,9 +1,13 @@
 //! Which workers of a process have failed (fail-stop of their partitions), shared by the
 //! process's worker threads and whoever injects failures.
 //!
-//! A failed worker's stateful operators check [`Failures::check`] at every *fail point*:
-//! before each bin they apply, and before each bin they ship. The first check that sees the
-//! worker failed stops it there, whatever time or bin it is in the middle of. Tests can arm
+//! A failed worker's stateful operators look at [`Failures::times_failed`] at every *fail
+//! point* (after [`Failures::tick`]): before each bin they apply, and before each bin they
+//! ship. The first look that finds a failure the operator has not stopped for stops it there,
+//! whatever time or bin it is in the middle of. Each operator keeps its own account of the
+//! failures it stopped for and the rejoins that ended them (`operator::Local`): a worker runs
+//! several stateful operators, which hear a failure and its rejoin at different moments, so
+//! the shared flag ([`Failures::is_failed`]) is only the failure detector's. Tests can arm
 //! a worker to fail at its N-th fail point ([`Failures::arm`]), which puts a failure at an
 //! exact, reproducible place; the job's driver learns of such failures through
 //! [`Failures::newly_failed`], as a failure detector would.
@@ -31,8 +35,9 @@ pub struct Failures {
     countdown: Vec<AtomicU64>,
     /// How often each worker failed.
     count: Vec<AtomicU64>,
-    /// The logical time of the failure that set each flag (0: not known, as for an armed
-    /// fail point), so that a rejoin clears only failures older than itself.
+    /// One past the logical time of the latest failure issued for each worker (0: none known,
+    /// as for an armed fail point), so that a rejoin clears only failures older than itself
+    /// and a failure heard again (by another operator) is not a new one.
     failed_at: Vec<AtomicU64>,
     /// Bins left without any replica, and the first time at which one was.
     lost: Mutex<(BTreeSet<u32>, Option<Time>)>,
@@ -58,10 +63,14 @@ impl Failures {
     }
 
     /// Fails `worker` now for a failure the driver issued at logical time `time` (so it is
-    /// known to the driver).
+    /// known to the driver). The same failure taken again (every operator of the worker hears
+    /// it, some after the rejoin that ended it) changes nothing.
     pub fn fail_at(&self, worker: u32, time: Time) {
-        if let Some(at) = self.failed_at.get(worker as usize) {
-            at.fetch_max(time, Ordering::SeqCst);
+        let Some(at) = self.failed_at.get(worker as usize) else {
+            return;
+        };
+        if at.fetch_max(time.saturating_add(1), Ordering::SeqCst) > time {
+            return;
         }
         self.set(worker, FAILED | REPORTED);
     }
@@ -102,13 +111,29 @@ impl Failures {
     /// worker has failed.
     #[inline]
     pub fn check(&self, worker: u32) -> bool {
+        self.tick(worker);
+        self.is_failed(worker)
+    }
+
+    /// One fail point of `worker`: counts down an armed failure (which fails it at zero).
+    #[inline]
+    pub fn tick(&self, worker: u32) {
         if let Some(c) = self.countdown.get(worker as usize)
             && c.load(Ordering::Relaxed) > 0
             && c.fetch_sub(1, Ordering::AcqRel) == 1
         {
             self.fail(worker);
         }
-        self.is_failed(worker)
+    }
+
+    /// How many of `worker`'s failures a rejoin at `time` ends: all so far, unless one was
+    /// issued at or after `time` (then `None`: the worker stays failed).
+    pub fn ended_by(&self, worker: u32, time: Time) -> Option<u64> {
+        let at = self.failed_at.get(worker as usize)?;
+        // The count first: a failure counted after it was issued after this read, and its
+        // time is already in `failed_at` when it is counted (see `fail_at`).
+        let count = self.times_failed(worker);
+        (at.load(Ordering::SeqCst) <= time).then_some(count)
     }
 
     /// `worker` serves again from `time` (a rejoin): its failures before `time` are over,
@@ -117,12 +142,12 @@ impl Failures {
     pub fn revive(&self, worker: u32, time: Time) {
         let w = worker as usize;
         if let (Some(s), Some(at)) = (self.state.get(w), self.failed_at.get(w))
-            && at.load(Ordering::SeqCst) < time
+            && at.load(Ordering::SeqCst) <= time
         {
             s.store(0, Ordering::SeqCst);
             // A failure at or after `time` issued meanwhile (by the control plane, on
             // another thread) may have set its flag before the store: it stays.
-            if at.load(Ordering::SeqCst) >= time {
+            if at.load(Ordering::SeqCst) > time {
                 self.set(worker, FAILED | REPORTED);
             }
         }
@@ -205,6 +230,24 @@ mod tests {
         // Out of range: ignored.
         f.fail(7);
         assert!(!f.is_failed(7));
+    }
+
+    #[test]
+    fn a_failure_heard_again_is_the_same_failure() {
+        let f = Failures::new(2);
+        f.fail_at(1, 0);
+        assert_eq!(f.times_failed(1), 1);
+        assert_eq!(f.ended_by(1, 3), Some(1));
+        f.revive(1, 3);
+        assert!(!f.is_failed(1));
+        // Another operator of the worker hears the failure at 0 after the rejoin at 3.
+        f.fail_at(1, 0);
+        assert!(!f.is_failed(1));
+        assert_eq!(f.times_failed(1), 1);
+        // A failure at the rejoin's time or later is not ended by it.
+        f.fail_at(1, 5);
+        assert_eq!(f.ended_by(1, 5), None);
+        assert_eq!(f.ended_by(1, 6), Some(2));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::str::FromStr;
 
-use crate::config::{Map, NONE, Placement, Replicas, Transfer, chained, transfers, uniform};
+use crate::config::{Map, NONE, Placement, Replicas, Transfer, chained, same_process, transfers, uniform};
 use crate::error::ConfigError;
 
 /// One bin's change of holders within a plan.
@@ -213,8 +213,9 @@ impl Target {
     /// Primaries go where [`Target::resolve`] puts them, over the live workers only. A bin
     /// that has a standby keeps one: where it is if it can stay (not the new primary, not
     /// drained, live), else on the old primary's worker (roles swap, nothing copied), else
-    /// chained after the new primary. Degraded bins stay degraded: recovery gives them
-    /// standbys.
+    /// chained after the new primary; and in another process than the primary whenever a
+    /// live worker of another process can take it. Degraded bins stay degraded: recovery
+    /// gives them standbys.
     pub fn goal(
         &self,
         current: &Placement,
@@ -270,12 +271,20 @@ impl Target {
                 if r.standby == NONE {
                     return Ok(Replicas::single(*p));
                 }
-                let standby = if r.standby != *p && usable(r.standby) {
-                    r.standby
-                } else if r.primary != *p && usable(r.primary) {
-                    r.primary
-                } else {
-                    chained(*p, workers, per_process, usable)
+                // Where it is, else on the old primary's worker (nothing copied), if that is
+                // in another process than the new primary, or no other process can take it.
+                let kept = [r.standby, r.primary]
+                    .into_iter()
+                    .find(|w| *w != *p && usable(*w));
+                let standby = match kept {
+                    Some(w) if !same_process(w, *p, per_process) => w,
+                    kept => {
+                        let chained = chained(*p, workers, per_process, usable);
+                        match kept {
+                            Some(w) if chained == NONE || same_process(chained, *p, per_process) => w,
+                            _ => chained,
+                        }
+                    }
                 };
                 if standby == NONE {
                     return Err(invalid(format!(
@@ -617,6 +626,31 @@ mod tests {
         );
         assert!(Target::Map(vec![1; 8]).goal(&cur, 3, 3, &live).is_err());
         assert!(Target::Pack(3).goal(&cur, 3, 3, &live).is_err());
+    }
+
+    #[test]
+    fn goals_keep_replicas_in_different_processes_while_two_are_live() {
+        use crate::config::colocated;
+        // Two processes of two workers: 0 and 1, 2 and 3.
+        let cur = replicated(&uniform(16, 4), 4, 2);
+        assert_eq!(colocated(&cur, 4, 2), 0);
+        let everyone = [true; 4];
+        let targets = [
+            (Target::Map(vec![1; 16]), everyone),
+            (Target::Pack(2), everyone),
+            (Target::Drain(2), everyone),
+            (Target::Uniform, [true, true, false, true]),
+            (Target::Pack(1), [true, true, true, false]),
+        ];
+        for (target, live) in targets {
+            let goal = target.goal(&cur, 4, 2, &live).unwrap();
+            assert_eq!(colocated(&goal, 4, 2), 0, "{target}: {goal:?}");
+        }
+        // With one process left, both replicas share it.
+        let goal = Target::Uniform
+            .goal(&cur, 4, 2, &[true, true, false, false])
+            .unwrap();
+        assert_eq!(colocated(&goal, 4, 2), 16);
     }
 
     proptest! {

@@ -176,17 +176,10 @@ fn run(op: Op, case: &Case, workers: usize, real: bool) -> Outcome {
             let late = !shared.newly_failed().is_empty() || driver.pending();
             *end_sink.lock().unwrap() = (driver.placement().clone(), late);
         }
-        let mut digests = Vec::new();
-        config.observers.each(|op| {
-            digests.clear();
-            (op.digests)(&mut digests);
-            let mut held = held_sink.lock().unwrap();
-            for (bin, hash) in &digests {
-                held.entry((op.name.clone(), *bin))
-                    .or_default()
-                    .push((index as u32, *hash));
-            }
-        });
+        let mut held = held_sink.lock().unwrap();
+        for (name, bin, hash) in common::holdings(&config) {
+            held.entry((name, bin)).or_default().push((index as u32, hash));
+        }
     })
     .expect("timely starts");
     for r in guards.join() {

@@ -21,7 +21,7 @@ use std::collections::VecDeque;
 
 use crate::Time;
 use crate::bins::{cut, describe, list};
-use crate::config::{ControlInst, NONE, Placement, Replicas, single};
+use crate::config::{ControlInst, NONE, Placement, Replicas, colocated, same_process, single};
 use crate::control::Command;
 use crate::error::CommandError;
 use crate::failover::Placements;
@@ -272,18 +272,19 @@ impl PlanDriver {
         for &bin in bins {
             let r = goal[bin];
             let reason = if self.replicas < 2 {
-                Some("the job has one replica per bin")
+                Some("the job has one replica per bin".to_string())
             } else if r.primary == w {
-                Some("it holds the primary")
+                Some("it holds the primary".to_string())
+            } else if same_process(w, r.primary, self.per_process) && self.other_process_live(w) {
+                Some(format!(
+                    "it is in the process of the primary (worker {}), whose crash would take both; another process has a live worker",
+                    r.primary
+                ))
             } else {
                 None
             };
             if let Some(reason) = reason {
-                return Err(CommandError::BadStandby {
-                    bin,
-                    worker,
-                    reason: reason.to_string(),
-                });
+                return Err(CommandError::BadStandby { bin, worker, reason });
             }
             goal[bin] = Replicas {
                 primary: r.primary,
@@ -293,6 +294,13 @@ impl PlanDriver {
         let target = format!("standby of {} on worker {worker}", describe(bins));
         self.plan(Purpose::Migration, all_at_once, target, &goal, now_s);
         Ok(())
+    }
+
+    /// Whether a live worker runs in another process than `worker`.
+    fn other_process_live(&self, worker: u32) -> bool {
+        self.placements
+            .live()
+            .any(|w| !same_process(w, worker, self.per_process))
     }
 
     /// Plans a migration from the current placement to `target`.
@@ -326,6 +334,14 @@ impl PlanDriver {
     /// to [`TARGET_CHARS`]: the record and the events keep no more, whatever the target.
     fn plan(&mut self, purpose: Purpose, schedule: Schedule, target: String, goal: &Placement, now_s: f64) {
         let target = cut(&target, TARGET_CHARS);
+        let together = colocated(goal, self.workers, self.per_process);
+        if together > 0 {
+            tracing::warn!(
+                target: "megaflux::replica",
+                phase = "colocated", bins = together, plan = %target,
+                reason = "no live worker of another process can hold their standbys: a crash of that process would lose them"
+            );
+        }
         let changes = plan::changes(self.placement(), goal);
         let bins_planned = changes.len();
         let steps: VecDeque<Vec<Change>> = plan::steps(schedule.strategy, changes).into();

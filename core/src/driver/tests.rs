@@ -325,3 +325,32 @@ fn thousands_of_failures_keep_a_bounded_history_with_exact_totals() {
     assert!(d.lost().is_empty() && d.down.is_empty() && d.unrecovered.is_none());
     assert!(d.recent.len() <= RECENT_PLANS);
 }
+
+#[test]
+fn a_standby_is_not_put_in_its_primary_process_while_another_has_room() {
+    // Two processes of two workers (0 and 1, 2 and 3).
+    let initial = replicated(&uniform(8, 4), 4, 2);
+    let mut d = PlanDriver::new(initial, 4, 2, 2, schedule(Strategy::Matched, false));
+    let beside = Command::MoveBins {
+        bins: vec![0],
+        worker: 1,
+        standby: true,
+    };
+    match d.command(beside, 0.0) {
+        Err(CommandError::BadStandby { reason, .. }) => assert!(reason.contains("process"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    // Rebalances after a failure keep them apart too.
+    d.command(Command::Fail { worker: 2 }, 0.0).unwrap();
+    let mut t = 1;
+    while d.urgent() || d.busy() {
+        d.poll(t, t, 0.0);
+        t += 1;
+    }
+    assert_eq!(
+        crate::config::colocated(d.placement(), 4, 2),
+        0,
+        "{:?}",
+        d.placement()
+    );
+}

@@ -9,10 +9,13 @@
 //!
 //! * **Deterministic logic.** An operator's logic must give the same outputs and leave the
 //!   same state for the same state and records in the same order: no wall clock, no
-//!   randomness that is not seeded, no iteration over a `std` `HashMap` with a random
-//!   hasher into the outputs. With `--replicas 2` two workers run it on the same records
-//!   and either may be the one whose outputs leave; a re-run must give the recorded digest.
-//!   The runner hands each (time, bin) its records in one order on every replica.
+//!   randomness that is not seeded, no iteration over a hash map into the outputs (a
+//!   random hasher's order differs between replicas, and any map's order changes when a
+//!   move or recovery copy rebuilds it). With `--replicas 2` two workers run it on the same
+//!   records and either may be the one whose outputs leave; a re-run must give the recorded
+//!   digest. The runner hands each (time, bin) its records in one order on every replica.
+//!   Debug builds stop a job whose replicas emit different numbers of outputs for a (time,
+//!   bin) (see [`crate::stateful_unary`]).
 //! * **Serializable state.** A bin's state moves between workers encoded with bincode 1:
 //!   it is `Serialize + DeserializeOwned + Default` (empty for a bin that holds nothing
 //!   yet), and must not need `deserialize_any` (no `serde_json::Value`, no

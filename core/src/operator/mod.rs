@@ -175,8 +175,15 @@ pub(crate) struct Local<S> {
     pub(crate) state: RefCell<Option<timely::scheduling::Activator>>,
     /// S on this worker stopped at a failure: it holds nothing and applies nothing.
     pub(crate) dead: Cell<bool>,
-    /// The time from which a dead worker serves again (its rejoin is final).
+    /// The time from which a dead worker serves again (its rejoin is final); cleared when F
+    /// hears a newer failure of this worker.
     pub(crate) revive_at: Cell<Option<Time>>,
+    /// How many of this worker's failures S has stopped for ([`Failures::times_failed`] when
+    /// it last stopped). The operator's own account, not the process's shared flag: another
+    /// operator's rejoin may clear that flag before this S ever saw it set.
+    pub(crate) stopped: Cell<u64>,
+    /// How many of this worker's failures a final rejoin ended, as F saw it.
+    pub(crate) ended: Cell<u64>,
     /// Bins whose primary failed while this worker held their standby: their first work
     /// from here is the takeover. `takeover_round` counts the failures heard of.
     pub(crate) awaiting: RefCell<FxHashSet<u32>>,
@@ -198,19 +205,28 @@ impl<S> Local<S> {
             state: RefCell::new(None),
             dead: Cell::new(false),
             revive_at: Cell::new(None),
+            stopped: Cell::new(0),
+            ended: Cell::new(0),
             awaiting: RefCell::default(),
             takeover_round: Cell::new(0),
             departed: RefCell::default(),
         }
     }
 
-    /// Whether this worker serves its bins at `time` (it has not failed, or it rejoined
-    /// at or before `time` and has not failed again since).
+    /// Whether this worker serves its bins at `time`: every failure of it so far was ended
+    /// by a rejoin at or before `time`, and S stopped for each (or it never failed).
     pub(crate) fn alive_at(&self, time: Time, failures: &Failures) -> bool {
-        if failures.is_failed(self.me) {
+        let failed = failures.times_failed(self.me);
+        if failed > self.ended.get() {
             return false;
         }
-        !self.dead.get() || self.revive_at.get().is_some_and(|r| time >= r)
+        let serving = !self.dead.get() && self.stopped.get() == failed;
+        serving || self.revive_at.get().is_some_and(|r| time >= r)
+    }
+
+    /// Whether S must stop: the worker failed since S last stopped.
+    pub(crate) fn must_stop(&self, failures: &Failures) -> bool {
+        failures.times_failed(self.me) > self.stopped.get()
     }
 
     /// A failure of another worker was heard of: a new round of takeovers starts.
@@ -250,6 +266,16 @@ impl<S> Local<S> {
 /// time and bin that has records or scheduled work, in time order, with that time's records
 /// of the bin, and pushes its outputs for that time into the vector it is given.
 /// `control` carries configuration changes; it is broadcast to every worker here.
+///
+/// **Determinism contract.** `logic` must give the same outputs (the same multiset) whenever
+/// it is called with the same bin state, time and records in the same order: with two
+/// replicas both apply every (time, bin), and only one replica's outputs of each leave, so
+/// outputs that depend on anything else differ between the replicas and come out wrong or
+/// twice after a failure. Iterating a `HashMap` to decide what to emit breaks it (its order
+/// differs between replicas, and after every move or recovery copy: use a `BTreeMap`, or
+/// sort), and so do the clock and unseeded random draws. Debug builds check that both
+/// replicas emit as many outputs for each (time, bin), and stop the job naming the operator,
+/// bin and time when they do not.
 ///
 /// Bin state travels encoded with bincode 1, so its type must not need `deserialize_any`
 /// (no `serde_json::Value`, `#[serde(flatten)]` or untagged enums): such a bin would fail to

@@ -2,7 +2,13 @@
 //!
 //! Invariant: for every (time, bin), the outputs of exactly one replica leave the operator.
 //! * Both replicas apply the same records of a (time, bin) in the same order to the same
-//!   state (`route::dest`), so with deterministic logic they produce the same outputs.
+//!   state (`route::dest`), so with deterministic logic they produce the same outputs. That
+//!   is the operators' determinism contract (see `stateful_unary`): logic whose outputs
+//!   depend on anything else (a hash map's iteration order, which differs between replicas
+//!   and after every move or recovery copy; the clock; a random draw) makes replicas diverge,
+//!   and the standby then releases outputs the primary never had, or drops ones it lacks.
+//!   Debug builds catch it: the primary acks every (time, bin) it applied with the number
+//!   of outputs it emitted, and the standby stops the job when its own number differs.
 //! * The primary at `t` emits its outputs of (t, b) and, in the same step (no fail point
 //!   between them), sends an *ack* (t, b) to the standby at `t`.
 //! * The standby keeps its outputs of (t, b), under a capability at `t`, until the ack
@@ -23,7 +29,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use rustc_hash::FxHashSet;
+use rustc_hash::FxHashMap;
 use timely::dataflow::StreamVec;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::Capability;
@@ -31,15 +37,26 @@ use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 
 use crate::Time;
 
-/// An ack for the standby `worker` of `bin`, at the time of the message carrying it.
+/// Whether the primary acks every (time, bin) it applied, outputs or not, and the standby
+/// checks that it emitted as many: in debug builds (an ack per bin with records costs).
+pub(crate) const CHECK_REPLICAS: bool = cfg!(debug_assertions);
+
+/// An ack for the standby of a bin at the time of the message carrying it: the standby's
+/// worker and the bin (`worker << 32 | bin`), and how many outputs the primary emitted.
+pub(crate) type Ack = (u64, u32);
+
+/// The ack for the standby `worker` of `bin`, whose primary emitted `outputs` outputs.
 #[inline]
-pub(crate) fn ack(worker: u32, bin: u32) -> u64 {
-    (u64::from(worker) << 32) | u64::from(bin)
+pub(crate) fn ack(worker: u32, bin: u32, outputs: usize) -> Ack {
+    (
+        (u64::from(worker) << 32) | u64::from(bin),
+        u32::try_from(outputs).unwrap_or(u32::MAX),
+    )
 }
 
 /// Acks that arrived at one worker, and how far they are complete.
 pub(crate) struct AckBoard {
-    arrived: RefCell<Vec<(Time, Vec<u64>)>>,
+    arrived: RefCell<Vec<(Time, Vec<Ack>)>>,
     /// Every ack before this time has arrived.
     frontier: Cell<Time>,
 }
@@ -62,12 +79,12 @@ impl AckBoard {
 /// `board`, waking S (`wake`) whenever something changed.
 pub(crate) fn receive<'s>(
     name: &str,
-    acks: StreamVec<'s, Time, u64>,
+    acks: StreamVec<'s, Time, Ack>,
     board: Rc<AckBoard>,
     wake: impl Fn() + 'static,
 ) {
     let mut builder = OperatorBuilder::new(format!("{name}.acks"), acks.scope());
-    let mut input = builder.new_input(acks, Exchange::new(|a: &u64| a >> 32));
+    let mut input = builder.new_input(acks, Exchange::new(|a: &Ack| a.0 >> 32));
     builder.build(move |_| {
         move |frontiers| {
             let mut changed = false;
@@ -101,13 +118,17 @@ struct Held<O> {
 
 /// The standby side: outputs kept until their primary's ack or the ack frontier decides.
 pub(crate) struct Holding<O> {
+    /// The operator's name, for the message when replicas diverge.
+    name: String,
     held: BTreeMap<Time, Held<O>>,
-    acked: BTreeMap<Time, FxHashSet<u32>>,
+    /// Per time, the bins acked and how many outputs their primary emitted.
+    acked: BTreeMap<Time, FxHashMap<u32, u32>>,
 }
 
 impl<O> Holding<O> {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(name: &str) -> Self {
         Holding {
+            name: name.to_string(),
             held: BTreeMap::new(),
             acked: BTreeMap::new(),
         }
@@ -116,14 +137,20 @@ impl<O> Holding<O> {
     /// Takes the acks posted on `board`.
     pub(crate) fn take_acks(&mut self, board: &AckBoard) {
         for (time, acks) in board.arrived.borrow_mut().drain(..) {
-            let set = self.acked.entry(time).or_default();
-            set.extend(acks.into_iter().map(|a| a as u32));
+            let map = self.acked.entry(time).or_default();
+            map.extend(acks.into_iter().map(|(a, n)| (a as u32, n)));
         }
     }
 
-    /// Whether the primary's outputs of (time, bin) are known to have left.
-    pub(crate) fn acked(&self, time: Time, bin: u32) -> bool {
-        self.acked.get(&time).is_some_and(|s| s.contains(&bin))
+    /// How many outputs the primary emitted for (time, bin), if they are known to have left.
+    pub(crate) fn acked(&self, time: Time, bin: u32) -> Option<u32> {
+        self.acked.get(&time).and_then(|m| m.get(&bin)).copied()
+    }
+
+    /// Checks, in debug builds, that the primary emitted as many outputs for (time, bin) as
+    /// this standby did: replicas of deterministic logic always agree.
+    pub(crate) fn agree(&self, time: Time, bin: u32, primary: u32, standby: usize) {
+        diverged(&self.name, time, bin, primary, standby);
     }
 
     /// Keeps `out[from..]`, the outputs of (time, bin); `cap` makes a capability at `time`.
@@ -157,7 +184,16 @@ impl<O> Holding<O> {
         let mut decided = Vec::new();
         for (time, held) in self.held.iter_mut() {
             let acked = self.acked.get(time);
-            let pending = |bin: &u32| acked.is_none_or(|s| !s.contains(bin));
+            let pending = |bin: &u32| acked.is_none_or(|s| !s.contains_key(bin));
+            if CHECK_REPLICAS && let Some(acked) = acked {
+                let mut start = 0;
+                for (bin, end) in &held.bins {
+                    if let Some(primary) = acked.get(bin) {
+                        diverged(&self.name, *time, *bin, *primary, end - start);
+                    }
+                    start = *end;
+                }
+            }
             if !held.bins.iter().any(|(b, _)| pending(b)) {
                 decided.push(*time);
             } else if board.complete(*time) {
@@ -169,7 +205,11 @@ impl<O> Holding<O> {
                     let part = outputs.by_ref().take(end - start);
                     if pending(bin) {
                         released.extend(part);
-                        bins.push(*bin);
+                        // Bins held with no outputs (to check them against their ack) took
+                        // nothing over.
+                        if *end > start {
+                            bins.push(*bin);
+                        }
                     } else {
                         part.for_each(drop);
                     }
@@ -191,5 +231,17 @@ impl<O> Holding<O> {
     pub(crate) fn clear(&mut self) {
         self.held.clear();
         self.acked.clear();
+    }
+}
+
+/// Stops the job, in debug builds, if the replicas of `bin` emitted different numbers of
+/// outputs at `time`.
+fn diverged(name: &str, time: Time, bin: u32, primary: u32, standby: usize) {
+    if CHECK_REPLICAS && primary as usize != standby {
+        panic!(
+            "{name}: the replicas of bin {bin} diverged at time {time}: the primary emitted {primary} outputs, the standby {standby}. \
+             The operator's logic must give the same outputs for the same state and records in the same order \
+             (no hash map iteration order, clock or random draw in what it emits): see the determinism contract of stateful_unary"
+        );
     }
 }

@@ -198,6 +198,8 @@ where
                 if *worker == self.me {
                     self.failures.fail_at(self.me, time);
                     self.fail_seen = self.fail_seen.max(Some(time));
+                    // A rejoin not yet served is void: the worker failed again.
+                    self.local.revive_at.set(None);
                 } else {
                     self.local.begin_takeovers();
                 }
@@ -232,6 +234,9 @@ where
                     {
                         self.local.revive_at.set(Some(time));
                         self.failures.revive(self.me, time);
+                        if let Some(ended) = self.failures.ended_by(self.me, time) {
+                            self.local.ended.set(ended);
+                        }
                     }
                     _ => {}
                 }
@@ -320,10 +325,16 @@ where
             }
             if !self.local.alive_at(time, &self.failures) {
                 // Nothing to ship from here any more; the capability waits until the failure
-                // is final (or no more control can come).
+                // is final (or no more control can come). The bins given away go now: S may
+                // not stop before this worker's rejoin is final too (it stops when it next
+                // runs), and must not find them here when it serves again.
                 let closed = self.local.control.get() == Time::MAX;
                 if self.fail_final.is_some_and(|f| f >= time) || closed {
-                    entry.remove();
+                    let (_, actions) = entry.remove();
+                    let mut table = self.local.table.borrow_mut();
+                    for action in actions.iter().filter(|a| a.drop) {
+                        table[action.bin as usize] = None;
+                    }
                     continue;
                 }
                 break;
@@ -332,7 +343,8 @@ where
             let mut table = self.local.table.borrow_mut();
             while let Some(action) = actions.pop() {
                 // A fail point between two bins of a step.
-                if self.failures.check(self.me) {
+                self.failures.tick(self.me);
+                if !self.local.alive_at(time, &self.failures) {
                     actions.push(action);
                     break;
                 }

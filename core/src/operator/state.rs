@@ -35,7 +35,7 @@ use timely::progress::{Antichain, frontier::MutableAntichain};
 
 use super::apply::{Applied, Hooks, apply_time};
 use super::pending::Pending;
-use super::replica::{self, AckBoard, Holding, ack};
+use super::replica::{self, Ack, AckBoard, CHECK_REPLICAS, Holding, ack};
 use super::route::{DEST_SHIFT, Routed, order_key};
 use super::transfer::{Assembly, StateChunk, decode};
 use super::{Bin, Local, StatefulConfig, TakeoverLog};
@@ -111,12 +111,13 @@ where
         let wake = Rc::clone(&local);
         replica::receive(&name, ack_stream, Rc::clone(&board), move || wake.wake_state());
         (
-            Some(OutputBuilder::<_, CapacityContainerBuilder<Vec<u64>>>::from(acks)),
+            Some(OutputBuilder::<_, CapacityContainerBuilder<Vec<Ack>>>::from(acks)),
             Some(board),
         )
     } else {
         (None, None)
     };
+    let holding = Holding::new(&name);
     let mut state = State {
         name,
         ports: if replicated { 2 } else { 1 },
@@ -125,7 +126,7 @@ where
         local,
         logic,
         work: Pending::new(),
-        holding: Holding::new(),
+        holding,
         assembly: Assembly::default(),
         batch: Vec::new(),
         produced: Vec::new(),
@@ -199,7 +200,7 @@ struct State<R, O, S, L> {
     batch: Vec<R>,
     /// The outputs and acks of the time being applied.
     produced: Vec<O>,
-    acks: Vec<u64>,
+    acks: Vec<Ack>,
     seen: Seen,
 }
 
@@ -238,7 +239,7 @@ where
     /// Stops here if this worker failed since the last activation, and starts a new round
     /// of takeovers if another worker's failure was heard of.
     fn note_failures(&mut self) {
-        if !self.local.dead.get() && self.failures.is_failed(self.local.me) {
+        if self.local.must_stop(&self.failures) {
             self.stop();
         }
         self.seen.round(&self.local);
@@ -273,8 +274,9 @@ where
     fn apply(&mut self, time: Time, work: Work<R>) {
         let me = self.local.me;
         if self.local.dead.get() {
+            let ended = self.failures.times_failed(me) <= self.local.ended.get();
             match self.local.revive_at.get() {
-                Some(from) if time >= from => {
+                Some(from) if time >= from && ended => {
                     self.local.dead.set(false);
                     self.local.revive_at.set(None);
                     tracing::info!(target: "megaflux::replica", phase = "rejoined", operator = %self.name, worker = me, time);
@@ -394,15 +396,17 @@ where
     /// applied has emitted what it applied (the work is dropped as dead at once after).
     fn stop_after_time(&mut self) {
         let local = &self.local;
+        local.stopped.set(self.failures.times_failed(local.me));
         let held = local.table.borrow().iter().filter(|b| b.is_some()).count();
         local.table.borrow_mut().iter_mut().for_each(|b| *b = None);
         self.holding.clear();
         self.assembly = Assembly::default();
         self.seen.missing.clear();
         local.awaiting.borrow_mut().clear();
-        local.dead.set(true);
-        local.revive_at.set(None);
-        tracing::warn!(target: "megaflux::replica", phase = "stopped", operator = %self.name, worker = local.me, bins = held);
+        // A rejoin already final stays: F clears it when it hears a newer failure.
+        if !local.dead.replace(true) {
+            tracing::warn!(target: "megaflux::replica", phase = "stopped", operator = %self.name, worker = local.me, bins = held);
+        }
         local.wake_route();
     }
 }
@@ -472,7 +476,7 @@ struct StateHooks<'a, R, O, S> {
     failures: &'a Failures,
     work: &'a mut Pending<Work<R>>,
     holding: &'a mut Holding<O>,
-    acks: &'a mut Vec<u64>,
+    acks: &'a mut Vec<Ack>,
     seen: &'a mut Seen,
     local: &'a Local<S>,
     takeovers: &'a TakeoverLog,
@@ -480,7 +484,8 @@ struct StateHooks<'a, R, O, S> {
 
 impl<R, O, S> Hooks<O> for StateHooks<'_, R, O, S> {
     fn proceed(&mut self, _bin: u32) -> bool {
-        !self.failures.check(self.me)
+        self.failures.tick(self.me);
+        !self.local.must_stop(self.failures)
     }
 
     fn missing(&mut self, bin: u32) -> bool {
@@ -513,17 +518,22 @@ impl<R, O, S> Hooks<O> for StateHooks<'_, R, O, S> {
                 self.takeovers,
             );
         }
-        if out.len() == from {
+        let produced = out.len() - from;
+        if produced == 0 && !CHECK_REPLICAS {
             return;
         }
         let holders = self.placement[bin as usize];
         match holders.role(self.me) {
             Some(Role::Primary) => {
                 if holders.standby != NONE {
-                    self.acks.push(ack(holders.standby, bin));
+                    self.acks.push(ack(holders.standby, bin, produced));
                 }
             }
-            Some(Role::Standby) if !self.holding.acked(self.time, bin) => {
+            Some(Role::Standby) if let Some(primary) = self.holding.acked(self.time, bin) => {
+                self.holding.agree(self.time, bin, primary, produced);
+                out.truncate(from);
+            }
+            Some(Role::Standby) => {
                 let (time, work) = (self.time, &*self.work);
                 self.holding
                     .hold(time, bin, out, from, || match work.capability(0) {

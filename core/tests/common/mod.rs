@@ -26,6 +26,18 @@ pub enum Op {
     Append,
 }
 
+/// Every bin this worker's operators hold: (operator, bin, hash of the encoded bin).
+pub fn holdings(config: &StatefulConfig) -> Vec<(String, u32, u64)> {
+    let mut out = Vec::new();
+    let mut digests = Vec::new();
+    config.observers.each(|op| {
+        digests.clear();
+        (op.digests)(&mut digests);
+        out.extend(digests.iter().map(|(bin, hash)| (op.name.clone(), *bin, *hash)));
+    });
+    out
+}
+
 /// The inputs of a test dataflow.
 pub struct Inputs {
     pub left: InputHandleVec<Time, Rec>,
