@@ -108,7 +108,8 @@ impl Failures {
     }
 
     /// One fail point of `worker`: counts down an armed failure, and says whether the
-    /// worker has failed.
+    /// shared flag is set. Operators do not stop by it (another operator's rejoin may have
+    /// cleared it): they count failures ([`Failures::times_failed`]) after [`Failures::tick`].
     #[inline]
     pub fn check(&self, worker: u32) -> bool {
         self.tick(worker);

@@ -625,15 +625,7 @@ fn failures_cost_what_the_worker_held() {
     // Each failure costs what the failed worker held (here nothing): 2,000 of them over 16
     // operators of 2^16 bins were 2 billion cell reads when a failure scanned every bin.
     for _ in 0..2_000 {
-        model.apply(&at(Event::Failure {
-            worker: 1,
-            reason: "fail-stop".into(),
-            time: None,
-            promoted: None,
-            degraded: None,
-            suspects: None,
-            lost: None,
-        }));
+        model.apply(&at(fail_stop(1)));
         model.apply(&at(Event::Rejoin { worker: 1, time: 0 }));
     }
     // Worker 0's standbys are where they were; its failure clears them.
@@ -643,19 +635,24 @@ fn failures_cost_what_the_worker_held() {
             .values()
             .all(|b| b[MAX_BINS as usize - 1].standby == Some(0))
     );
-    model.apply(&at(Event::Failure {
-        worker: 0,
-        reason: "fail-stop".into(),
-        time: None,
-        promoted: None,
-        degraded: None,
-        suspects: None,
-        lost: None,
-    }));
+    model.apply(&at(fail_stop(0)));
     assert!(
         model
             .operators
             .values()
             .all(|b| b[MAX_BINS as usize - 1].standby.is_none())
     );
+}
+
+/// A fail-stop of `worker` with nothing else known.
+fn fail_stop(worker: u32) -> Event {
+    Event::Failure {
+        worker,
+        reason: "fail-stop".into(),
+        time: None,
+        promoted: None,
+        degraded: None,
+        suspects: None,
+        lost: None,
+    }
 }
