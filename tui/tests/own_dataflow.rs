@@ -37,6 +37,21 @@ fn blocks(lang: &str) -> Vec<String> {
         .collect()
 }
 
+/// The workspace manifest's `[profile.*]` sections: the program is built with the same
+/// settings, or cargo would build every dependency again beside the workspace's.
+fn workspace_profiles(root: &Path) -> String {
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).expect("Cargo.toml");
+    let start = manifest
+        .find("\n[profile.")
+        .expect("the workspace manifest has [profile.*] sections");
+    let profiles = &manifest[start..];
+    assert!(
+        !profiles.contains("\n[workspace"),
+        "the [profile.*] sections end the workspace manifest"
+    );
+    profiles.to_string() + "\n"
+}
+
 /// Builds the README's program as a crate in the workspace's target directory; its binary.
 fn build_readme_program() -> PathBuf {
     let toml = blocks("toml");
@@ -52,12 +67,15 @@ fn build_readme_program() -> PathBuf {
     let dir = target.join("readme-program");
     std::fs::create_dir_all(dir.join("src")).unwrap();
     // The paths point at this checkout; the build settings are the workspace's (its crates
-    // unoptimised, their dependencies at opt-level 2), so that what the workspace's tests
+    // as workspace members, their dependencies as the workspace's `"*"`), so that what the workspace's tests
     // built is used again, and its lock file pins the same versions.
     let mut manifest = toml[0].replace("../megaflux/", &format!("{}/", root.display()));
-    manifest.push_str("\n[workspace]\n\n[profile.dev.package.\"*\"]\nopt-level = 2\n");
+    manifest.push_str("\n[workspace]\n\n");
+    manifest.push_str(&workspace_profiles(&root));
     for member in ["megaflux", "megaflux-probe", "megaflux-replay", "megaflux-tui"] {
-        manifest.push_str(&format!("[profile.dev.package.{member}]\nopt-level = 0\n"));
+        manifest.push_str(&format!(
+            "[profile.dev.package.{member}]\nopt-level = 0\ndebug = \"line-tables-only\"\n"
+        ));
     }
     std::fs::write(dir.join("Cargo.toml"), manifest).unwrap();
     std::fs::write(dir.join("src/main.rs"), &rust[0]).unwrap();
