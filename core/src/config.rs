@@ -156,6 +156,11 @@ pub fn chained(primary: u32, workers: usize, per_process: usize, usable: impl Fn
             .chain(next.clone())
             .filter(|w| *w != primary && usable(*w))
     };
+    // One process: every worker is the primary's own, and looking for another process
+    // would scan every worker for each bin.
+    if per_process >= workers {
+        return candidates().next().unwrap_or(NONE);
+    }
     candidates()
         .find(|w| !same_process(*w, primary, per_process))
         .or_else(|| candidates().next())

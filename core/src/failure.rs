@@ -42,6 +42,9 @@ pub struct Failures {
     /// Bins left without any replica, and the first time at which one was.
     lost: Mutex<(BTreeSet<u32>, Option<Time>)>,
     any_lost: AtomicBool,
+    /// Failures of other processes' workers, as their processes reported them (process 0's
+    /// membership), not yet passed on to the driver: each report is one new failure.
+    reported: Mutex<Vec<u32>>,
 }
 
 impl Failures {
@@ -54,6 +57,7 @@ impl Failures {
             failed_at: (0..workers).map(|_| AtomicU64::new(0)).collect(),
             lost: Mutex::default(),
             any_lost: AtomicBool::new(false),
+            reported: Mutex::default(),
         }
     }
 
@@ -183,15 +187,31 @@ impl Failures {
         Some((lost.0.iter().copied().collect(), lost.1?))
     }
 
-    /// Failed workers the driver has not been told of yet; each is returned once.
+    /// A worker of another process failed, as its process reports: the driver hears of it
+    /// through [`Failures::newly_failed`] here. (That process's own flags say whether the
+    /// worker is failed; this process only passes the news on, once per report.)
+    pub fn report(&self, worker: u32) {
+        if (worker as usize) < self.state.len()
+            && let Ok(mut reported) = self.reported.lock()
+        {
+            reported.push(worker);
+        }
+    }
+
+    /// Failed workers the driver has not been told of yet, this process's and those other
+    /// processes reported; each failure is returned once.
     pub fn newly_failed(&self) -> Vec<u32> {
-        (0..self.state.len() as u32)
+        let mut failed: Vec<u32> = (0..self.state.len() as u32)
             .filter(|w| {
                 self.state[*w as usize]
                     .compare_exchange(FAILED, FAILED | REPORTED, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok()
             })
-            .collect()
+            .collect();
+        if let Ok(mut reported) = self.reported.lock() {
+            failed.append(&mut reported);
+        }
+        failed
     }
 }
 

@@ -21,6 +21,7 @@ pub mod failure;
 pub mod harness;
 pub mod job;
 pub mod latency;
+pub mod membership;
 pub mod nexmark;
 pub mod operator;
 pub mod plan;

@@ -182,6 +182,10 @@ struct RunArgs {
     /// In a cluster, how long to wait for the other processes to connect before giving up.
     #[arg(long, value_name = "SECS", default_value_t = megaflux::harness::CLUSTER_WAIT.as_secs_f64(), value_parser = flags::duration)]
     cluster_wait: f64,
+    /// In a cluster, the port process 0 watches the others' liveness on (default: its
+    /// timely port + 1000).
+    #[arg(long, value_name = "PORT")]
+    coordinator_port: Option<u16>,
     /// Arguments for timely: -n PROCESSES -p INDEX -h HOSTFILE.
     #[arg(last = true, value_name = "TIMELY_ARGS")]
     timely: Vec<String>,
@@ -445,6 +449,7 @@ fn run_config(args: &RunArgs, dashboard: bool, job: &dyn AnyJob) -> Result<RunCo
         output: args.output.clone(),
         replace_output: args.force,
         cluster_wait: Duration::from_secs_f64(args.cluster_wait),
+        coordinator_port: args.coordinator_port,
         ..RunConfig::default()
     };
     let reads = matches!(job.input(&config), Takes::Input { .. }) && config.input.is_some();

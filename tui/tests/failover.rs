@@ -1,7 +1,7 @@
 //! High availability through the real binary: a worker failure with replicas changes no
 //! output and is reported; a failure without replicas, a panicking worker and a lost peer
 //! each stop the job with a clear message and a non-zero status, in one process and in a
-//! two-process cluster.
+//! two-process cluster; so does a process of a cluster that hangs.
 
 use std::time::{Duration, Instant};
 
@@ -212,26 +212,65 @@ fn a_cluster_stops_everywhere_when_a_worker_panics() {
     );
 }
 
-#[test]
-fn a_killed_peer_is_one_line_naming_it() {
-    let cluster = Cluster::new("kill");
+/// The two processes of `cluster` running [`LONG`], a while into the run: `(chosen, other)`.
+fn started_pair(cluster: &Cluster, chosen: usize) -> (std::process::Child, std::process::Child) {
     let p0 = cluster.spawn("0", LONG, "2");
-    let mut p1 = cluster.spawn("1", LONG, "2");
-    std::thread::sleep(Duration::from_secs(2));
-    p1.kill().unwrap();
-    let _ = p1.wait();
-    let started = Instant::now();
-    let out = p0.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let p1 = cluster.spawn("1", LONG, "2");
+    std::thread::sleep(Duration::from_secs(3));
+    if chosen == 1 { (p1, p0) } else { (p0, p1) }
+}
+
+/// The one `error` line of a process that stopped with status 1, and all it printed.
+fn the_error(out: &std::process::Output) -> (String, String) {
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error")).collect();
     assert_eq!(errors.len(), 1, "{stderr}");
-    assert!(
-        errors[0].contains(&format!("process 1 ({}) went away", cluster.addresses[1])),
-        "{stderr}"
-    );
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    assert!(started.elapsed() < Duration::from_secs(10));
+    (errors[0].to_string(), stderr)
+}
+
+#[test]
+fn a_killed_peer_is_one_line_naming_it() {
+    for killed in [1, 0] {
+        let cluster = Cluster::new(&format!("kill{killed}"));
+        let (mut gone, other) = started_pair(&cluster, killed);
+        gone.kill().unwrap();
+        let _ = gone.wait();
+        let started = Instant::now();
+        let (error, stderr) = the_error(&other.wait_with_output().unwrap());
+        let named = format!("process {killed} ({}) went away", cluster.addresses[killed]);
+        assert!(error.contains(&named), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+}
+
+/// `kill -SIGNAL pid`.
+fn signal(child: &std::process::Child, signal: &str) {
+    let sent = std::process::Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(sent.success(), "kill {signal} failed");
+}
+
+#[test]
+fn a_hung_process_is_caught_by_its_silence() {
+    // A stopped process keeps its connections open: timely alone would wait for it for ever.
+    for hung in [1, 0] {
+        let cluster = Cluster::new(&format!("hang{hung}"));
+        let (mut stopped, other) = started_pair(&cluster, hung);
+        signal(&stopped, "-STOP");
+        let out = other.wait_with_output().unwrap();
+        let _ = stopped.kill();
+        let _ = stopped.wait();
+        let (error, stderr) = the_error(&out);
+        let named = format!(
+            "process {hung} ({}) went away (silent for",
+            cluster.addresses[hung]
+        );
+        assert!(error.contains(&named), "{stderr}");
+    }
 }
 
 #[test]

@@ -109,6 +109,10 @@ pub struct RunConfig {
     /// ([`CLUSTER_WAIT`] unless set).
     #[serde(skip, default = "cluster_wait")]
     pub cluster_wait: Duration,
+    /// The port of process 0's membership coordinator (`--coordinator-port`; process 0's
+    /// timely port plus [`crate::membership::COORDINATOR_PORT_OFFSET`] unless set).
+    #[serde(skip)]
+    pub coordinator_port: Option<u16>,
 }
 
 /// How long a process of a cluster waits for the others to connect: processes started by
@@ -266,6 +270,7 @@ impl Default for RunConfig {
             output: None,
             replace_output: false,
             cluster_wait: CLUSTER_WAIT,
+            coordinator_port: None,
         }
     }
 }

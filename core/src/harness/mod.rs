@@ -6,6 +6,7 @@ mod collect;
 mod config;
 mod end;
 mod epochs;
+mod liveness;
 mod measure;
 mod plane;
 mod preload;
@@ -59,6 +60,10 @@ pub enum RunError {
         /// The communication error timely reported.
         cause: String,
     },
+    /// Process 0's coordinator refused this process (it runs another job, or its index is
+    /// taken).
+    #[error("process 0 refused this process: {0}")]
+    Refused(String),
     /// A failure left bins with no replica: the job stops rather than produce wrong output.
     #[error(
         "bins {} lost their last replica at time {time}: the job cannot produce their outputs, so it stopped",
@@ -199,6 +204,7 @@ pub fn run_job<J: Job + ?Sized>(
         .collect::<Vec<_>>()
         .join(", ");
     let abort = Abort::new(config.workers, addresses);
+    let liveness = liveness::Liveness::start(&config, &position, &abort, &failures)?;
     let config = Arc::new(config);
     let result: Arc<Mutex<Option<Summary>>> = Arc::default();
     let slot = Arc::clone(&result);
@@ -250,6 +256,9 @@ pub fn run_job<J: Job + ?Sized>(
     }
     for r in guards.join() {
         r.map_err(RunError::Worker)?;
+    }
+    if let Some(liveness) = &liveness {
+        liveness.finish();
     }
     let summary = result.lock().map(|mut s| s.take()).unwrap_or(None);
     Ok(summary)

@@ -1,0 +1,106 @@
+//! This process's part in its cluster's membership, wired to the run: a lost process stops
+//! the run (a hung one too, which timely alone would wait for for ever), and failures other
+//! processes detect reach the driver on process 0.
+
+use std::sync::{Arc, Weak};
+
+use crate::abort::Abort;
+use crate::failure::Failures;
+use crate::membership::{Coordinator, Event, Hello, Member, OnEvent, coordinator_address};
+
+use super::{Cluster, RunConfig, RunError};
+
+/// A cluster process's membership, until the run ends.
+pub(super) enum Liveness {
+    Coordinator(Coordinator),
+    Member(Member),
+}
+
+impl Liveness {
+    /// Starts this process's end of membership (none for one process).
+    pub(super) fn start(
+        config: &RunConfig,
+        cluster: &Cluster,
+        abort: &Arc<Abort>,
+        failures: &Arc<Failures>,
+    ) -> Result<Option<Self>, RunError> {
+        if cluster.addresses.len() < 2 {
+            return Ok(None);
+        }
+        let address = coordinator_address(&cluster.addresses, config.coordinator_port)
+            .map_err(|e| RunError::Timely(e.to_string()))?;
+        let on_event = on_event(
+            Arc::downgrade(abort),
+            Arc::clone(failures),
+            cluster.addresses.clone(),
+        );
+        let job = fingerprint(config);
+        let started = if cluster.process == 0 {
+            Coordinator::start(
+                &address,
+                job,
+                cluster.processes,
+                config.workers,
+                config.cluster_wait,
+                on_event,
+            )
+            .map(Liveness::Coordinator)
+        } else {
+            let hello = Hello {
+                job,
+                process: cluster.process,
+                processes: cluster.processes,
+            };
+            Member::start(
+                address,
+                hello,
+                config.cluster_wait,
+                Arc::clone(failures),
+                on_event,
+            )
+            .map(Liveness::Member)
+        };
+        started.map(Some).map_err(|e| RunError::Timely(e.to_string()))
+    }
+
+    /// The run ended normally here: the others are told, so that this process exiting is
+    /// not taken for a loss.
+    pub(super) fn finish(&self) {
+        match self {
+            Liveness::Coordinator(c) => c.finish(),
+            Liveness::Member(m) => m.finish(),
+        }
+    }
+}
+
+fn on_event(abort: Weak<Abort>, failures: Arc<Failures>, addresses: Vec<String>) -> OnEvent {
+    Arc::new(move |event| {
+        let Some(abort) = abort.upgrade() else { return };
+        match event {
+            Event::Lost { process, cause } => abort.stop(RunError::PeerLost {
+                process,
+                address: addresses.get(process).cloned().unwrap_or_default(),
+                cause,
+            }),
+            Event::Failed { worker } => failures.report(worker),
+            Event::Refused { reason } => abort.stop(RunError::Refused(reason)),
+        }
+    })
+}
+
+/// What every process of one job agrees on: a process started with another command is
+/// refused rather than let in to compute something else.
+fn fingerprint(config: &RunConfig) -> u64 {
+    let what = format!(
+        "{}|{}|{}|{}|{}|{}|{}|{:?}",
+        config.workload,
+        config.workers,
+        config.bins.count(),
+        config.replicas,
+        config.seed,
+        config.keys,
+        config.rate,
+        config.duration
+    );
+    xxhash_rust::xxh3::xxh3_64(what.as_bytes())
+}

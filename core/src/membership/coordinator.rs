@@ -1,0 +1,307 @@
+//! Process 0's end of membership: takes one connection from each other process, beats on
+//! each, and reports the processes that fall silent, drop their connection or never come.
+//!
+//! Connections that have not said hello yet are few and short-lived: each gets
+//! [`HELLO_WAIT`] to do so, and past [`MAX_PENDING`] of them the oldest is dropped, so that a
+//! flood of silent connections cannot keep a member out (a member says hello at once).
+
+use std::collections::VecDeque;
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::wire::{Frame, FrameReader, Read1, write_frame};
+use super::{Event, HEARTBEAT, MembershipError, OnEvent, SILENCE_LIMIT};
+
+/// How long a new connection has to say hello.
+const HELLO_WAIT: Duration = Duration::from_secs(1);
+/// Connections waiting to say hello, at most.
+const MAX_PENDING: usize = 32;
+/// How long a write to a member may block (a hung member's full socket must not stall the
+/// beats to the others).
+const WRITE_WAIT: Duration = Duration::from_millis(200);
+
+/// What the coordinator knows of one process.
+enum Slot {
+    /// Not connected yet.
+    Waiting,
+    /// Connected and heard recently; the stream is for writing.
+    Live(TcpStream),
+    /// Said bye, or was lost: nothing more is expected of it.
+    Gone,
+}
+
+struct State {
+    job: u64,
+    processes: usize,
+    workers: usize,
+    slots: Mutex<Vec<Slot>>,
+    pending: Mutex<VecDeque<(u64, TcpStream)>>,
+    done: AtomicBool,
+    on_event: OnEvent,
+    address: String,
+}
+
+/// Process 0's membership: watches the other processes until dropped or finished.
+pub struct Coordinator {
+    state: Arc<State>,
+}
+
+impl Coordinator {
+    /// Listens at `address` for the other `processes - 1` processes of job `job` (whose
+    /// processes run `workers` workers each), which must connect within `wait`.
+    pub fn start(
+        address: &str,
+        job: u64,
+        processes: usize,
+        workers: usize,
+        wait: Duration,
+        on_event: OnEvent,
+    ) -> Result<Self, MembershipError> {
+        let listen = |cause: String| MembershipError::Listen {
+            address: address.to_string(),
+            cause,
+        };
+        let listener = TcpListener::bind(address).map_err(|e| listen(e.to_string()))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| listen(e.to_string()))?;
+        let mut slots: Vec<Slot> = (0..processes).map(|_| Slot::Waiting).collect();
+        if let Some(first) = slots.first_mut() {
+            *first = Slot::Gone;
+        }
+        let state = Arc::new(State {
+            job,
+            processes,
+            workers,
+            slots: Mutex::new(slots),
+            pending: Mutex::default(),
+            done: AtomicBool::new(false),
+            on_event,
+            address: address.to_string(),
+        });
+        let accepting = Arc::clone(&state);
+        spawn("megaflux-coordinator", move || accept(&accepting, listener))?;
+        let beating = Arc::clone(&state);
+        spawn("megaflux-beats", move || beat(&beating, Instant::now(), wait))?;
+        Ok(Coordinator { state })
+    }
+
+    /// The run ended normally here: tells every member, and stops watching.
+    pub fn finish(&self) {
+        self.state.done.store(true, Ordering::Release);
+        if let Ok(mut slots) = self.state.slots.lock() {
+            for slot in slots.iter_mut() {
+                if let Slot::Live(stream) = slot {
+                    let _ = write_frame(stream, &Frame::Bye);
+                }
+                *slot = Slot::Gone;
+            }
+        }
+    }
+}
+
+impl Drop for Coordinator {
+    fn drop(&mut self) {
+        self.state.done.store(true, Ordering::Release);
+    }
+}
+
+pub(super) fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<(), MembershipError> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .map(drop)
+        .map_err(|e| MembershipError::Thread(e.to_string()))
+}
+
+/// Takes connections until the coordinator is done; each gets a thread of its own.
+fn accept(state: &Arc<State>, listener: TcpListener) {
+    let mut next_id = 0u64;
+    while !state.done.load(Ordering::Acquire) {
+        let stream = match listener.accept() {
+            Ok((stream, _)) => stream,
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+        };
+        let id = next_id;
+        next_id += 1;
+        let ready = stream.set_nonblocking(false).is_ok()
+            && stream.set_read_timeout(Some(HEARTBEAT)).is_ok()
+            && stream.set_write_timeout(Some(WRITE_WAIT)).is_ok();
+        let Ok(kept) = stream.try_clone() else { continue };
+        if !ready {
+            continue;
+        }
+        if let Ok(mut pending) = state.pending.lock() {
+            pending.push_back((id, kept));
+            while pending.len() > MAX_PENDING {
+                if let Some((_, oldest)) = pending.pop_front() {
+                    let _ = oldest.shutdown(Shutdown::Both);
+                }
+            }
+        }
+        let serving = Arc::clone(state);
+        let _ = spawn("megaflux-member", move || serve(&serving, id, stream));
+    }
+}
+
+/// Serves one connection: its hello, then its beats, failures and bye.
+fn serve(state: &State, id: u64, mut stream: TcpStream) {
+    let mut reader = FrameReader::default();
+    let hello = hello(state, &mut reader, &mut stream);
+    if let Ok(mut pending) = state.pending.lock() {
+        pending.retain(|(p, _)| *p != id);
+    }
+    let Some((process, early)) = hello else {
+        return;
+    };
+    let mut heard = Instant::now();
+    let mut frames: VecDeque<Frame> = early.into();
+    loop {
+        while let Some(frame) = frames.pop_front() {
+            heard = Instant::now();
+            match frame {
+                Frame::Failed { worker } if worker as usize / state.workers.max(1) == process => {
+                    (state.on_event)(Event::Failed { worker });
+                }
+                Frame::Bye => {
+                    set_gone(state, process);
+                    return;
+                }
+                _ => {}
+            }
+        }
+        if state.done.load(Ordering::Acquire) {
+            return;
+        }
+        let cause = match reader.read(&mut stream) {
+            Ok(Read1::Frames(f)) => {
+                frames.extend(f);
+                if frames.is_empty() && heard.elapsed() > SILENCE_LIMIT {
+                    format!("silent for {} ms", heard.elapsed().as_millis())
+                } else {
+                    continue;
+                }
+            }
+            Ok(Read1::Closed) => "its connection closed".to_string(),
+            Err(e) => e.to_string(),
+        };
+        lose(state, process, cause);
+        return;
+    }
+}
+
+/// Reads a connection's hello and registers it; the process and any frames that came with
+/// the hello, or `None` (refused, silent, gone).
+fn hello(state: &State, reader: &mut FrameReader, stream: &mut TcpStream) -> Option<(usize, Vec<Frame>)> {
+    let since = Instant::now();
+    while since.elapsed() < HELLO_WAIT && !state.done.load(Ordering::Acquire) {
+        let mut frames = match reader.read(stream) {
+            Ok(Read1::Frames(f)) => f,
+            _ => return None,
+        };
+        if frames.is_empty() {
+            continue;
+        }
+        let Frame::Hello {
+            job,
+            process,
+            processes,
+        } = frames.remove(0)
+        else {
+            return None;
+        };
+        let process = process as usize;
+        let refuse = if job != state.job || processes as usize != state.processes {
+            Some(format!(
+                "process {process} runs another job than process 0 (check that every process runs the same command, with the same -n)"
+            ))
+        } else {
+            register(state, process, stream)
+        };
+        if let Some(reason) = refuse {
+            tracing::warn!(target: "megaflux::membership", process, %reason, "refused a member");
+            let _ = write_frame(stream, &Frame::Refused { reason });
+            return None;
+        }
+        return Some((process, frames));
+    }
+    None
+}
+
+/// Takes `process` in; why not, if it cannot be.
+fn register(state: &State, process: usize, stream: &TcpStream) -> Option<String> {
+    let Ok(mut slots) = state.slots.lock() else {
+        return Some("the coordinator's state was poisoned".into());
+    };
+    match slots.get_mut(process) {
+        Some(slot @ Slot::Waiting) => match stream.try_clone() {
+            Ok(writer) => {
+                *slot = Slot::Live(writer);
+                None
+            }
+            Err(e) => Some(format!("the coordinator cannot keep the connection: {e}")),
+        },
+        Some(_) if process == 0 => Some("process 0 is the coordinator's own".into()),
+        Some(_) => Some(format!("process {process} is connected already, or was lost")),
+        None => Some(format!(
+            "there is no process {process} in a cluster of {}",
+            state.processes
+        )),
+    }
+}
+
+fn set_gone(state: &State, process: usize) {
+    if let Ok(mut slots) = state.slots.lock()
+        && let Some(slot) = slots.get_mut(process)
+    {
+        *slot = Slot::Gone;
+    }
+}
+
+/// `process` is lost, unless it already said bye or the run is over.
+fn lose(state: &State, process: usize, cause: String) {
+    let Ok(mut slots) = state.slots.lock() else { return };
+    let Some(slot) = slots.get_mut(process) else {
+        return;
+    };
+    if matches!(slot, Slot::Gone) || state.done.load(Ordering::Acquire) {
+        return;
+    }
+    *slot = Slot::Gone;
+    drop(slots);
+    (state.on_event)(Event::Lost { process, cause });
+}
+
+/// Beats on every live member until done; processes that never connected within `wait`
+/// are lost.
+fn beat(state: &State, started: Instant, wait: Duration) {
+    while !state.done.load(Ordering::Acquire) {
+        std::thread::sleep(HEARTBEAT);
+        let mut never = Vec::new();
+        if let Ok(mut slots) = state.slots.lock() {
+            for (process, slot) in slots.iter_mut().enumerate() {
+                match slot {
+                    Slot::Live(stream) => {
+                        // A failed write shows up on the member's reader, as a close or silence.
+                        let _ = write_frame(stream, &Frame::Beat);
+                    }
+                    Slot::Waiting if started.elapsed() > wait => never.push(process),
+                    _ => {}
+                }
+            }
+        }
+        for process in never {
+            let cause = format!(
+                "it did not reach the coordinator at {} within {} s",
+                state.address,
+                wait.as_secs()
+            );
+            lose(state, process, cause);
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! The frames processes exchange about their liveness: a little-endian `u32` length, then a
+//! bincode [`Frame`] of at most [`MAX_FRAME`] bytes. A reader keeps partial frames across
+//! read timeouts, so that a slow peer's frame is never cut in two.
+
+use std::io::{self, Read, Write};
+
+use bincode::Options;
+use serde::{Deserialize, Serialize};
+
+/// The largest frame body a reader takes: every frame is a few bytes; anything longer is
+/// not from a megaflux process.
+pub const MAX_FRAME: usize = 4096;
+
+/// What one process tells another.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Frame {
+    /// A member's first frame: who it is, in which job.
+    Hello {
+        /// The job's fingerprint ([`super::fingerprint`]): members of another job are refused.
+        job: u64,
+        /// The member's process index (`-p`).
+        process: u32,
+        /// The number of processes it was started with (`-n`).
+        processes: u32,
+    },
+    /// The sender is alive.
+    Beat,
+    /// A worker of the sender's process failed without the driver knowing (its operators
+    /// stopped at an armed fail point, say).
+    Failed {
+        /// The failed worker's index.
+        worker: u32,
+    },
+    /// The sender's run ended normally: its connection closing next is not a loss.
+    Bye,
+    /// The coordinator refuses the member, and says why.
+    Refused {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// What is wrong with bytes that came in as a frame.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    /// A length past [`MAX_FRAME`].
+    #[error("a frame of {0} bytes (at most {MAX_FRAME}): not a megaflux process")]
+    TooLong(usize),
+    /// A body that is no frame.
+    #[error("a frame that does not decode ({0}): not a megaflux process")]
+    Garbled(String),
+}
+
+/// The frames' bincode settings; the limit bounds what a garbled length inside a body (a
+/// string's, say) can make a reader allocate.
+fn codec() -> impl Options {
+    bincode::options()
+        .with_fixint_encoding()
+        .with_limit(MAX_FRAME as u64)
+}
+
+/// Writes `frame`, length first.
+pub fn write_frame(out: &mut impl Write, frame: &Frame) -> io::Result<()> {
+    let body = codec()
+        .serialize(frame)
+        .map_err(|e| io::Error::other(e.to_string()))?;
+    let mut bytes = Vec::with_capacity(4 + body.len());
+    bytes.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    bytes.extend_from_slice(&body);
+    out.write_all(&bytes)?;
+    out.flush()
+}
+
+/// Frames from a stream, with what came of a partial frame kept between reads.
+#[derive(Default)]
+pub struct FrameReader {
+    buffer: Vec<u8>,
+}
+
+/// What one read gave.
+#[derive(Debug)]
+pub enum Read1 {
+    /// Whole frames that arrived (perhaps none, when the read timed out).
+    Frames(Vec<Frame>),
+    /// The peer closed the connection.
+    Closed,
+}
+
+impl FrameReader {
+    /// Reads once from `from` (which has a read timeout) and returns the whole frames so far.
+    /// A timeout is not an error: it returns no frames.
+    pub fn read(&mut self, from: &mut impl Read) -> Result<Read1, ReadError> {
+        let mut chunk = [0u8; 1024];
+        match from.read(&mut chunk) {
+            Ok(0) => return Ok(Read1::Closed),
+            Ok(n) => self.buffer.extend_from_slice(&chunk[..n]),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(ReadError::Io(e)),
+        }
+        let mut frames = Vec::new();
+        while let Some(head) = self.buffer.get(..4) {
+            let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+            if len > MAX_FRAME {
+                return Err(ReadError::Frame(FrameError::TooLong(len)));
+            }
+            let Some(body) = self.buffer.get(4..4 + len) else {
+                break;
+            };
+            let frame = codec()
+                .deserialize(body)
+                .map_err(|e| ReadError::Frame(FrameError::Garbled(e.to_string())))?;
+            frames.push(frame);
+            self.buffer.drain(..4 + len);
+        }
+        Ok(Read1::Frames(frames))
+    }
+}
+
+/// Why a connection's frames stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The connection failed.
+    #[error("{0}")]
+    Io(io::Error),
+    /// The bytes are no frames.
+    #[error(transparent)]
+    Frame(FrameError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A stream that hands out its bytes in the given pieces, then times out for ever.
+    struct Pieces(Vec<Vec<u8>>);
+
+    impl Read for Pieces {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if self.0.is_empty() {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let piece = self.0.remove(0);
+            let n = piece.len().min(buf.len());
+            buf[..n].copy_from_slice(&piece[..n]);
+            if n < piece.len() {
+                self.0.insert(0, piece[n..].to_vec());
+            }
+            Ok(n)
+        }
+    }
+
+    fn frames() -> Vec<Frame> {
+        vec![
+            Frame::Hello {
+                job: 7,
+                process: 2,
+                processes: 3,
+            },
+            Frame::Beat,
+            Frame::Failed { worker: 5 },
+            Frame::Refused {
+                reason: "another job".into(),
+            },
+            Frame::Bye,
+        ]
+    }
+
+    proptest! {
+        /// Frames cut anywhere come out whole and in order.
+        #[test]
+        fn frames_survive_any_cuts(cuts in proptest::collection::vec(1usize..9, 0..40)) {
+            let mut bytes = Vec::new();
+            for f in frames() {
+                write_frame(&mut bytes, &f).unwrap();
+            }
+            let mut pieces = Vec::new();
+            let mut rest = bytes.as_slice();
+            for c in cuts {
+                let c = c.min(rest.len());
+                pieces.push(rest[..c].to_vec());
+                rest = &rest[c..];
+            }
+            pieces.push(rest.to_vec());
+            let mut from = Pieces(pieces);
+            let mut reader = FrameReader::default();
+            let mut got = Vec::new();
+            for _ in 0..200 {
+                match reader.read(&mut from).unwrap() {
+                    Read1::Frames(f) => got.extend(f),
+                    Read1::Closed => break,
+                }
+            }
+            prop_assert_eq!(got, frames());
+        }
+
+        /// Arbitrary bytes give frames or an error, never a panic or a huge allocation.
+        #[test]
+        fn garbage_is_an_error_not_a_panic(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let mut from = Pieces(vec![bytes]);
+            let mut reader = FrameReader::default();
+            let _ = reader.read(&mut from);
+        }
+    }
+
+    #[test]
+    fn a_long_length_is_refused_before_its_body_arrives() {
+        let mut from = Pieces(vec![u32::MAX.to_le_bytes().to_vec()]);
+        let err = FrameReader::default().read(&mut from).unwrap_err();
+        assert!(err.to_string().contains("not a megaflux process"), "{err}");
+    }
+}

@@ -1,0 +1,185 @@
+//! Membership over loopback: the coordinator and its members each report the other lost
+//! when it drops its connection or falls silent, never when it said bye; failures a member's
+//! process detects reach the coordinator; another job's process is refused; and a flood of
+//! silent connections does not keep a member out.
+
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::sync::mpsc::{Receiver, channel};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use megaflux::failure::Failures;
+use megaflux::membership::wire::{Frame, write_frame};
+use megaflux::membership::{Coordinator, Event, Hello, Member, OnEvent};
+
+const JOB: u64 = 0xfeed;
+/// Long enough for any report on a loaded machine; reports come within about a second.
+const PATIENCE: Duration = Duration::from_secs(20);
+const WAIT: Duration = Duration::from_secs(30);
+
+fn events() -> (OnEvent, Receiver<Event>) {
+    let (send, receive) = channel();
+    let send = Mutex::new(send);
+    let on: OnEvent = Arc::new(move |e| {
+        if let Ok(s) = send.lock() {
+            let _ = s.send(e);
+        }
+    });
+    (on, receive)
+}
+
+fn free_address() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().to_string()
+}
+
+fn member(address: &str, process: usize, job: u64, failures: Arc<Failures>) -> (Member, Receiver<Event>) {
+    let (on, got) = events();
+    let hello = Hello {
+        job,
+        process,
+        processes: 3,
+    };
+    (
+        Member::start(address.to_string(), hello, WAIT, failures, on).unwrap(),
+        got,
+    )
+}
+
+/// A member that says hello by hand and then does what the test says.
+fn fake_member(address: &str, process: u32) -> TcpStream {
+    let mut s = TcpStream::connect(address).unwrap();
+    write_frame(
+        &mut s,
+        &Frame::Hello {
+            job: JOB,
+            process,
+            processes: 3,
+        },
+    )
+    .unwrap();
+    s
+}
+
+fn lost(event: Event) -> (usize, String) {
+    match event {
+        Event::Lost { process, cause } => (process, cause),
+        other => panic!("expected a loss, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_coordinator_reports_a_silent_member_a_closed_one_and_not_one_that_said_bye() {
+    let address = free_address();
+    let (on, got) = events();
+    let _c = Coordinator::start(&address, JOB, 3, 2, WAIT, on).unwrap();
+    // Process 1 says hello and nothing more: it hangs.
+    let _hung = fake_member(&address, 1);
+    // Process 2 beats a while, says bye, and goes.
+    let mut polite = fake_member(&address, 2);
+    for _ in 0..5 {
+        write_frame(&mut polite, &Frame::Beat).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    write_frame(&mut polite, &Frame::Bye).unwrap();
+    drop(polite);
+    let (process, cause) = lost(got.recv_timeout(PATIENCE).unwrap());
+    assert_eq!(process, 1);
+    assert!(cause.starts_with("silent for"), "{cause}");
+    // Nothing else: process 2 said bye.
+    assert!(got.recv_timeout(Duration::from_secs(2)).is_err());
+
+    let address = free_address();
+    let (on, got) = events();
+    let _c = Coordinator::start(&address, JOB, 3, 2, WAIT, on).unwrap();
+    let gone = fake_member(&address, 2);
+    drop(gone);
+    let (process, cause) = lost(got.recv_timeout(PATIENCE).unwrap());
+    assert_eq!((process, cause.as_str()), (2, "its connection closed"));
+}
+
+#[test]
+fn a_member_reports_process_0_silent_or_closed() {
+    for hang in [true, false] {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let (_m, got) = member(&address, 1, JOB, Arc::new(Failures::new(6)));
+        let (coordinator, _) = listener.accept().unwrap();
+        if !hang {
+            drop(coordinator);
+        }
+        let (process, cause) = lost(got.recv_timeout(PATIENCE).unwrap());
+        assert_eq!(process, 0);
+        if hang {
+            assert!(cause.starts_with("silent for"), "{cause}");
+        } else {
+            assert!(!cause.starts_with("silent"), "{cause}");
+        }
+    }
+}
+
+#[test]
+fn failures_of_other_processes_reach_the_driver_and_the_run_ends_quietly() {
+    let address = free_address();
+    let coordinator_failures = Arc::new(Failures::new(6));
+    let reported = Arc::clone(&coordinator_failures);
+    let (on, got) = events();
+    let on: OnEvent = Arc::new(move |e| {
+        if let Event::Failed { worker } = e {
+            reported.report(worker);
+        }
+        on(e)
+    });
+    let c = Coordinator::start(&address, JOB, 3, 2, WAIT, on).unwrap();
+    let failures1 = Arc::new(Failures::new(6));
+    let (m1, got1) = member(&address, 1, JOB, Arc::clone(&failures1));
+    let (m2, got2) = member(&address, 2, JOB, Arc::new(Failures::new(6)));
+    // Worker 3 (of process 1) fails by itself, twice, a rejoin between.
+    failures1.fail(3);
+    assert_eq!(got.recv_timeout(PATIENCE).unwrap(), Event::Failed { worker: 3 });
+    failures1.revive(3, 10);
+    failures1.fail(3);
+    assert_eq!(got.recv_timeout(PATIENCE).unwrap(), Event::Failed { worker: 3 });
+    assert_eq!(coordinator_failures.newly_failed(), vec![3, 3]);
+    // A member beats while its run goes on: a few silence limits pass without news.
+    assert!(got.recv_timeout(Duration::from_secs(3)).is_err());
+    m1.finish();
+    m2.finish();
+    drop((m1, m2));
+    assert!(got.recv_timeout(Duration::from_secs(3)).is_err());
+    c.finish();
+    assert!(got1.recv_timeout(Duration::from_secs(2)).is_err());
+    assert!(got2.recv_timeout(Duration::from_secs(2)).is_err());
+}
+
+#[test]
+fn another_jobs_process_is_refused_and_told_why() {
+    let address = free_address();
+    let (on, _got) = events();
+    let _c = Coordinator::start(&address, JOB, 3, 2, WAIT, on).unwrap();
+    let (_m, got) = member(&address, 1, JOB + 1, Arc::new(Failures::new(6)));
+    match got.recv_timeout(PATIENCE).unwrap() {
+        Event::Refused { reason } => assert!(reason.contains("another job"), "{reason}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn silent_connections_and_garbage_do_not_keep_a_member_out() {
+    let address = free_address();
+    let failures0 = Arc::new(Failures::new(6));
+    let (on, got) = events();
+    let _c = Coordinator::start(&address, JOB, 3, 2, WAIT, on).unwrap();
+    let mut crowd: Vec<TcpStream> = (0..100)
+        .filter_map(|_| TcpStream::connect(&address).ok())
+        .collect();
+    for s in crowd.iter_mut().take(20) {
+        let _ = s.write_all(&[0xff; 64]);
+    }
+    let failures1 = Arc::new(Failures::new(6));
+    let (_m, _) = member(&address, 1, JOB, Arc::clone(&failures1));
+    failures1.fail(2);
+    assert_eq!(got.recv_timeout(PATIENCE).unwrap(), Event::Failed { worker: 2 });
+    drop(failures0);
+}
