@@ -68,6 +68,8 @@ struct Outcome {
     placement: Vec<Replicas>,
     /// The output frontier where the job got stuck, if it did.
     stuck: Option<Vec<Time>>,
+    /// When stuck: per worker and operator, what it may hold capabilities for.
+    holds: Vec<String>,
 }
 
 fn run(op: Op, case: &Case, workers: usize, real: bool) -> Outcome {
@@ -86,6 +88,8 @@ fn run(op: Op, case: &Case, workers: usize, real: bool) -> Outcome {
     let stuck: Arc<Mutex<Option<Vec<Time>>>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
     let (stuck_sink, stop_all) = (Arc::clone(&stuck), Arc::clone(&stop));
+    let holds: Arc<Mutex<Vec<String>>> = Arc::default();
+    let holds_sink = Arc::clone(&holds);
     let case = Arc::new(case.clone());
     let (sink, held_sink, end_sink, shared) = (
         Arc::clone(&results),
@@ -165,6 +169,10 @@ fn run(op: Op, case: &Case, workers: usize, real: bool) -> Outcome {
         drop(control);
         while !probe.done() {
             if stop_all.load(Ordering::Acquire) {
+                let mut dump = holds_sink.lock().unwrap();
+                config
+                    .observers
+                    .each(|p| dump.push(format!("worker {index} {}: {:?}", p.name, (p.holds)())));
                 for dataflow in worker.installed_dataflows() {
                     worker.drop_dataflow(dataflow);
                 }
@@ -176,6 +184,23 @@ fn run(op: Op, case: &Case, workers: usize, real: bool) -> Outcome {
             let late = !shared.newly_failed().is_empty() || driver.pending();
             *end_sink.lock().unwrap() = (driver.placement().clone(), late);
         }
+        // A finished job holds nothing back: the mirror a stuck run is reported with says so.
+        config.observers.each(|p| {
+            let h = (p.holds)();
+            let held = [
+                h.outgoing,
+                h.pending_control,
+                h.held_records,
+                h.pending_work,
+                h.standby_held,
+            ];
+            if held.iter().any(Option::is_some) {
+                holds_sink
+                    .lock()
+                    .unwrap()
+                    .push(format!("worker {index} {} finished holding {h:?}", p.name));
+            }
+        });
         let mut held = held_sink.lock().unwrap();
         for (name, bin, hash) in common::holdings(&config) {
             held.entry((name, bin)).or_default().push((index as u32, hash));
@@ -201,6 +226,7 @@ fn run(op: Op, case: &Case, workers: usize, real: bool) -> Outcome {
         held: held.lock().unwrap().clone(),
         placement,
         stuck: stuck.lock().unwrap().clone(),
+        holds: holds.lock().unwrap().clone(),
     }
 }
 
@@ -489,10 +515,18 @@ fn check(op: Op, case: &Case, real: bool) -> Result<(), TestCaseError> {
         let got = run(op, case, workers, real);
         prop_assert!(
             got.stuck.is_none(),
-            "{:?}, {} workers: the job got stuck with its output frontier at {:?}",
+            "{:?}, {} workers: the job got stuck with its output frontier at {:?}; held:\n{}",
             op,
             workers,
-            got.stuck
+            got.stuck,
+            got.holds.join("\n")
+        );
+        prop_assert!(
+            got.holds.is_empty(),
+            "{:?}, {} workers:\n{}",
+            op,
+            workers,
+            got.holds.join("\n")
         );
         if let Some(lost) = &got.lost {
             // Only a second failure can take a bin's last replica.

@@ -47,7 +47,7 @@ use crate::failure::Failures;
 use crate::size::BinState;
 
 pub use native::{native_binary, native_unary};
-pub use observe::{BinSize, DigestSampler, Frontiers, Observers, OperatorProbe};
+pub use observe::{BinSize, DigestSampler, Frontiers, Holds, Observers, OperatorProbe};
 pub use transfer::DEFAULT_CHUNK_BYTES;
 
 /// A bin's user state plus the work it has scheduled for later times.
@@ -191,6 +191,9 @@ pub(crate) struct Local<S> {
     /// Bins F shipped away for good since S last looked, with the times of their scheduled
     /// work: that work now belongs to the new owner, and S forgets it here.
     pub(crate) departed: RefCell<Vec<(u32, BTreeSet<Time>)>>,
+    /// What F and S last held capabilities for (each sets its own fields at the end of its
+    /// activations), for the report of a job that stopped making progress.
+    pub(crate) holds: Cell<Holds>,
 }
 
 impl<S> Local<S> {
@@ -210,6 +213,26 @@ impl<S> Local<S> {
             awaiting: RefCell::default(),
             takeover_round: Cell::new(0),
             departed: RefCell::default(),
+            holds: Cell::default(),
+        }
+    }
+
+    /// What this operator may hold capabilities for on this worker, with its failure state.
+    pub(crate) fn holds(&self, failures: &Failures) -> Holds {
+        let done = self.done.get();
+        Holds {
+            done,
+            control: self.control.get(),
+            dead: self.dead.get(),
+            revive_at: self.revive_at.get(),
+            alive_at_done: self.alive_at(done, failures),
+            flagged: failures.is_failed(self.me),
+            failed: (
+                failures.times_failed(self.me),
+                self.stopped.get(),
+                self.ended.get(),
+            ),
+            ..self.holds.get()
         }
     }
 
@@ -326,7 +349,11 @@ where
         let local = Rc::clone(&local);
         move |bin: u32| local.history.borrow().latest()[bin as usize].role(me) == Some(Role::Standby)
     };
-    observe_table(config, name, &table, frontiers, standby);
+    let holds = {
+        let (local, failures) = (Rc::clone(&local), Arc::clone(&config.failures));
+        move || local.holds(&failures)
+    };
+    observe_table(config, name, &table, frontiers, standby, holds);
     let (routed, chunks) = route::build(
         name,
         data,
@@ -345,6 +372,7 @@ pub(crate) fn observe_table<S: BinState>(
     table: &BinTable<S>,
     frontiers: impl Fn() -> Frontiers + 'static,
     standby: impl Fn(u32) -> bool + 'static,
+    holds: impl Fn() -> Holds + 'static,
 ) {
     let sized = Rc::clone(table);
     let hashed = Rc::clone(table);
@@ -352,6 +380,7 @@ pub(crate) fn observe_table<S: BinState>(
     config.observers.register(OperatorProbe {
         name: name.to_string(),
         frontiers: Box::new(frontiers),
+        holds: Box::new(holds),
         digests: Box::new(move |out| {
             for (bin, held) in hashed.borrow().iter().enumerate() {
                 if let Some(b) = held {

@@ -78,7 +78,7 @@ where
             control: None,
         }
     };
-    super::observe_table(config, name, &table, frontiers, |_| false);
+    super::observe_table(config, name, &table, frontiers, |_| false, super::Holds::default);
     let mut work: Pending<Work<R>> = Pending::new();
     let mut batch = Vec::new();
     let mut produced = Vec::new();

@@ -39,6 +39,41 @@ pub type SizeSampler = Box<dyn Fn(&mut Vec<BinSize>)>;
 /// scheduled work): equal hashes on two workers mean byte-identical replicas.
 pub type DigestSampler = Box<dyn Fn(&mut Vec<(u32, u64)>)>;
 
+/// The first time of everything an operator may hold a capability for on one worker, and
+/// the failure state that decides when it lets go: what a job that stopped making progress
+/// is asked for. `None`: nothing of that kind is held.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Holds {
+    /// F: the first time with bins to ship or drop.
+    pub outgoing: Option<Time>,
+    /// F: the first control change not yet final.
+    pub pending_control: Option<Time>,
+    /// F: the first time of records held until the control frontier passes it.
+    pub held_records: Option<Time>,
+    /// F: the latest time at which a failure of this worker is final.
+    pub fail_final: Option<Time>,
+    /// F: the latest time of a failure of this worker heard of.
+    pub fail_seen: Option<Time>,
+    /// S: the first time with records, state or scheduled work to apply.
+    pub pending_work: Option<Time>,
+    /// S: the first time of a standby's outputs held for the primary's ack.
+    pub standby_held: Option<Time>,
+    /// S: every update before this time is applied here.
+    pub done: Time,
+    /// F's control frontier.
+    pub control: Time,
+    /// S stopped at a failure and holds nothing.
+    pub dead: bool,
+    /// The time from which a dead worker serves again.
+    pub revive_at: Option<Time>,
+    /// Whether the worker serves its bins at `done`.
+    pub alive_at_done: bool,
+    /// The process's shared failure flag for this worker.
+    pub flagged: bool,
+    /// Failures of this worker so far, those S stopped for, and those a rejoin ended.
+    pub failed: (u64, u64, u64),
+}
+
 /// One operator as observers see it.
 pub struct OperatorProbe {
     /// The operator's name as the job gave it (the `operator` of trace events).
@@ -49,6 +84,8 @@ pub struct OperatorProbe {
     pub sizes: SizeSampler,
     /// Reads the hash of every bin it holds here.
     pub digests: DigestSampler,
+    /// Reads what it may hold capabilities for here (see [`Holds`]).
+    pub holds: Box<dyn Fn() -> Holds>,
 }
 
 /// The operators of one worker, in the order they were built, and the time they spent

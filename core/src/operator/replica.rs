@@ -228,6 +228,11 @@ impl<O> Holding<O> {
     }
 
     /// Forgets everything (the worker failed).
+    /// The first time with outputs held, if any.
+    pub(crate) fn first_time(&self) -> Option<Time> {
+        self.held.keys().next().copied()
+    }
+
     pub(crate) fn clear(&mut self) {
         self.held.clear();
         self.acked.clear();

@@ -28,7 +28,7 @@ use timely::dataflow::operators::{Capability, InputCapability};
 use timely::progress::{Antichain, frontier::MutableAntichain};
 
 use super::transfer::{Encoded, StateChunk, encode};
-use super::{Local, StatefulConfig, TransferLog};
+use super::{Holds, Local, StatefulConfig, TransferLog};
 use crate::Time;
 use crate::bins::Bins;
 use crate::config::{ControlInst, NONE, Placement, all_transfers, next_placement};
@@ -154,6 +154,7 @@ where
             let mut chunks = chunks_out.activate();
             router.ship(|cap, chunk| chunks.session(cap).give(chunk));
             router.forget(data_frontier);
+            router.note_holds();
         }
     });
 
@@ -313,6 +314,19 @@ where
     fn route(&self, time: Time, records: impl Iterator<Item = R>, give: impl FnMut(Routed<R>)) {
         let history = self.local.history.borrow();
         route(history.at(time), self.bins, &self.bin_key, self.me, records, give);
+    }
+
+    /// Notes what F holds capabilities for, for a stuck job's report.
+    fn note_holds(&self) {
+        let holds = Holds {
+            outgoing: self.outgoing.keys().next().copied(),
+            pending_control: self.pending_control.keys().next().copied(),
+            held_records: self.held.keys().next().copied(),
+            fail_final: self.fail_final,
+            fail_seen: self.fail_seen,
+            ..self.local.holds.get()
+        };
+        self.local.holds.set(holds);
     }
 
     /// Ships (and drops) bins whose updates before their move time have all been applied

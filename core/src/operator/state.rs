@@ -38,7 +38,7 @@ use super::pending::Pending;
 use super::replica::{self, Ack, AckBoard, CHECK_REPLICAS, Holding, ack};
 use super::route::{DEST_SHIFT, Routed, order_key};
 use super::transfer::{Assembly, StateChunk, decode};
-use super::{Bin, Local, StatefulConfig, TakeoverLog};
+use super::{Bin, Holds, Local, StatefulConfig, TakeoverLog};
 use crate::Time;
 use crate::config::{NONE, Placement, Role};
 use crate::failure::Failures;
@@ -179,6 +179,12 @@ where
                 });
             }
             state.report_done(frontiers);
+            let holds = Holds {
+                pending_work: state.work.first_time(),
+                standby_held: state.holding.first_time(),
+                ..state.local.holds.get()
+            };
+            state.local.holds.set(holds);
         }
     });
 
