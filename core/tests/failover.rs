@@ -104,15 +104,7 @@ fn run(op: Op, case: &Case, workers: usize, real: bool) -> Outcome {
         config.failures = Arc::clone(&shared);
         let sink = Arc::clone(&sink);
         let (common::Inputs { left, right, control }, probe) = common::dataflow(worker, op, &config, sink);
-        let end = case
-            .left
-            .iter()
-            .chain(&case.right)
-            .map(|(t, _)| *t)
-            .chain(case.moves.iter().map(|m| m.0))
-            .max()
-            .unwrap_or(0)
-            + 1;
+        let end = common::last_time(&case.left, &case.right, case.moves.iter().map(|m| m.0)) + 1;
         // Only worker 0 sends control; it keeps it open until the data is complete, so that
         // failures late in the run are still noticed and handled.
         let mut control = (index == 0).then_some(control);
@@ -576,9 +568,17 @@ fn check(op: Op, case: &Case, real: bool) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// `PROPTEST_CASES` when set (for long runs), else `default`.
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(default)
+}
+
 proptest! {
     // Shrinking is bounded in time: a case that gets stuck costs `STUCK_AFTER` a try.
-    #![proptest_config(ProptestConfig { cases: 128, max_shrink_time: 120_000, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(128), max_shrink_time: 120_000, ..ProptestConfig::default() })]
 
     #[test]
     fn unary_sum_survives_a_failure_anywhere(case in arb_case()) {
@@ -606,7 +606,7 @@ proptest! {
     // 24 cases, not 128: about one run in 10,000 of the real plan driver on 4 workers with a
     // failure during a pipelined plan stalls (an open bug, issue 9's closing note); at 128
     // cases (768 runs) CI would fail on it about one time in 13. It goes to 128 with the fix.
-    #![proptest_config(ProptestConfig { cases: 24, max_shrink_time: 120_000, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(24), max_shrink_time: 120_000, ..ProptestConfig::default() })]
 
     #[test]
     fn the_plan_driver_survives_failures_during_plans_and_recoveries(case in arb_case()) {

@@ -22,6 +22,7 @@ mod observe;
 mod pending;
 mod replica;
 mod route;
+mod seed;
 mod state;
 pub mod transfer;
 
@@ -48,6 +49,7 @@ use crate::size::BinState;
 
 pub use native::{native_binary, native_unary};
 pub use observe::{BinSize, DigestSampler, Frontiers, Holds, Observers, OperatorProbe};
+pub use seed::Seed;
 pub use transfer::DEFAULT_CHUNK_BYTES;
 
 /// A bin's user state plus the work it has scheduled for later times.
@@ -106,6 +108,9 @@ pub struct StatefulConfig {
     pub failures: Arc<Failures>,
     /// When this worker's replicas first gave outputs in place of a failed primary.
     pub takeovers: TakeoverLog,
+    /// The bins this worker starts with, from a computation that stopped (a restart): each
+    /// must be one `initial` places here. `None`: every bin starts empty.
+    pub seed: Option<Arc<Seed>>,
 }
 
 /// A replica's first work in place of a failed one (its takeover): when, and the bin.
@@ -137,6 +142,7 @@ impl StatefulConfig {
             observers: Observers::default(),
             failures: Arc::new(Failures::new(workers)),
             takeovers: TakeoverLog::default(),
+            seed: None,
         }
     }
 
@@ -330,13 +336,32 @@ where
         "{name}: the initial placement must name one or two of the {peers} workers for each of the {} bins",
         config.bins.count()
     );
+    let mut seeded = config
+        .seed
+        .as_ref()
+        .map(|s| s.take::<S>(name))
+        .unwrap_or_default();
+    let seed_at = config.seed.as_ref().map_or(0, |s| s.at);
+    let scheduled = seed::scheduled(&seeded, seed_at);
     let table: BinTable<S> = Rc::new(RefCell::new(
         config
             .initial
             .iter()
-            .map(|r| r.holds(me).then(|| Bin::new(S::default())))
+            .enumerate()
+            .map(|(b, r)| {
+                r.holds(me).then(|| {
+                    seeded
+                        .remove(&(b as u32))
+                        .unwrap_or_else(|| Bin::new(S::default()))
+                })
+            })
             .collect(),
     ));
+    assert!(
+        seeded.is_empty(),
+        "{name}: worker {me} was seeded with bins {:?}, which the initial placement does not place there",
+        seeded.keys().collect::<Vec<_>>()
+    );
     let local = Rc::new(Local::new(me, &config.initial, Rc::clone(&table)));
     let frontiers = {
         let local = Rc::clone(&local);
@@ -362,7 +387,7 @@ where
         bin_key,
         Rc::clone(&local),
     );
-    state::build(name, routed, chunks, local, config, logic)
+    state::build(name, routed, chunks, local, config, scheduled, logic)
 }
 
 /// Registers an operator's bin table and frontiers with the job's observers.
@@ -376,11 +401,25 @@ pub(crate) fn observe_table<S: BinState>(
 ) {
     let sized = Rc::clone(table);
     let hashed = Rc::clone(table);
+    let handed = Rc::clone(table);
+    let handing = name.to_string();
     let label = name.to_string();
     config.observers.register(OperatorProbe {
         name: name.to_string(),
         frontiers: Box::new(frontiers),
         holds: Box::new(holds),
+        handout: Box::new(move || {
+            let mut out = std::collections::BTreeMap::new();
+            for (bin, held) in handed.borrow().iter().enumerate() {
+                if let Some(b) = held {
+                    match bincode::serialize(b) {
+                        Ok(bytes) => out.insert(bin as u32, bytes),
+                        Err(e) => panic!("{handing}: serializing bin {bin} failed: {e}"),
+                    };
+                }
+            }
+            out
+        }),
         digests: Box::new(move |out| {
             for (bin, held) in hashed.borrow().iter().enumerate() {
                 if let Some(b) = held {

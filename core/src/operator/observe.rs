@@ -86,6 +86,9 @@ pub struct OperatorProbe {
     pub digests: DigestSampler,
     /// Reads what it may hold capabilities for here (see [`Holds`]).
     pub holds: Box<dyn Fn() -> Holds>,
+    /// Every bin it holds here, encoded as it would travel (scheduled work included): what
+    /// a restart seeds a new computation with ([`super::Seed`]).
+    pub handout: Box<dyn Fn() -> std::collections::BTreeMap<u32, Vec<u8>>>,
 }
 
 /// The operators of one worker, in the order they were built, and the time they spent

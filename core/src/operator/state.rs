@@ -82,6 +82,7 @@ pub(crate) fn build<'s, R, S, O, L>(
     chunks: StreamVec<'s, Time, StateChunk>,
     local: Rc<Local<S>>,
     config: &StatefulConfig,
+    seeded: Vec<(Time, u32)>,
     logic: L,
 ) -> StreamVec<'s, Time, O>
 where
@@ -134,7 +135,15 @@ where
         seen: Seen::default(),
     };
     let busy = config.observers.busy();
-    builder.build(move |_initial_capabilities| {
+    builder.build(move |initial_capabilities| {
+        // Seeded bins' scheduled work, under capabilities kept from the start.
+        if let Some(&(first, _)) = seeded.first() {
+            let caps = initial_capabilities.iter().map(|c| c.delayed(&first)).collect();
+            state.work.arrived(first, || caps);
+            for (time, bin) in seeded {
+                state.work.later(time).scheduled.push(bin);
+            }
+        }
         move |frontiers| {
             let _timed = busy.activation();
             // In arrival order: each sender's channel delivers in order, and the records of a

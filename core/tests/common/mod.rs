@@ -199,6 +199,16 @@ pub fn join_logic(
     }
 }
 
+/// The last time of any record of `left` and `right` or of `more`.
+pub fn last_time(left: &[(Time, Rec)], right: &[(Time, Rec)], more: impl Iterator<Item = Time>) -> Time {
+    left.iter()
+        .chain(right)
+        .map(|(t, _)| *t)
+        .chain(more)
+        .max()
+        .unwrap_or(0)
+}
+
 /// The plain sequential meaning of each operator on `left` and `right`, outputs sorted per
 /// time. Append's depends on the order the job promises: per time and bin, by sending
 /// worker (record `i` is sent by worker `i mod workers`), then in the order each worker sent

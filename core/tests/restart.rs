@@ -1,0 +1,224 @@
+//! A computation stopped at a cut — every time before it applied — hands out its bins, and a
+//! new computation seeded with them goes on from the cut: for random records, random moves
+//! on both sides of the cut, one or two replicas, and operators with scheduled work, the
+//! outputs of the two together equal the sequential model's (nothing lost, nothing twice).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use megaflux::config::{NONE, Placement, Replicas};
+use megaflux::operator::Seed;
+use megaflux::{Bins, ControlInst, StatefulConfig, Time};
+use proptest::prelude::*;
+
+mod common;
+
+use common::{Op, Out, Rec, WINDOW, model};
+
+const BINS: usize = 16;
+
+/// What one worker of a stopped computation handed out: its seed, and its roles by bin.
+#[derive(Clone, Debug, Default)]
+struct Handed {
+    seed: Seed,
+    /// (operator, bin) -> whether this worker holds its standby.
+    roles: BTreeMap<(String, u32), bool>,
+}
+
+#[derive(Clone, Debug)]
+struct Case {
+    left: Vec<(Time, Rec)>,
+    right: Vec<(Time, Rec)>,
+    /// (time, bin, new primary).
+    moves: Vec<(Time, u32, u32)>,
+    cut: Time,
+}
+
+fn arb_case() -> impl Strategy<Value = Case> {
+    let rec = || (0u64..20, 1u64..100);
+    (
+        proptest::collection::vec((0u64..16, rec()), 0..60),
+        proptest::collection::vec((0u64..16, rec()), 0..30),
+        proptest::collection::vec((0u64..16, 0u32..BINS as u32, 0u32..4), 0..10),
+        1u64..16,
+    )
+        .prop_map(|(left, right, moves, cut)| Case {
+            left,
+            right,
+            moves,
+            cut,
+        })
+}
+
+/// Runs the times `[from, to)` of `case` on `workers` workers: from empty bins when `seeds`
+/// is empty, else from the seeds at `from` (with the placement they hold). Returns the
+/// outputs, and what every worker holds at the end.
+fn phase(
+    op: Op,
+    case: &Case,
+    workers: usize,
+    replicas: usize,
+    (from, to): (Time, Time),
+    seeds: Option<(Placement, Vec<Seed>)>,
+) -> (Vec<(Time, Out)>, Vec<Handed>) {
+    let outputs: Arc<Mutex<Vec<(Time, Out)>>> = Arc::default();
+    let handed: Arc<Mutex<Vec<Handed>>> = Arc::new(Mutex::new(vec![Handed::default(); workers]));
+    let case = Arc::new(case.clone());
+    let seeds = Arc::new(seeds);
+    let (sink, handed_sink) = (Arc::clone(&outputs), Arc::clone(&handed));
+    let guards = timely::execute(timely::Config::process(workers), move |worker| {
+        let (index, peers) = (worker.index(), worker.peers());
+        let bins = Bins::new(BINS).unwrap();
+        let mut config = if replicas > 1 {
+            StatefulConfig::replicated(bins, peers, peers)
+        } else {
+            StatefulConfig::uniform(bins, peers)
+        };
+        if let Some((placement, seeds)) = seeds.as_ref() {
+            config.initial = placement.clone();
+            config.seed = Some(Arc::new(seeds[index].clone()));
+        }
+        let (mut inputs, probe) = common::dataflow(worker, op, &config, Arc::clone(&sink));
+        for input in [&mut inputs.left, &mut inputs.right] {
+            input.advance_to(from);
+        }
+        inputs.control.advance_to(from);
+        for t in from..to {
+            for (i, (_, rec)) in case.left.iter().enumerate().filter(|(_, (rt, _))| *rt == t) {
+                if i % peers == index {
+                    inputs.left.send(*rec);
+                }
+            }
+            for (i, (_, rec)) in case.right.iter().enumerate().filter(|(_, (rt, _))| *rt == t) {
+                if i % peers == index {
+                    inputs.right.send(*rec);
+                }
+            }
+            if index == 0 {
+                for (_, bin, to) in case.moves.iter().filter(|(mt, _, _)| *mt == t) {
+                    let worker = to % peers as u32;
+                    inputs.control.send(ControlInst::Move { bin: *bin, worker });
+                }
+            }
+            for input in [&mut inputs.left, &mut inputs.right] {
+                input.advance_to(t + 1);
+            }
+            inputs.control.advance_to(t + 1);
+            worker.step();
+        }
+        if seeds.is_none() {
+            // The cut: every time before it applied everywhere, then hand out.
+            while probe.less_than(&to) {
+                worker.step();
+            }
+            let mut mine = Handed {
+                seed: Seed {
+                    at: to,
+                    bins: BTreeMap::new(),
+                },
+                roles: BTreeMap::new(),
+            };
+            config.observers.each(|p| {
+                mine.seed.bins.insert(p.name.clone(), (p.handout)());
+                let mut sizes = Vec::new();
+                (p.sizes)(&mut sizes);
+                for s in sizes {
+                    mine.roles.insert((p.name.clone(), s.bin), s.standby);
+                }
+            });
+            handed_sink.lock().unwrap()[index] = mine;
+            for dataflow in worker.installed_dataflows() {
+                worker.drop_dataflow(dataflow);
+            }
+            return;
+        }
+        drop(inputs);
+        while !probe.done() {
+            worker.step();
+        }
+    })
+    .expect("timely starts");
+    for r in guards.join() {
+        r.expect("a worker finished");
+    }
+    let outputs = std::mem::take(&mut *outputs.lock().unwrap());
+    let handed = std::mem::take(&mut *handed.lock().unwrap());
+    (outputs, handed)
+}
+
+/// The placement the handed-out bins hold: per bin, the worker without the standby flag is
+/// the primary, the one with it the standby (the same for every operator of the job).
+fn placement_of(handed: &[Handed]) -> Placement {
+    let mut placement = vec![
+        Replicas {
+            primary: NONE,
+            standby: NONE
+        };
+        BINS
+    ];
+    for (worker, h) in handed.iter().enumerate() {
+        for ((_, bin), standby) in &h.roles {
+            let r = &mut placement[*bin as usize];
+            if *standby {
+                r.standby = worker as u32;
+            } else {
+                r.primary = worker as u32;
+            }
+        }
+    }
+    placement
+}
+
+fn check(op: Op, case: &Case, workers: usize, replicas: usize) -> Result<(), TestCaseError> {
+    let moves = case.moves.iter().map(|m| m.0);
+    let end = common::last_time(&case.left, &case.right, moves).max(case.cut) + WINDOW + 1;
+    let (mut outputs, handed) = phase(op, case, workers, replicas, (0, case.cut), None);
+    let placement = placement_of(&handed);
+    prop_assert!(
+        placement.iter().all(|r| r.primary != NONE),
+        "every bin has a primary at the cut: {placement:?}"
+    );
+    let seeds = handed.into_iter().map(|h| h.seed).collect();
+    let (after, _) = phase(
+        op,
+        case,
+        workers,
+        replicas,
+        (case.cut, end),
+        Some((placement, seeds)),
+    );
+    outputs.extend(after);
+    let mut got: BTreeMap<Time, Vec<Out>> = BTreeMap::new();
+    for (t, o) in outputs {
+        got.entry(t).or_default().push(o);
+    }
+    for v in got.values_mut() {
+        v.sort_unstable();
+    }
+    let expected = model(op, &case.left, &case.right, workers);
+    prop_assert_eq!(
+        got,
+        expected,
+        "{:?} on {} workers, {} replicas",
+        op,
+        workers,
+        replicas
+    );
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn a_seeded_computation_goes_on_from_the_cut(case in arb_case(), workers in 1usize..4) {
+        for op in [Op::Sum, Op::Window, Op::Append, Op::Join] {
+            for replicas in [1, 2] {
+                if replicas == 2 && workers == 1 {
+                    continue;
+                }
+                check(op, &case, workers, replicas)?;
+            }
+        }
+    }
+}
