@@ -1,5 +1,6 @@
 //! `--output FILE`: every output of the job as one line of JSON (the record as serde
-//! serializes it), written by worker 0 of the first process, which every output is sent to.
+//! serializes it), written by worker 0 of the first process, which every output is sent to:
+//! the outputs of each logical time together, in time order, once all of them arrived.
 //!
 //! The stateful operators emit each output exactly once, whatever the migrations and
 //! failovers, so the file holds each exactly once too. Lines are written whole and flushed

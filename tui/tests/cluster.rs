@@ -223,3 +223,27 @@ fn a_missing_peer_is_named_after_the_wait() {
         "{stderr}"
     );
 }
+
+/// A process started with other settings than process 0 (here another `--output`, which
+/// changes the dataflow: timely alone would hang on the two) is refused, and says why.
+#[test]
+fn a_process_with_other_settings_is_refused() {
+    let cluster = Cluster::new("refused");
+    let output = cluster.dir.join("out.jsonl");
+    let mut job = JOB.to_vec();
+    let p0 = cluster.spawn("0", &job, "1");
+    job.extend(["--output", output.to_str().unwrap()]);
+    let p1 = cluster.spawn("1", &job, "1");
+    let (out0, out1) = (p0.wait_with_output().unwrap(), p1.wait_with_output().unwrap());
+    let (e0, e1) = (
+        String::from_utf8_lossy(&out0.stderr),
+        String::from_utf8_lossy(&out1.stderr),
+    );
+    assert_eq!(out1.status.code(), Some(1), "{e1}");
+    assert!(
+        e1.contains("process 0 refused this process: process 1 runs another job"),
+        "{e1}"
+    );
+    assert!(!out0.status.success(), "{e0}");
+    assert!(e0.contains("process 1"), "{e0}");
+}

@@ -172,6 +172,18 @@ fn check_counts(path: &Path, views: &BTreeMap<String, u64>) -> Vec<(String, u64)
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("`{l}` is not [user, count]: {e}")))
         .collect();
     assert_eq!(lines.len(), VIEWS, "one output line per view");
+    // The file reads as a log: times are written in order, so each user's counts come in
+    // order too, whichever worker emitted them (before and after a move or a takeover).
+    let mut in_file: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for (user, count) in &lines {
+        in_file.entry(user).or_default().push(*count);
+    }
+    for (user, counts) in &in_file {
+        assert!(
+            counts.windows(2).all(|w| w[0] < w[1]),
+            "{user}'s counts out of order: {counts:?}"
+        );
+    }
     lines.sort();
     let mut by_user: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
     for (user, count) in &lines {

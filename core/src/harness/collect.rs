@@ -4,8 +4,13 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
+use std::collections::BTreeMap;
+
 use timely::ExchangeData;
-use timely::dataflow::operators::{Exchange, Inspect, Probe};
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::{Capability, Exchange as _, Inspect, Probe};
 use timely::dataflow::{InputHandleVec, ProbeHandle, StreamVec};
 use timely::worker::Worker;
 
@@ -59,19 +64,7 @@ impl Digest {
             return;
         };
         counted.clone().probe_with(probe);
-        let last_time = Rc::clone(&self.last_time);
-        counted
-            .exchange(|_| 0)
-            .inspect_core(move |event| {
-                if let Ok((stamp, batch)) = event
-                    && let Some(&time) = stamp.least()
-                    && time <= last_time.get()
-                    && let Some(writer) = &writer
-                {
-                    writer.borrow_mut().write(batch.iter());
-                }
-            })
-            .probe_with(probe);
+        commit(counted, Rc::clone(&self.last_time), writer).probe_with(probe);
     }
 
     /// The run ended at logical time `last`: later outputs are not the run's.
@@ -83,6 +76,47 @@ impl Digest {
     pub(super) fn get(&self) -> (u64, u64) {
         *self.sums.borrow()
     }
+}
+
+/// Sends every output to worker 0, which writes the outputs of each time, in time order,
+/// once its input has passed that time: a time is *committed* when its lines are written,
+/// and never before all of its outputs arrived. (What the restart of a crashed cluster
+/// builds on: outputs of times not yet committed can be dropped and produced again.) The
+/// returned stream carries nothing; its frontier passes a time once that time is written.
+fn commit<'s, O: ExchangeData + Clone>(
+    outputs: StreamVec<'s, Time, O>,
+    last_time: Rc<Cell<Time>>,
+    writer: Option<Rc<RefCell<Sink>>>,
+) -> StreamVec<'s, Time, ()> {
+    outputs.unary_frontier::<CapacityContainerBuilder<Vec<()>>, _, _, _>(
+        Exchange::new(|_| 0),
+        "commit",
+        move |_cap, _info| {
+            let mut pending: BTreeMap<Time, (Capability<Time>, Vec<O>)> = BTreeMap::new();
+            move |(input, frontier), _output| {
+                input.for_each_stamp(|cap, batches| {
+                    let Some(&time) = cap.least() else { return };
+                    if time > last_time.get() || writer.is_none() {
+                        return;
+                    }
+                    let entry = pending
+                        .entry(time)
+                        .or_insert_with(|| (cap.delayed(&time, 0), Vec::new()));
+                    for batch in batches {
+                        entry.1.append(batch);
+                    }
+                });
+                while let Some(entry) = pending.first_entry()
+                    && !frontier.less_equal(entry.key())
+                {
+                    let (_cap, outputs) = entry.remove();
+                    if let Some(writer) = &writer {
+                        writer.borrow_mut().write(outputs.iter());
+                    }
+                }
+            }
+        },
+    )
 }
 
 /// Every worker's report, sent to worker 0 over timely itself, so that it also works across
@@ -136,5 +170,73 @@ impl Reports {
             step()?;
         }
         Ok(gathered.take())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use timely::dataflow::InputHandleVec;
+
+    use super::*;
+
+    /// Worker 0's output at time 1 reaches the sink before worker 1's at time 0: the file
+    /// still has time 0 first, because a time is written only once it is complete.
+    #[test]
+    fn times_are_written_in_order_once_complete() {
+        let dir = tempfile_dir();
+        let path = dir.join("out.jsonl");
+        let sink = Sink::create(&path, true).unwrap();
+        let sink = Arc::new(std::sync::Mutex::new(Some(sink)));
+        let arrived = Arc::new(AtomicBool::new(false));
+        let guards = timely::execute(timely::Config::process(2), move |worker| {
+            let index = worker.index();
+            let writer = (index == 0)
+                .then(|| sink.lock().unwrap().take().map(|s| Rc::new(RefCell::new(s))))
+                .flatten();
+            let mut input = InputHandleVec::<Time, String>::new();
+            let probe = ProbeHandle::new();
+            let (w, p) = (writer.clone(), probe.clone());
+            worker.dataflow::<Time, _, _>(|scope| {
+                commit(input.to_stream(scope), Rc::new(Cell::new(Time::MAX)), w).probe_with(&p);
+            });
+            if index == 0 {
+                input.advance_to(1);
+                input.send("one".to_string());
+                input.advance_to(2);
+                // Worker 0's sink takes its own record of time 1 in first.
+                for _ in 0..3 {
+                    worker.step();
+                }
+                arrived.store(true, Ordering::Release);
+            } else {
+                while !arrived.load(Ordering::Acquire) {
+                    worker.step();
+                }
+                input.send("zero".to_string());
+                input.advance_to(2);
+            }
+            drop(input);
+            while !probe.done() {
+                worker.step();
+            }
+            if let Some(w) = writer {
+                w.borrow_mut().finish().unwrap();
+            }
+        })
+        .unwrap();
+        for r in guards.join() {
+            r.unwrap();
+        }
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "\"zero\"\n\"one\"\n");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn tempfile_dir() -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("megaflux-commit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
     }
 }

@@ -27,8 +27,7 @@ impl Liveness {
         if cluster.addresses.len() < 2 {
             return Ok(None);
         }
-        let address = coordinator_address(&cluster.addresses, config.coordinator_port)
-            .map_err(|e| RunError::Timely(e.to_string()))?;
+        let address = coordinator_address(&cluster.addresses, config.coordinator_port)?;
         let on_event = on_event(
             Arc::downgrade(abort),
             Arc::clone(failures),
@@ -60,7 +59,7 @@ impl Liveness {
             )
             .map(Liveness::Member)
         };
-        started.map(Some).map_err(|e| RunError::Timely(e.to_string()))
+        Ok(Some(started?))
     }
 
     /// The run ended normally here: the others are told, so that this process exiting is
@@ -91,8 +90,11 @@ fn on_event(abort: Weak<Abort>, failures: Arc<Failures>, addresses: Vec<String>)
 /// What every process of one job agrees on: a process started with another command is
 /// refused rather than let in to compute something else.
 fn fingerprint(config: &RunConfig) -> u64 {
+    // What shapes the dataflow or its records: processes that differ in one of these build
+    // different dataflows (which timely would wait on for ever) or compute something else.
+    // Not the duration: a cluster drains, so processes may be given different lengths.
     let what = format!(
-        "{}|{}|{}|{}|{}|{}|{}|{:?}",
+        "{}|{}|{}|{}|{}|{}|{}|{:?}|{}|{}|{}",
         config.workload,
         config.workers,
         config.bins.count(),
@@ -100,7 +102,10 @@ fn fingerprint(config: &RunConfig) -> u64 {
         config.seed,
         config.keys,
         config.rate,
-        config.duration
+        config.epoch,
+        config.native,
+        config.input.is_some(),
+        config.output.is_some(),
     );
     xxhash_rust::xxh3::xxh3_64(what.as_bytes())
 }

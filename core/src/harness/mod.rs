@@ -64,6 +64,9 @@ pub enum RunError {
     /// taken).
     #[error("process 0 refused this process: {0}")]
     Refused(String),
+    /// The cluster's membership could not start (its coordinator cannot listen, say).
+    #[error(transparent)]
+    Membership(#[from] crate::membership::MembershipError),
     /// A failure left bins with no replica: the job stops rather than produce wrong output.
     #[error(
         "bins {} lost their last replica at time {time}: the job cannot produce their outputs, so it stopped",
