@@ -42,13 +42,17 @@ pub struct Cluster {
     pub dir: PathBuf,
     pub hostfile: PathBuf,
     pub addresses: [String; 2],
+    /// Process 0's membership port: a free one, rather than its timely port + 1000, which
+    /// another test's cluster might hold.
+    pub coordinator: String,
 }
 
 impl Cluster {
     pub fn new(name: &str) -> Self {
         let dir = std::env::temp_dir().join(format!("megaflux-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a scratch directory");
-        let addresses = free_ports::<2>().map(|p| format!("127.0.0.1:{p}"));
+        let [a, b, coordinator] = free_ports::<3>();
+        let addresses = [a, b].map(|p| format!("127.0.0.1:{p}"));
         let hostfile = dir.join("hosts.txt");
         let mut f = std::fs::File::create(&hostfile).expect("a host file");
         for a in &addresses {
@@ -58,6 +62,7 @@ impl Cluster {
             dir,
             hostfile,
             addresses,
+            coordinator: coordinator.to_string(),
         }
     }
 
@@ -65,7 +70,8 @@ impl Cluster {
     pub fn spawn(&self, process: &str, job: &[&str], workers: &str) -> Child {
         let mut args = job.to_vec();
         let host = self.hostfile.to_str().expect("a UTF-8 path");
-        args.extend(["--workers", workers, "--", "-n", "2", "-p", process, "-h", host]);
+        args.extend(["--workers", workers, "--coordinator-port", &self.coordinator]);
+        args.extend(["--", "-n", "2", "-p", process, "-h", host]);
         megaflux(&args).spawn().expect("a cluster process starts")
     }
 
