@@ -336,32 +336,7 @@ where
         "{name}: the initial placement must name one or two of the {peers} workers for each of the {} bins",
         config.bins.count()
     );
-    let mut seeded = config
-        .seed
-        .as_ref()
-        .map(|s| s.take::<S>(name))
-        .unwrap_or_default();
-    let seed_at = config.seed.as_ref().map_or(0, |s| s.at);
-    let scheduled = seed::scheduled(&seeded, seed_at);
-    let table: BinTable<S> = Rc::new(RefCell::new(
-        config
-            .initial
-            .iter()
-            .enumerate()
-            .map(|(b, r)| {
-                r.holds(me).then(|| {
-                    seeded
-                        .remove(&(b as u32))
-                        .unwrap_or_else(|| Bin::new(S::default()))
-                })
-            })
-            .collect(),
-    ));
-    assert!(
-        seeded.is_empty(),
-        "{name}: worker {me} was seeded with bins {:?}, which the initial placement does not place there",
-        seeded.keys().collect::<Vec<_>>()
-    );
+    let (table, scheduled) = seed::table::<S>(config, name, me);
     let local = Rc::new(Local::new(me, &config.initial, Rc::clone(&table)));
     let frontiers = {
         let local = Rc::clone(&local);

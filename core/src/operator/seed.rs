@@ -15,8 +15,11 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::Bin;
+use std::cell::RefCell;
+use std::rc::Rc;
+
 use super::transfer::decode;
+use super::{Bin, BinTable, StatefulConfig};
 use crate::Time;
 
 /// One worker's bins from a stopped computation, by operator name and bin.
@@ -45,9 +48,43 @@ impl Seed {
     }
 }
 
+/// Worker `me`'s table of `operator`'s bins as the job starts (each bin its initial
+/// placement puts here, seeded or empty), and the times of the seeded bins' scheduled work.
+pub(crate) fn table<S: Serialize + DeserializeOwned + Default>(
+    config: &StatefulConfig,
+    operator: &str,
+    me: u32,
+) -> (BinTable<S>, Vec<(Time, u32)>) {
+    let mut seeded = config
+        .seed
+        .as_ref()
+        .map(|s| s.take::<S>(operator))
+        .unwrap_or_default();
+    let at = config.seed.as_ref().map_or(0, |s| s.at);
+    let times = scheduled(&seeded, at);
+    let bins = config
+        .initial
+        .iter()
+        .enumerate()
+        .map(|(b, r)| {
+            r.holds(me).then(|| {
+                seeded
+                    .remove(&(b as u32))
+                    .unwrap_or_else(|| Bin::new(S::default()))
+            })
+        })
+        .collect();
+    assert!(
+        seeded.is_empty(),
+        "{operator}: worker {me} was seeded with bins {:?}, which the initial placement does not place there",
+        seeded.keys().collect::<Vec<_>>()
+    );
+    (Rc::new(RefCell::new(bins)), times)
+}
+
 /// The times of seeded bins' scheduled work, from `at` on (work scheduled before `at` was
 /// due while the old computation still ran; a time not yet fired then fires at `at`).
-pub(crate) fn scheduled<S>(bins: &BTreeMap<u32, Bin<S>>, at: Time) -> Vec<(Time, u32)> {
+fn scheduled<S>(bins: &BTreeMap<u32, Bin<S>>, at: Time) -> Vec<(Time, u32)> {
     let mut times: Vec<(Time, u32)> = bins
         .iter()
         .flat_map(|(bin, b)| b.scheduled.iter().map(move |t| ((*t).max(at), *bin)))
