@@ -95,21 +95,23 @@ fn fail_then_rejoin_in_turns(ops: &'static [Op]) -> Held {
         }
         barrier.wait();
         if index == 0 {
-            let c = control.as_mut().unwrap();
-            c.send(ControlInst::Fail { worker: 1 });
-            c.advance_to(5);
-            for _ in 0..20 {
-                worker.step();
+            // The failure, then the rejoin, each followed by one step of worker 1's.
+            let turns = [
+                (ControlInst::Fail { worker: 1 }, 5),
+                (ControlInst::Rejoin { worker: 1 }, 6),
+            ];
+            for (turn, (inst, next)) in turns.into_iter().enumerate() {
+                if turn > 0 {
+                    baton.wait(0);
+                }
+                let c = control.as_mut().unwrap();
+                c.send(inst);
+                c.advance_to(next);
+                for _ in 0..20 {
+                    worker.step();
+                }
+                baton.pass(1);
             }
-            baton.pass(1);
-            baton.wait(0);
-            let c = control.as_mut().unwrap();
-            c.send(ControlInst::Rejoin { worker: 1 });
-            c.advance_to(6);
-            for _ in 0..20 {
-                worker.step();
-            }
-            baton.pass(1);
         } else {
             baton.wait(1);
             worker.step();

@@ -383,29 +383,10 @@ pub(crate) fn observe_table<S: BinState>(
         name: name.to_string(),
         frontiers: Box::new(frontiers),
         holds: Box::new(holds),
-        handout: Box::new(move || {
-            let mut out = std::collections::BTreeMap::new();
-            for (bin, held) in handed.borrow().iter().enumerate() {
-                if let Some(b) = held {
-                    match bincode::serialize(b) {
-                        Ok(bytes) => out.insert(bin as u32, bytes),
-                        Err(e) => panic!("{handing}: serializing bin {bin} failed: {e}"),
-                    };
-                }
-            }
-            out
-        }),
+        handout: Box::new(move || encoded(&handing, &handed).collect()),
+        // The digest hashes each bin as it would travel.
         digests: Box::new(move |out| {
-            for (bin, held) in hashed.borrow().iter().enumerate() {
-                if let Some(b) = held {
-                    // The digest hashes the bin as it would travel.
-                    let bytes = match bincode::serialize(b) {
-                        Ok(bytes) => bytes,
-                        Err(e) => panic!("{label}: serializing bin {bin} failed: {e}"),
-                    };
-                    out.push((bin as u32, crate::bins::hash_key(&bytes)));
-                }
-            }
+            out.extend(encoded(&label, &hashed).map(|(bin, bytes)| (bin, crate::bins::hash_key(&bytes))));
         }),
         sizes: Box::new(move |out| {
             for (bin, held) in sized.borrow().iter().enumerate() {
@@ -420,6 +401,27 @@ pub(crate) fn observe_table<S: BinState>(
             }
         }),
     });
+}
+
+/// Every bin `table` holds, encoded as it travels (a type whose encoding fails is a bug in
+/// the operator's state type).
+fn encoded<'a, S: BinState>(
+    operator: &'a str,
+    table: &'a BinTable<S>,
+) -> impl Iterator<Item = (u32, Vec<u8>)> + 'a {
+    let table = table.borrow();
+    let held: Vec<(u32, Vec<u8>)> = table
+        .iter()
+        .enumerate()
+        .filter_map(|(bin, held)| {
+            let b = held.as_ref()?;
+            match bincode::serialize(b) {
+                Ok(bytes) => Some((bin as u32, bytes)),
+                Err(e) => panic!("{operator}: serializing bin {bin} failed: {e}"),
+            }
+        })
+        .collect();
+    held.into_iter()
 }
 
 /// A record of either input of a binary operator.

@@ -18,7 +18,6 @@ use serde::de::DeserializeOwned;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use super::transfer::decode;
 use super::{Bin, BinTable, StatefulConfig};
 use crate::Time;
 
@@ -40,7 +39,7 @@ impl Seed {
             return BTreeMap::new();
         };
         bins.iter()
-            .map(|(bin, bytes)| match decode::<Bin<S>>(vec![bytes.clone()]) {
+            .map(|(bin, bytes)| match bincode::deserialize::<Bin<S>>(bytes) {
                 Ok(decoded) => (*bin, decoded),
                 Err(e) => panic!("{operator}: seeded bin {bin} does not decode: {e}"),
             })
