@@ -1,9 +1,13 @@
 //! A computation stopped at a cut — every time before it applied — hands out its bins, and a
-//! new computation seeded with them goes on from the cut: for random records, random moves
-//! on both sides of the cut, one or two replicas, and operators with scheduled work, the
-//! outputs of the two together equal the sequential model's (nothing lost, nothing twice).
+//! new computation seeded with them goes on from the committed frontier `C` at or before
+//! the cut, as a crashed cluster's survivors do: the first computation's outputs before `C`
+//! count (the sink wrote them), the rest do not, and the second is sent every record from
+//! `C` on again. For random records, random moves on both sides of the cut and of `C`, one
+//! or two replicas, and operators with scheduled work, the counted outputs of the two
+//! together equal the sequential model's (nothing lost, nothing twice).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use megaflux::config::{NONE, Placement, Replicas};
@@ -32,6 +36,8 @@ struct Case {
     /// (time, bin, new primary).
     moves: Vec<(Time, u32, u32)>,
     cut: Time,
+    /// The committed frontier at the cut: at or before it.
+    committed: Time,
 }
 
 fn arb_case() -> impl Strategy<Value = Case> {
@@ -41,18 +47,21 @@ fn arb_case() -> impl Strategy<Value = Case> {
         proptest::collection::vec((0u64..16, rec()), 0..30),
         proptest::collection::vec((0u64..16, 0u32..BINS as u32, 0u32..4), 0..10),
         1u64..16,
+        0u64..16,
     )
-        .prop_map(|(left, right, moves, cut)| Case {
+        .prop_map(|(left, right, moves, cut, behind)| Case {
             left,
             right,
             moves,
             cut,
+            committed: cut.saturating_sub(behind),
         })
 }
 
-/// Runs the times `[from, to)` of `case` on `workers` workers: from empty bins when `seeds`
-/// is empty, else from the seeds at `from` (with the placement they hold). Returns the
-/// outputs, and what every worker holds at the end.
+/// Runs the times `[from, to)` of `case` on `workers` workers, keeping outputs from the
+/// case's committed frontier on: from empty bins when `seeds` is empty, else from the seeds
+/// at `from` (with the placement they hold; the moves before the cut were made before
+/// them). Returns the outputs, and what every worker holds at the end.
 fn phase(
     op: Op,
     case: &Case,
@@ -74,6 +83,7 @@ fn phase(
         } else {
             StatefulConfig::uniform(bins, peers)
         };
+        config.committed = Some(Arc::new(AtomicU64::new(case.committed)));
         if let Some((placement, seeds)) = seeds.as_ref() {
             config.initial = placement.clone();
             config.seed = Some(Arc::new(seeds[index].clone()));
@@ -94,7 +104,7 @@ fn phase(
                     inputs.right.send(*rec);
                 }
             }
-            if index == 0 {
+            if index == 0 && (seeds.is_none() || t >= case.cut) {
                 for (_, bin, to) in case.moves.iter().filter(|(mt, _, _)| *mt == t) {
                     let worker = to % peers as u32;
                     inputs.control.send(ControlInst::Move { bin: *bin, worker });
@@ -113,7 +123,7 @@ fn phase(
             }
             let mut mine = Handed {
                 seed: Seed {
-                    at: to,
+                    at: case.committed,
                     bins: BTreeMap::new(),
                 },
                 roles: BTreeMap::new(),
@@ -173,6 +183,8 @@ fn check(op: Op, case: &Case, workers: usize, replicas: usize) -> Result<(), Tes
     let moves = case.moves.iter().map(|m| m.0);
     let end = common::last_time(&case.left, &case.right, moves).max(case.cut) + WINDOW + 1;
     let (mut outputs, handed) = phase(op, case, workers, replicas, (0, case.cut), None);
+    // The sink had written the times before the committed frontier, and no later one.
+    outputs.retain(|(t, _)| *t < case.committed);
     let placement = placement_of(&handed);
     prop_assert!(
         placement.iter().all(|r| r.primary != NONE),
@@ -184,7 +196,7 @@ fn check(op: Op, case: &Case, workers: usize, replicas: usize) -> Result<(), Tes
         case,
         workers,
         replicas,
-        (case.cut, end),
+        (case.committed, end),
         Some((placement, seeds)),
     );
     outputs.extend(after);

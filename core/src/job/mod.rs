@@ -186,7 +186,7 @@ impl<'s> Operators<'s> {
     where
         R: ExchangeData + Clone,
         S: BinState,
-        O: Clone + 'static,
+        O: Clone + serde::Serialize + serde::de::DeserializeOwned + 'static,
         K: Fn(&R) -> u64 + 'static,
         L: FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>) + 'static,
     {
@@ -212,7 +212,7 @@ impl<'s> Operators<'s> {
         R1: ExchangeData + Clone,
         R2: ExchangeData + Clone,
         S: BinState,
-        O: Clone + 'static,
+        O: Clone + serde::Serialize + serde::de::DeserializeOwned + 'static,
         K1: Fn(&R1) -> u64 + 'static,
         K2: Fn(&R2) -> u64 + 'static,
         L: FnMut(Time, &mut Bin<S>, &mut Vec<R1>, &mut Vec<R2>, &mut Vec<O>) + 'static,

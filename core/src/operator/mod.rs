@@ -30,6 +30,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
 use rustc_hash::FxHashSet;
@@ -61,6 +62,15 @@ pub struct Bin<S> {
     /// The user's state for the keys of this bin.
     pub state: S,
     scheduled: BTreeSet<Time>,
+    /// The outputs this copy gave at each time from the committed frontier on, encoded
+    /// (kept only when [`StatefulConfig::committed`] is set): what a restart gives again
+    /// for the times the sink had not yet committed (see `operator/seed.rs`).
+    #[serde(default)]
+    kept: std::collections::BTreeMap<Time, Vec<u8>>,
+    /// Every update before it is in `state` (set when a restart hands the bin out): S drops
+    /// the bin's records before it and gives its kept outputs instead.
+    #[serde(default)]
+    resume: Time,
     #[serde(skip)]
     fresh: Vec<Time>,
 }
@@ -70,6 +80,8 @@ impl<S> Bin<S> {
         Bin {
             state,
             scheduled: BTreeSet::new(),
+            kept: std::collections::BTreeMap::new(),
+            resume: 0,
             fresh: Vec::new(),
         }
     }
@@ -111,6 +123,10 @@ pub struct StatefulConfig {
     /// The bins this worker starts with, from a computation that stopped (a restart): each
     /// must be one `initial` places here. `None`: every bin starts empty.
     pub seed: Option<Arc<Seed>>,
+    /// The committed frontier of a job that can restart after a crash: every output at a
+    /// time before it is written for good. `Some`: every copy of a bin keeps its outputs
+    /// from this time on, for a restart to give again; `None`: outputs are not kept.
+    pub committed: Option<Arc<AtomicU64>>,
 }
 
 /// A replica's first work in place of a failed one (its takeover): when, and the bin.
@@ -143,6 +159,7 @@ impl StatefulConfig {
             failures: Arc::new(Failures::new(workers)),
             takeovers: TakeoverLog::default(),
             seed: None,
+            committed: None,
         }
     }
 
@@ -176,6 +193,10 @@ pub(crate) struct Local<S> {
     pub(crate) table: BinTable<S>,
     pub(crate) history: RefCell<History>,
     pub(crate) done: Cell<Time>,
+    /// Every time before it was applied here: raised as soon as S applied a time, before
+    /// its outputs leave (a restart hands out this, with `done`, as the resume point: a
+    /// crash can interrupt S between applying a time and reporting it done).
+    pub(crate) applied: Cell<Time>,
     pub(crate) control: Cell<Time>,
     pub(crate) route: RefCell<Option<timely::scheduling::Activator>>,
     pub(crate) state: RefCell<Option<timely::scheduling::Activator>>,
@@ -209,6 +230,7 @@ impl<S> Local<S> {
             table,
             history: RefCell::new(History::new(initial.clone())),
             done: Cell::new(0),
+            applied: Cell::new(0),
             control: Cell::new(0),
             route: RefCell::new(None),
             state: RefCell::new(None),
@@ -320,7 +342,7 @@ pub fn stateful_unary<'s, R, S, O, K, L>(
 where
     R: ExchangeData + Clone,
     S: BinState,
-    O: Clone + 'static,
+    O: Clone + Serialize + DeserializeOwned + 'static,
     K: Fn(&R) -> u64 + 'static,
     L: FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>) + 'static,
 {
@@ -353,7 +375,11 @@ where
         let (local, failures) = (Rc::clone(&local), Arc::clone(&config.failures));
         move || local.holds(&failures)
     };
-    observe_table(config, name, &table, frontiers, standby, holds);
+    let applied = {
+        let local = Rc::clone(&local);
+        move || local.applied.get().max(local.done.get())
+    };
+    observe_table(config, name, &table, frontiers, standby, holds, applied);
     let (routed, chunks) = route::build(
         name,
         data,
@@ -373,6 +399,7 @@ pub(crate) fn observe_table<S: BinState>(
     frontiers: impl Fn() -> Frontiers + 'static,
     standby: impl Fn(u32) -> bool + 'static,
     holds: impl Fn() -> Holds + 'static,
+    applied: impl Fn() -> Time + 'static,
 ) {
     let sized = Rc::clone(table);
     let hashed = Rc::clone(table);
@@ -383,7 +410,13 @@ pub(crate) fn observe_table<S: BinState>(
         name: name.to_string(),
         frontiers: Box::new(frontiers),
         holds: Box::new(holds),
-        handout: Box::new(move || encoded(&handing, &handed).collect()),
+        handout: Box::new(move || {
+            let applied = applied();
+            for bin in handed.borrow_mut().iter_mut().flatten() {
+                bin.resume = bin.resume.max(applied);
+            }
+            encoded(&handing, &handed).collect()
+        }),
         // The digest hashes each bin as it would travel.
         digests: Box::new(move |out| {
             out.extend(encoded(&label, &hashed).map(|(bin, bytes)| (bin, crate::bins::hash_key(&bytes))));
@@ -451,7 +484,7 @@ where
     R1: ExchangeData + Clone,
     R2: ExchangeData + Clone,
     S: BinState,
-    O: Clone + 'static,
+    O: Clone + Serialize + DeserializeOwned + 'static,
     K1: Fn(&R1) -> u64 + 'static,
     K2: Fn(&R2) -> u64 + 'static,
     L: FnMut(Time, &mut Bin<S>, &mut Vec<R1>, &mut Vec<R2>, &mut Vec<O>) + 'static,

@@ -78,7 +78,8 @@ where
             control: None,
         }
     };
-    super::observe_table(config, name, &table, frontiers, |_| false, super::Holds::default);
+    // A native run cannot restart: its bins are handed out with no resume point.
+    super::observe_table(config, name, &table, frontiers, |_| false, super::Holds::default, || 0);
     let mut work: Pending<Work<R>> = Pending::new();
     let mut batch = Vec::new();
     let mut produced = Vec::new();

@@ -86,8 +86,10 @@ pub struct OperatorProbe {
     pub digests: DigestSampler,
     /// Reads what it may hold capabilities for here (see [`Holds`]).
     pub holds: Box<dyn Fn() -> Holds>,
-    /// Every bin it holds here, encoded as it would travel (scheduled work included): what
-    /// a restart seeds a new computation with ([`super::Seed`]).
+    /// Every bin it holds here, encoded as it would travel (scheduled work and kept outputs
+    /// included), each marked with its resume point (the time its S applied up to): what a
+    /// restart seeds a new computation with ([`super::Seed`]). Call it once the worker no
+    /// longer steps the computation.
     pub handout: Box<dyn Fn() -> std::collections::BTreeMap<u32, Vec<u8>>>,
 }
 

@@ -1,14 +1,28 @@
-//! Bins a worker starts a computation with, handed out by a computation that stopped: the
-//! first piece of a restart, which takes the surviving replicas of a crashed cluster into a
-//! new timely computation instead of starting from empty state.
+//! Bins a worker starts a computation with, handed out by a computation that stopped: what
+//! a restart takes the surviving replicas of a crashed cluster into a new timely computation
+//! with, instead of starting from empty state.
 //!
 //! A stateful operator hands out every bin it holds ([`super::OperatorProbe::handout`]:
-//! each bin encoded as it would travel, its scheduled work included) and takes its seeded
-//! bins back when it is built ([`super::StatefulConfig::seed`]), before anything runs, so
-//! that F ships a seeded bin whatever the time of its first move. The invariant a restart
-//! keeps with it: a bin handed out by a worker whose S had applied exactly the times before
-//! `at`, seeded into an operator whose inputs start at `at`, gives the same outputs from `at`
-//! on as the computation that was not stopped.
+//! each bin encoded as it would travel, its scheduled work and kept outputs included, and
+//! marked with its resume point, the time its worker's S had applied up to) and takes its seeded bins back when it is
+//! built ([`super::StatefulConfig::seed`]), before anything runs, so that F ships a seeded
+//! bin whatever the time of its first move.
+//!
+//! **Exactly once across a restart.** The invariant: with the outputs of every time before
+//! the committed frontier `C` written once (the sink commits per time) and nothing at or
+//! after `C` counted, a new computation whose inputs replay every record from `C` on and
+//! whose operators are seeded with bins handed out at resume points `a >= C` gives each
+//! (time, bin) its outputs exactly once. It holds because
+//! * every copy of a bin keeps the outputs it gave at each time from `C` on
+//!   ([`super::Bin`]'s kept outputs, which travel with the bin when it moves), so a bin
+//!   handed out at `a` holds exactly the updates before `a` and the outputs of `[C, a)`;
+//! * the seeded S gives the kept outputs again at their times before `a` (through the same
+//!   replica hooks as applied outputs: a primary's leave with their acks, a standby's wait
+//!   for them) and drops the records it is sent for those times, which its state already
+//!   holds; from `a` on it applies records as usual. The resume point travels with the
+//!   bin, so this holds wherever the bin moves after the restart;
+//! * F ships a bin moving at `t` only once its S is done before `t`, and the kept outputs'
+//!   times are S's pending work: a bin leaves only after those before `t` were given.
 
 use std::collections::BTreeMap;
 
@@ -24,8 +38,8 @@ use crate::Time;
 /// One worker's bins from a stopped computation, by operator name and bin.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Seed {
-    /// The first time the new computation applies: every bin here holds exactly the updates
-    /// before it.
+    /// The first time the new computation's inputs carry (the committed frontier `C`):
+    /// every bin's resume point is at or after it.
     pub at: Time,
     /// Encoded bins ([`super::OperatorProbe::handout`]) by operator name, then bin.
     pub bins: BTreeMap<String, BTreeMap<u32, Vec<u8>>>,
@@ -40,7 +54,10 @@ impl Seed {
         };
         bins.iter()
             .map(|(bin, bytes)| match bincode::deserialize::<Bin<S>>(bytes) {
-                Ok(decoded) => (*bin, decoded),
+                Ok(mut decoded) => {
+                    decoded.resume = decoded.resume.max(self.at);
+                    (*bin, decoded)
+                }
                 Err(e) => panic!("{operator}: seeded bin {bin} does not decode: {e}"),
             })
             .collect()
@@ -48,7 +65,8 @@ impl Seed {
 }
 
 /// Worker `me`'s table of `operator`'s bins as the job starts (each bin its initial
-/// placement puts here, seeded or empty), and the times of the seeded bins' scheduled work.
+/// placement puts here, seeded or empty), and the times of the seeded bins' work (scheduled
+/// work, and the kept outputs to give again).
 pub(crate) fn table<S: Serialize + DeserializeOwned + Default>(
     config: &StatefulConfig,
     operator: &str,
@@ -60,7 +78,7 @@ pub(crate) fn table<S: Serialize + DeserializeOwned + Default>(
         .map(|s| s.take::<S>(operator))
         .unwrap_or_default();
     let at = config.seed.as_ref().map_or(0, |s| s.at);
-    let times = scheduled(&seeded, at);
+    let times = work_times(&mut seeded, at);
     let bins = config
         .initial
         .iter()
@@ -81,13 +99,17 @@ pub(crate) fn table<S: Serialize + DeserializeOwned + Default>(
     (Rc::new(RefCell::new(bins)), times)
 }
 
-/// The times of seeded bins' scheduled work, from `at` on (work scheduled before `at` was
-/// due while the old computation still ran; a time not yet fired then fires at `at`).
-fn scheduled<S>(bins: &BTreeMap<u32, Bin<S>>, at: Time) -> Vec<(Time, u32)> {
-    let mut times: Vec<(Time, u32)> = bins
-        .iter()
-        .flat_map(|(bin, b)| b.scheduled.iter().map(move |t| ((*t).max(at), *bin)))
-        .collect();
+/// The times seeded bins have work at: their scheduled work from `at` on (work scheduled
+/// before `at` was due while the old computation still ran; a time not yet fired then
+/// fires at `at`), and the times in `[at, resume)` whose kept outputs are given again,
+/// which become scheduled work of the bin so that S visits it then.
+fn work_times<S>(bins: &mut BTreeMap<u32, Bin<S>>, at: Time) -> Vec<(Time, u32)> {
+    let mut times = Vec::new();
+    for (bin, b) in bins.iter_mut() {
+        let again: Vec<Time> = b.kept.range(at..b.resume).map(|(t, _)| *t).collect();
+        b.scheduled.extend(again);
+        times.extend(b.scheduled.iter().map(|t| ((*t).max(at), *bin)));
+    }
     times.sort_unstable();
     times.dedup();
     times

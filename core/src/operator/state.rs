@@ -88,9 +88,10 @@ pub(crate) fn build<'s, R, S, O, L>(
 where
     R: ExchangeData + Clone,
     S: Serialize + DeserializeOwned + 'static,
-    O: Clone + 'static,
+    O: Clone + Serialize + DeserializeOwned + 'static,
     L: FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>) + 'static,
 {
+    let logic = keeping(config.committed.is_some(), logic);
     let scope = records.scope();
     let name = name.to_string();
     let replicated = config.replicas > 1;
@@ -133,6 +134,8 @@ where
         produced: Vec::new(),
         acks: Vec::new(),
         seen: Seen::default(),
+        committed: config.committed.clone(),
+        trimmed: 0,
     };
     let busy = config.observers.busy();
     builder.build(move |initial_capabilities| {
@@ -155,6 +158,7 @@ where
             }
             state.note_failures();
             state.forget_departed();
+            state.trim_kept();
 
             let mut output = output.activate();
             let mut acks = acks_out.as_mut().map(|o| o.activate());
@@ -167,6 +171,7 @@ where
             while let Some((time, work)) = state.work.next(ready) {
                 busy.applied(work.records.len());
                 state.apply(time, work);
+                state.local.applied.set(time.saturating_add(1));
                 // What was applied leaves, with its acks, even if the worker stopped after it.
                 if let Some(cap) = state.work.capability(0)
                     && !state.produced.is_empty()
@@ -217,6 +222,42 @@ struct State<R, O, S, L> {
     produced: Vec<O>,
     acks: Vec<Ack>,
     seen: Seen,
+    /// The committed frontier, if outputs are kept for a restart, and the one bins' kept
+    /// outputs were last trimmed to.
+    committed: Option<Arc<std::sync::atomic::AtomicU64>>,
+    trimmed: Time,
+}
+
+/// `logic` as S runs it: a bin's times before its resume point (see `operator/seed.rs`)
+/// give the outputs it kept for them instead of applying records its state already holds;
+/// with `keep`, the outputs of every later (time, bin) are kept in the bin.
+fn keeping<R, S, O, L>(keep: bool, mut logic: L) -> impl FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>)
+where
+    O: Serialize + DeserializeOwned,
+    L: FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>),
+{
+    move |time, bin, records, out| {
+        if time < bin.resume {
+            records.clear();
+            if let Some(bytes) = bin.kept.get(&time) {
+                match bincode::deserialize::<Vec<O>>(bytes) {
+                    Ok(kept) => out.extend(kept),
+                    Err(e) => panic!("the outputs a bin kept for time {time} do not decode: {e}"),
+                }
+            }
+            return;
+        }
+        let from = out.len();
+        logic(time, bin, records, out);
+        if keep && out.len() > from {
+            match bincode::serialize(&out[from..]) {
+                Ok(bytes) => {
+                    bin.kept.insert(time, bytes);
+                }
+                Err(e) => panic!("keeping the outputs of time {time} failed: {e}"),
+            }
+        }
+    }
 }
 
 impl<R, O, S, L> State<R, O, S, L>
@@ -281,6 +322,24 @@ where
         }
         if !departed.is_empty() {
             self.local.wake_state();
+        }
+    }
+
+    /// Drops the kept outputs of times the sink has committed, from every bin held here,
+    /// each time the committed frontier moves.
+    fn trim_kept(&mut self) {
+        let Some(committed) = &self.committed else {
+            return;
+        };
+        let now = committed.load(std::sync::atomic::Ordering::Acquire);
+        if now <= self.trimmed {
+            return;
+        }
+        self.trimmed = now;
+        for bin in self.local.table.borrow_mut().iter_mut().flatten() {
+            if bin.kept.first_key_value().is_some_and(|(t, _)| *t < now) {
+                bin.kept = bin.kept.split_off(&now);
+            }
         }
     }
 
