@@ -50,7 +50,7 @@ use crate::size::BinState;
 
 pub use native::{native_binary, native_unary};
 pub use observe::{BinSize, DigestSampler, Frontiers, Holds, Observers, OperatorProbe};
-pub use seed::Seed;
+pub use seed::{HandedBin, Seed};
 pub use transfer::DEFAULT_CHUNK_BYTES;
 
 /// A bin's user state plus the work it has scheduled for later times.
@@ -177,6 +177,10 @@ impl StatefulConfig {
 /// The per-worker table of bins this worker currently holds, shared by its F and S.
 pub(crate) type BinTable<S> = Rc<RefCell<Vec<Option<Bin<S>>>>>;
 
+/// Bins that arrived on a worker and wait to be installed, by install time and bin: the
+/// state messages of each, still encoded.
+pub(crate) type Arriving = std::collections::BTreeMap<(Time, u32), Vec<Vec<u8>>>;
+
 /// What F and S of one operator on one worker share.
 ///
 /// `done` is what S has applied: every update at a time before it. S raises it and wakes F;
@@ -218,6 +222,8 @@ pub(crate) struct Local<S> {
     /// Bins F shipped away for good since S last looked, with the times of their scheduled
     /// work: that work now belongs to the new owner, and S forgets it here.
     pub(crate) departed: RefCell<Vec<(u32, BTreeSet<Time>)>>,
+    /// Bins that arrived here, by the time S installs them and bin, still encoded.
+    pub(crate) arriving: RefCell<Arriving>,
     /// What F and S last held capabilities for (each sets its own fields at the end of its
     /// activations), for the report of a job that stopped making progress.
     pub(crate) holds: Cell<Holds>,
@@ -241,6 +247,7 @@ impl<S> Local<S> {
             awaiting: RefCell::default(),
             takeover_round: Cell::new(0),
             departed: RefCell::default(),
+            arriving: RefCell::default(),
             holds: Cell::default(),
         }
     }
@@ -375,11 +382,11 @@ where
         let (local, failures) = (Rc::clone(&local), Arc::clone(&config.failures));
         move || local.holds(&failures)
     };
-    let applied = {
-        let local = Rc::clone(&local);
-        move || local.applied.get().max(local.done.get())
+    let handout = {
+        let (local, name) = (Rc::clone(&local), name.to_string());
+        move || seed::handout(&name, &local)
     };
-    observe_table(config, name, &table, frontiers, standby, holds, applied);
+    observe_table(config, name, &table, frontiers, standby, holds, handout);
     let (routed, chunks) = route::build(
         name,
         data,
@@ -399,24 +406,16 @@ pub(crate) fn observe_table<S: BinState>(
     frontiers: impl Fn() -> Frontiers + 'static,
     standby: impl Fn(u32) -> bool + 'static,
     holds: impl Fn() -> Holds + 'static,
-    applied: impl Fn() -> Time + 'static,
+    handout: impl Fn() -> std::collections::BTreeMap<u32, HandedBin> + 'static,
 ) {
     let sized = Rc::clone(table);
     let hashed = Rc::clone(table);
-    let handed = Rc::clone(table);
-    let handing = name.to_string();
     let label = name.to_string();
     config.observers.register(OperatorProbe {
         name: name.to_string(),
         frontiers: Box::new(frontiers),
         holds: Box::new(holds),
-        handout: Box::new(move || {
-            let applied = applied();
-            for bin in handed.borrow_mut().iter_mut().flatten() {
-                bin.resume = bin.resume.max(applied);
-            }
-            encoded(&handing, &handed).collect()
-        }),
+        handout: Box::new(handout),
         // The digest hashes each bin as it would travel.
         digests: Box::new(move |out| {
             out.extend(encoded(&label, &hashed).map(|(bin, bytes)| (bin, crate::bins::hash_key(&bytes))));
@@ -438,7 +437,7 @@ pub(crate) fn observe_table<S: BinState>(
 
 /// Every bin `table` holds, encoded as it travels (a type whose encoding fails is a bug in
 /// the operator's state type).
-fn encoded<'a, S: BinState>(
+pub(crate) fn encoded<'a, S: BinState>(
     operator: &'a str,
     table: &'a BinTable<S>,
 ) -> impl Iterator<Item = (u32, Vec<u8>)> + 'a {

@@ -79,7 +79,22 @@ where
         }
     };
     // A native run cannot restart: its bins are handed out with no resume point.
-    super::observe_table(config, name, &table, frontiers, |_| false, super::Holds::default, || 0);
+    let (handing, handed) = (name.to_string(), Rc::clone(&table));
+    let handout = move || {
+        super::encoded(&handing, &handed)
+            .map(|(bin, bytes)| (bin, super::HandedBin::primary(bytes)))
+            .collect()
+    };
+    let no_standby = |_| false;
+    super::observe_table(
+        config,
+        name,
+        &table,
+        frontiers,
+        no_standby,
+        super::Holds::default,
+        handout,
+    );
     let mut work: Pending<Work<R>> = Pending::new();
     let mut batch = Vec::new();
     let mut produced = Vec::new();

@@ -86,11 +86,11 @@ pub struct OperatorProbe {
     pub digests: DigestSampler,
     /// Reads what it may hold capabilities for here (see [`Holds`]).
     pub holds: Box<dyn Fn() -> Holds>,
-    /// Every bin it holds here, encoded as it would travel (scheduled work and kept outputs
-    /// included), each marked with its resume point (the time its S applied up to): what a
-    /// restart seeds a new computation with ([`super::Seed`]). Call it once the worker no
-    /// longer steps the computation.
-    pub handout: Box<dyn Fn() -> std::collections::BTreeMap<u32, Vec<u8>>>,
+    /// Every bin it holds here or that arrived here and waits to be installed, encoded as it
+    /// would travel (scheduled work and kept outputs included), each marked with its resume
+    /// point, with its role: what a restart seeds a new computation with
+    /// ([`super::Seed`]). Call it once the worker no longer steps the computation.
+    pub handout: Box<dyn Fn() -> std::collections::BTreeMap<u32, super::HandedBin>>,
 }
 
 /// The operators of one worker, in the order they were built, and the time they spent

@@ -32,8 +32,30 @@ use serde::de::DeserializeOwned;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use super::{Bin, BinTable, StatefulConfig};
+use super::transfer::decode;
+use super::{Bin, BinTable, Local, StatefulConfig, encoded};
 use crate::Time;
+use crate::config::Role;
+use crate::size::BinState;
+
+/// One bin as a stopped computation hands it out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HandedBin {
+    /// Whether the worker that hands it out held it as the bin's standby.
+    pub standby: bool,
+    /// The bin, encoded as it travels, marked with its resume point.
+    pub bytes: Vec<u8>,
+}
+
+impl HandedBin {
+    /// A bin its worker held as the primary (or only) copy.
+    pub(crate) fn primary(bytes: Vec<u8>) -> Self {
+        HandedBin {
+            standby: false,
+            bytes,
+        }
+    }
+}
 
 /// One worker's bins from a stopped computation, by operator name and bin.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -113,4 +135,41 @@ fn work_times<S>(bins: &mut BTreeMap<u32, Bin<S>>, at: Time) -> Vec<(Time, u32)>
     times.sort_unstable();
     times.dedup();
     times
+}
+
+/// What `operator` hands out on one worker (see [`super::OperatorProbe::handout`]): the bins
+/// in its table, which hold every update before the time its S applied up to, and the bins
+/// that arrived and wait to be installed at their move time, which hold exactly the updates
+/// before that time (a crash in the middle of a migration leaves the moving bins there);
+/// each with its role in the placement in force at its resume point.
+pub(crate) fn handout<S: BinState>(operator: &str, local: &Local<S>) -> BTreeMap<u32, HandedBin> {
+    let applied = local.applied.get().max(local.done.get());
+    let history = local.history.borrow();
+    let standby = |bin: u32, at: Time| history.at(at)[bin as usize].role(local.me) == Some(Role::Standby);
+    for bin in local.table.borrow_mut().iter_mut().flatten() {
+        bin.resume = bin.resume.max(applied);
+    }
+    let mut out: BTreeMap<u32, HandedBin> = encoded(operator, &local.table)
+        .map(|(bin, bytes)| {
+            let standby = standby(bin, applied);
+            (bin, HandedBin { standby, bytes })
+        })
+        .collect();
+    for ((time, bin), parts) in local.arriving.borrow().iter() {
+        let mut arrived: Bin<S> = match decode(parts.clone()) {
+            Ok(b) => b,
+            Err(e) => panic!(
+                "{operator}: bin {bin} arrived corrupt at worker {}: {e}",
+                local.me
+            ),
+        };
+        arrived.resume = arrived.resume.max(*time);
+        let bytes = match bincode::serialize(&arrived) {
+            Ok(bytes) => bytes,
+            Err(e) => panic!("{operator}: serializing bin {bin} failed: {e}"),
+        };
+        let standby = standby(*bin, *time);
+        out.insert(*bin, HandedBin { standby, bytes });
+    }
+    out
 }

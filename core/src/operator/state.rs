@@ -52,9 +52,10 @@ struct Work<R> {
     /// Records with their order keys.
     records: Vec<(u64, R)>,
     scheduled: Vec<u32>,
-    /// Bins arriving at this time, still serialized: decoding waits until the time is
-    /// applied, so that receiving a bin never holds up the sender's next move.
-    installs: Vec<(u32, Vec<Vec<u8>>)>,
+    /// Bins arriving at this time: their bytes wait in `Local::arriving` (still serialized:
+    /// decoding waits until the time is applied, so that receiving a bin never holds up the
+    /// sender's next move; and a restart hands them out from there).
+    installs: Vec<u32>,
 }
 
 impl<R> Work<R> {
@@ -287,7 +288,8 @@ where
                 self.work
                     .arrived(time, || capabilities(cap, time, ports))
                     .installs
-                    .push(bin);
+                    .push(bin.0);
+                self.local.arriving.borrow_mut().insert((time, bin.0), bin.1);
             }
         }
     }
@@ -366,7 +368,10 @@ where
         } = work;
         let placement = Rc::clone(self.local.history.borrow().at(time));
         let mut table = self.local.table.borrow_mut();
-        for (bin_index, parts) in installs {
+        for bin_index in installs {
+            let Some(parts) = self.local.arriving.borrow_mut().remove(&(time, bin_index)) else {
+                continue;
+            };
             let bytes: usize = parts.iter().map(Vec::len).sum();
             let bin: Bin<S> = match decode(parts) {
                 Ok(bin) => bin,
@@ -475,6 +480,7 @@ where
         local.table.borrow_mut().iter_mut().for_each(|b| *b = None);
         self.holding.clear();
         self.assembly = Assembly::default();
+        local.arriving.borrow_mut().clear();
         self.seen.missing.clear();
         local.awaiting.borrow_mut().clear();
         // A rejoin already final stays: F clears it when it hears a newer failure.
