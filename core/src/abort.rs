@@ -8,6 +8,12 @@
 //! run it works for (a thread-local set by [`Abort::enter`]), a timely network thread's to
 //! the cluster run of this process. Panics it attributes are not printed (the run's error
 //! says what happened, once); any other panic goes to the previous hook.
+//!
+//! A job that can restart after a crash ([`Abort::restartable`]) does not stop when another
+//! process than process 0 goes away: its computation *restarts* instead ([`Outcome::Restart`]).
+//! The workers leave the broken computation at their next turn and hand out their bins; the
+//! panics that computation still raises (its workers' channels to the lost process are
+//! poisoned) belong to it and are dropped.
 
 use std::cell::RefCell;
 use std::panic::PanicHookInfo;
@@ -16,6 +22,7 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use crate::harness::RunError;
+use crate::membership::Restart;
 
 /// How a run ends: every local worker finished, or the first error.
 pub struct Abort {
@@ -24,39 +31,73 @@ pub struct Abort {
     changed: Condvar,
     /// The address of each process of the cluster (empty for one process).
     peers: Vec<String>,
+    /// The index at the job's start of each process of this computation.
+    originals: Vec<usize>,
     local_workers: usize,
+    restartable: AtomicBool,
 }
 
 #[derive(Default)]
 struct State {
     error: Option<RunError>,
     finished: usize,
+    /// Processes lost from a job that restarts, by their index at the job's start.
+    lost: Vec<usize>,
+    /// The coordinator's restart order, once known.
+    order: Option<Restart>,
+}
+
+/// How a computation of a run ended, if not with an error.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every local worker finished.
+    Finished,
+    /// A process was lost and the job restarts without it.
+    Restart,
 }
 
 thread_local! {
     static RUN: RefCell<Option<(Weak<Abort>, usize)>> = const { RefCell::new(None) };
 }
 
-/// The cluster run of this process, for panics of timely's network threads.
-static CLUSTER: Mutex<Option<Weak<Abort>>> = Mutex::new(None);
+/// The name of the thread that joins the threads of a computation left for a restart.
+pub const LEAVING_THREAD: &str = "megaflux-leave";
+
+/// The cluster computations of this process, for panics of timely's network threads: each
+/// with the number of a thread made just before its own, so that a network thread's panic
+/// goes to the computation that made it (a restart leaves the old one's threads behind).
+static CLUSTER: Mutex<Vec<(u64, Weak<Abort>)>> = Mutex::new(Vec::new());
 static HOOK: OnceLock<()> = OnceLock::new();
 
 impl Abort {
     /// A run with `local_workers` workers in this process, whose processes listen at
     /// `peers` (empty: one process).
     pub fn new(local_workers: usize, peers: Vec<String>) -> Arc<Self> {
+        let originals = (0..peers.len()).collect();
+        Abort::of_generation(local_workers, peers, originals)
+    }
+
+    /// A run's computation among the processes that were `originals` at the job's start
+    /// (listening at `peers` now).
+    pub fn of_generation(local_workers: usize, peers: Vec<String>, originals: Vec<usize>) -> Arc<Self> {
         install_hook();
         let abort = Arc::new(Abort {
             stopped: AtomicBool::new(false),
             state: Mutex::default(),
             changed: Condvar::new(),
             peers,
+            originals,
             local_workers,
+            restartable: AtomicBool::new(false),
         });
-        if !abort.peers.is_empty()
-            && let Ok(mut cluster) = CLUSTER.lock()
-        {
-            *cluster = Some(Arc::downgrade(&abort));
+        if !abort.peers.is_empty() {
+            let mark = std::thread::spawn(|| thread_number(std::thread::current().id()))
+                .join()
+                .unwrap_or(0);
+            if let Ok(mut cluster) = CLUSTER.lock() {
+                cluster.retain(|(_, w)| w.strong_count() > 0);
+                cluster.push((mark, Arc::downgrade(&abort)));
+            }
         }
         abort
     }
@@ -83,6 +124,78 @@ impl Abort {
         }
     }
 
+    /// Makes a lost process other than process 0 restart the job rather than stop it.
+    pub fn restartable(&self) {
+        self.restartable.store(true, Ordering::Release);
+    }
+
+    /// Whether the computation is being left for a restart.
+    pub fn restarting(&self) -> bool {
+        self.state
+            .lock()
+            .is_ok_and(|s| s.error.is_none() && (!s.lost.is_empty() || s.order.is_some()))
+    }
+
+    /// Process `process` (its index at the job's start) went away: the job restarts
+    /// without it if it can, else stops with `error`.
+    pub fn lose(&self, process: usize, error: RunError) {
+        if process == 0 || !self.restartable.load(Ordering::Acquire) {
+            return self.stop(error);
+        }
+        if let Ok(mut state) = self.state.lock()
+            && state.error.is_none()
+        {
+            if !state.lost.contains(&process) {
+                state.lost.push(process);
+            }
+            self.stopped.store(true, Ordering::Release);
+            self.changed.notify_all();
+        }
+    }
+
+    /// The coordinator ordered a restart: the computation is left for it.
+    pub fn ordered(&self, order: Restart) {
+        if let Ok(mut state) = self.state.lock()
+            && state.error.is_none()
+        {
+            state.order = Some(order);
+            self.stopped.store(true, Ordering::Release);
+            self.changed.notify_all();
+        }
+    }
+
+    /// The processes lost so far, by their index at the job's start.
+    pub fn lost(&self) -> Vec<usize> {
+        self.state.lock().map(|s| s.lost.clone()).unwrap_or_default()
+    }
+
+    /// Waits up to `wait` for the coordinator's restart order (or an error).
+    pub fn wait_order(&self, wait: Duration) -> Result<Option<Restart>, RunError> {
+        let Ok(mut state) = self.state.lock() else {
+            return Err(RunError::Worker("the run's state was poisoned".into()));
+        };
+        let since = std::time::Instant::now();
+        loop {
+            if let Some(error) = state.error.take() {
+                state.error = Some(RunError::Worker(error.to_string()));
+                return Err(error);
+            }
+            if let Some(order) = &state.order {
+                return Ok(Some(order.clone()));
+            }
+            let Some(left) = wait.checked_sub(since.elapsed()) else {
+                return Ok(None);
+            };
+            state = match self
+                .changed
+                .wait_timeout(state, left.min(Duration::from_millis(50)))
+            {
+                Ok((s, _)) => s,
+                Err(_) => return Err(RunError::Worker("the run's state was poisoned".into())),
+            };
+        }
+    }
+
     /// A worker of this process finished its run normally.
     pub fn finished(&self) {
         if let Ok(mut state) = self.state.lock() {
@@ -92,8 +205,9 @@ impl Abort {
         RUN.with(|r| *r.borrow_mut() = None);
     }
 
-    /// Waits until every local worker finished (`Ok`) or the run stopped (its error).
-    pub fn wait(&self) -> Result<(), RunError> {
+    /// Waits until every local worker finished, a restart began, or the run stopped (its
+    /// error).
+    pub fn wait(&self) -> Result<Outcome, RunError> {
         let Ok(mut state) = self.state.lock() else {
             return Err(RunError::Worker("the run's state was poisoned".into()));
         };
@@ -103,8 +217,11 @@ impl Abort {
                 state.error = Some(RunError::Worker(error.to_string()));
                 return Err(error);
             }
+            if !state.lost.is_empty() || state.order.is_some() {
+                return Ok(Outcome::Restart);
+            }
             if state.finished >= self.local_workers {
-                return Ok(());
+                return Ok(Outcome::Finished);
             }
             state = match self.changed.wait_timeout(state, Duration::from_millis(200)) {
                 Ok((s, _)) => s,
@@ -124,12 +241,31 @@ impl Abort {
 
 impl Drop for Abort {
     fn drop(&mut self) {
-        if let Ok(mut cluster) = CLUSTER.lock()
-            && cluster.as_ref().is_some_and(|w| w.strong_count() == 0)
-        {
-            *cluster = None;
+        if let Ok(mut cluster) = CLUSTER.lock() {
+            cluster.retain(|(_, w)| w.strong_count() > 0);
         }
     }
+}
+
+/// A thread's number: threads are numbered in the order they were made.
+fn thread_number(id: std::thread::ThreadId) -> u64 {
+    let text = format!("{id:?}");
+    text.chars()
+        .filter(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .unwrap_or(u64::MAX)
+}
+
+/// The cluster computation the calling thread was made for: the last one made before it.
+fn cluster_of_thread() -> Option<Arc<Abort>> {
+    let me = thread_number(std::thread::current().id());
+    let cluster = CLUSTER.lock().ok()?;
+    cluster
+        .iter()
+        .rev()
+        .find(|(mark, _)| *mark < me)
+        .and_then(|(_, w)| w.upgrade())
 }
 
 /// Parks the calling worker thread for good: a cluster worker that stopped must not return,
@@ -169,30 +305,45 @@ fn attribute(info: &PanicHookInfo<'_>) -> bool {
     if let Some((abort, index)) = RUN.with(|r| r.borrow().clone())
         && let Some(abort) = abort.upgrade()
     {
-        abort.stop(RunError::Worker(format!(
-            "worker {index} panicked: {message}{place}"
-        )));
+        // A computation left for a restart panics on its poisoned channels: that is not news.
+        if !abort.restarting() {
+            abort.stop(RunError::Worker(format!(
+                "worker {index} panicked: {message}{place}"
+            )));
+        }
         return true;
     }
     let name = std::thread::current().name().unwrap_or("").to_string();
+    // The threads of a computation left for a restart, joined in the background: their
+    // panics (a lost process's connections) are that computation's end, already handled.
+    if name == LEAVING_THREAD {
+        return true;
+    }
     let network = name
         .strip_prefix("timely:recv-")
         .or_else(|| name.strip_prefix("timely:send-"));
     if let Some(process) = network.and_then(|n| n.parse::<usize>().ok())
-        && let Some(abort) = CLUSTER
-            .lock()
-            .ok()
-            .and_then(|c| c.as_ref().and_then(Weak::upgrade))
+        && let Some(abort) = cluster_of_thread()
     {
+        // A computation left for a restart breaks down as its processes leave it, each at
+        // its own moment: its connections' errors are no news (membership still reports a
+        // process that is really gone).
+        if abort.restarting() {
+            return true;
+        }
         let cause = message
             .strip_prefix("timely communication error: ")
             .unwrap_or(&message)
             .to_string();
-        abort.stop(RunError::PeerLost {
-            process,
-            address: abort.peer(process),
-            cause,
-        });
+        let original = abort.originals.get(process).copied().unwrap_or(process);
+        abort.lose(
+            original,
+            RunError::PeerLost {
+                process: original,
+                address: abort.peer(process),
+                cause,
+            },
+        );
         return true;
     }
     false

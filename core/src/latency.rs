@@ -165,6 +165,11 @@ impl LatencyRecorder {
         }
     }
 
+    /// Every epoch recorded, with the nanoseconds after the start at which it completed.
+    pub fn epochs(&self) -> &[(Time, u64)] {
+        &self.epochs
+    }
+
     /// Number of epochs recorded.
     pub fn len(&self) -> usize {
         self.epochs.len()

@@ -233,6 +233,33 @@ pub struct Summary {
     /// Lines written to `--output`, when the run wrote one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outputs_written: Option<u64>,
+    /// Processes that went away while the job ran on, each loss with the restart among the
+    /// survivors that followed (a job that restarts after a crash: `--replicas 2` across
+    /// processes, generated records).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub crashes: Vec<CrashSummary>,
+}
+
+/// A loss of processes and the restart of the job among the survivors.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CrashSummary {
+    /// The processes lost, by their index at the job's start.
+    pub processes: Vec<usize>,
+    /// When process 0 saw the loss, on the run's clock (seconds since the measured run
+    /// began).
+    pub detected_s: f64,
+    /// From then until the survivors' new computation had formed and agreed where every bin
+    /// survived.
+    pub restart_ms: Option<f64>,
+    /// From the loss seen until the restarted computation's first epoch completed (its first
+    /// output, the records it was sent again included); `None` if none did.
+    pub takeover_ms: Option<f64>,
+    /// The logical time the restarted computation started from (the committed frontier).
+    pub from_time: Time,
+    /// Bins whose surviving copy was a standby, now the primary.
+    pub bins_promoted: usize,
+    /// Bins left with one copy.
+    pub bins_degraded: usize,
 }
 
 fn one() -> usize {
@@ -409,6 +436,7 @@ pub(crate) fn summarize(
         timeline: latency.timeline(),
         latency_ccdf: latency.ccdf(),
         outputs_written: None,
+        crashes: Vec::new(),
     }
 }
 

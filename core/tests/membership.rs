@@ -42,7 +42,7 @@ fn member(address: &str, process: usize, job: u64, failures: Arc<Failures>) -> (
         processes: 3,
     };
     (
-        Member::start(address.to_string(), hello, WAIT, failures, on).unwrap(),
+        Member::start(address.to_string(), hello, WAIT, failures, Default::default(), on).unwrap(),
         got,
     )
 }
@@ -73,7 +73,7 @@ fn lost(event: Event) -> (usize, String) {
 fn the_coordinator_reports_a_silent_member_a_closed_one_and_not_one_that_said_bye() {
     let address = free_address();
     let (on, got) = events();
-    let _c = Coordinator::start(&address, JOB, 3, 2, WAIT, on).unwrap();
+    let _c = Coordinator::start(&address, JOB, (3, 2), WAIT, None, on).unwrap();
     // Process 1 says hello and nothing more: it hangs.
     let _hung = fake_member(&address, 1);
     // Process 2 beats a while, says bye, and goes.
@@ -92,7 +92,7 @@ fn the_coordinator_reports_a_silent_member_a_closed_one_and_not_one_that_said_by
 
     let address = free_address();
     let (on, got) = events();
-    let _c = Coordinator::start(&address, JOB, 3, 2, WAIT, on).unwrap();
+    let _c = Coordinator::start(&address, JOB, (3, 2), WAIT, None, on).unwrap();
     let gone = fake_member(&address, 2);
     drop(gone);
     let (process, cause) = lost(got.recv_timeout(PATIENCE).unwrap());
@@ -131,7 +131,7 @@ fn failures_of_other_processes_reach_the_driver_and_the_run_ends_quietly() {
         }
         on(e)
     });
-    let c = Coordinator::start(&address, JOB, 3, 2, WAIT, on).unwrap();
+    let c = Coordinator::start(&address, JOB, (3, 2), WAIT, None, on).unwrap();
     let failures1 = Arc::new(Failures::new(6));
     let (m1, got1) = member(&address, 1, JOB, Arc::clone(&failures1));
     let (m2, got2) = member(&address, 2, JOB, Arc::new(Failures::new(6)));
@@ -157,7 +157,7 @@ fn failures_of_other_processes_reach_the_driver_and_the_run_ends_quietly() {
 fn another_jobs_process_is_refused_and_told_why() {
     let address = free_address();
     let (on, _got) = events();
-    let _c = Coordinator::start(&address, JOB, 3, 2, WAIT, on).unwrap();
+    let _c = Coordinator::start(&address, JOB, (3, 2), WAIT, None, on).unwrap();
     let (_m, got) = member(&address, 1, JOB + 1, Arc::new(Failures::new(6)));
     match got.recv_timeout(PATIENCE).unwrap() {
         Event::Refused { reason } => assert!(reason.contains("another job"), "{reason}"),
@@ -170,7 +170,7 @@ fn silent_connections_and_garbage_do_not_keep_a_member_out() {
     let address = free_address();
     let failures0 = Arc::new(Failures::new(6));
     let (on, got) = events();
-    let _c = Coordinator::start(&address, JOB, 3, 2, WAIT, on).unwrap();
+    let _c = Coordinator::start(&address, JOB, (3, 2), WAIT, None, on).unwrap();
     let mut crowd: Vec<TcpStream> = (0..100)
         .filter_map(|_| TcpStream::connect(&address).ok())
         .collect();

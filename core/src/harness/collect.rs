@@ -3,6 +3,8 @@
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use std::collections::BTreeMap;
 
@@ -39,15 +41,23 @@ impl Digest {
     /// Counts `output` (the digest sits before the probe: once the probe has passed a time,
     /// every output at that time was counted) and probes it with `probe`. With `sink`
     /// (a run with `--output`), every worker sends its outputs to worker 0, which writes
-    /// them if it holds the file; the probe then also waits for them to be written.
+    /// them if it holds the file; the probe then also waits for them to be written. With
+    /// `committed` (a run that can restart after a crash), the outputs go to worker 0 too,
+    /// and are counted there as their times are committed (`Some(Some(_))` on worker 0),
+    /// not where they were made: a lost process's share would be lost with it.
     pub(super) fn count<'s, O: ExchangeData + Clone + std::hash::Hash>(
         &self,
         output: StreamVec<'s, Time, O>,
         probe: &ProbeHandle<Time>,
         sink: Option<Option<Rc<RefCell<Sink>>>>,
+        committed: Option<Option<Committed>>,
     ) {
         let (sums, last_time) = (Rc::clone(&self.sums), Rc::clone(&self.last_time));
+        let here = committed.is_none();
         let counted = output.inspect_core(move |event| {
+            if !here {
+                return;
+            }
             if let Ok((stamp, batch)) = event
                 && let Some(&time) = stamp.least()
                 && time <= last_time.get()
@@ -59,12 +69,13 @@ impl Digest {
                 d.1 += batch.len() as u64;
             }
         });
-        let Some(writer) = sink else {
+        if sink.is_none() && committed.is_none() {
             counted.probe_with(probe);
             return;
-        };
+        }
         counted.clone().probe_with(probe);
-        commit(counted, Rc::clone(&self.last_time), writer).probe_with(probe);
+        let (writer, committed) = (sink.flatten(), committed.flatten());
+        commit(counted, Rc::clone(&self.last_time), writer, committed).probe_with(probe);
     }
 
     /// The run ended at logical time `last`: later outputs are not the run's.
@@ -78,15 +89,33 @@ impl Digest {
     }
 }
 
+/// What process 0 knows of a restartable run's committed outputs, across its restarts: the
+/// committed frontier (every output before it is written and counted, none after it) and
+/// the digest of the committed outputs.
+#[derive(Clone, Default)]
+pub(crate) struct Committed {
+    pub(crate) frontier: Arc<AtomicU64>,
+    pub(crate) sums: Arc<Mutex<(u64, u64)>>,
+}
+
+impl Committed {
+    /// The hash and the number of the committed outputs.
+    pub(crate) fn get(&self) -> (u64, u64) {
+        self.sums.lock().map(|s| *s).unwrap_or_default()
+    }
+}
+
 /// Sends every output to worker 0, which writes the outputs of each time, in time order,
-/// once its input has passed that time: a time is *committed* when its lines are written,
-/// and never before all of its outputs arrived. (What the restart of a crashed cluster
-/// builds on: outputs of times not yet committed can be dropped and produced again.) The
-/// returned stream carries nothing; its frontier passes a time once that time is written.
-fn commit<'s, O: ExchangeData + Clone>(
+/// once its input has passed that time: a time is *committed* when its lines are written
+/// (and counted into `committed`'s digest), and never before all of its outputs arrived.
+/// What the restart of a crashed cluster builds on: outputs of times not yet committed are
+/// dropped and produced again. The returned stream carries nothing; its frontier passes a
+/// time once that time is written.
+fn commit<'s, O: ExchangeData + Clone + std::hash::Hash>(
     outputs: StreamVec<'s, Time, O>,
     last_time: Rc<Cell<Time>>,
     writer: Option<Rc<RefCell<Sink>>>,
+    committed: Option<Committed>,
 ) -> StreamVec<'s, Time, ()> {
     outputs.unary_frontier::<CapacityContainerBuilder<Vec<()>>, _, _, _>(
         Exchange::new(|_| 0),
@@ -96,7 +125,7 @@ fn commit<'s, O: ExchangeData + Clone>(
             move |(input, frontier), _output| {
                 input.for_each_stamp(|cap, batches| {
                     let Some(&time) = cap.least() else { return };
-                    if time > last_time.get() || writer.is_none() {
+                    if time > last_time.get() || (writer.is_none() && committed.is_none()) {
                         return;
                     }
                     let entry = pending
@@ -109,10 +138,23 @@ fn commit<'s, O: ExchangeData + Clone>(
                 while let Some(entry) = pending.first_entry()
                     && !frontier.less_equal(entry.key())
                 {
-                    let (_cap, outputs) = entry.remove();
+                    let (time, (_cap, outputs)) = entry.remove_entry();
                     if let Some(writer) = &writer {
                         writer.borrow_mut().write(outputs.iter());
                     }
+                    if let Some(committed) = &committed
+                        && let Ok(mut sums) = committed.sums.lock()
+                    {
+                        for out in &outputs {
+                            sums.0 = sums.0.wrapping_add(hash_key(&(time, out)));
+                        }
+                        sums.1 += outputs.len() as u64;
+                    }
+                }
+                if let Some(committed) = &committed {
+                    let now = frontier.frontier().first().copied().unwrap_or(Time::MAX);
+                    let upto = pending.keys().next().map_or(now, |t| now.min(*t));
+                    committed.frontier.fetch_max(upto, Ordering::AcqRel);
                 }
             }
         },
@@ -200,7 +242,7 @@ mod tests {
             let probe = ProbeHandle::new();
             let (w, p) = (writer.clone(), probe.clone());
             worker.dataflow::<Time, _, _>(|scope| {
-                commit(input.to_stream(scope), Rc::new(Cell::new(Time::MAX)), w).probe_with(&p);
+                commit(input.to_stream(scope), Rc::new(Cell::new(Time::MAX)), w, None).probe_with(&p);
             });
             if index == 0 {
                 input.advance_to(1);

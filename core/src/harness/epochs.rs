@@ -56,6 +56,12 @@ impl<R: Clone + Send + 'static> Epochs<R> {
         }
     }
 
+    /// Starts at the first epoch at or after logical time `from` (a restarted computation
+    /// sends its records again from the committed frontier).
+    pub(super) fn resume_from(&mut self, from: Time) {
+        self.next = self.next.max(from.saturating_sub(self.base));
+    }
+
     /// The logical time of measured epoch `epoch`.
     pub(super) fn time_of(&self, epoch: u64) -> Time {
         self.base + epoch

@@ -2,13 +2,17 @@
 //! the run (a hung one too, which timely alone would wait for for ever), and failures other
 //! processes detect reach the driver on process 0.
 
-use std::sync::{Arc, Weak};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, Weak};
 
 use crate::abort::Abort;
 use crate::failure::Failures;
 use crate::membership::{Coordinator, Event, Hello, Member, OnEvent, coordinator_address};
 
 use super::{Cluster, RunConfig, RunError};
+
+/// The computation membership's news goes to: the run's current generation's.
+pub(super) type Current = Arc<Mutex<Weak<Abort>>>;
 
 /// A cluster process's membership, until the run ends.
 pub(super) enum Liveness {
@@ -18,18 +22,21 @@ pub(super) enum Liveness {
 
 impl Liveness {
     /// Starts this process's end of membership (none for one process).
+    /// With `keep` (a job that restarts after a crash), process 0 tells the others of its
+    /// committed frontier, and they keep it there.
     pub(super) fn start(
         config: &RunConfig,
         cluster: &Cluster,
-        abort: &Arc<Abort>,
+        current: &Current,
         failures: &Arc<Failures>,
+        keep: Option<Arc<AtomicU64>>,
     ) -> Result<Option<Self>, RunError> {
         if cluster.addresses.len() < 2 {
             return Ok(None);
         }
         let address = coordinator_address(&cluster.addresses, config.coordinator_port)?;
         let on_event = on_event(
-            Arc::downgrade(abort),
+            Arc::clone(current),
             Arc::clone(failures),
             cluster.addresses.clone(),
         );
@@ -38,9 +45,9 @@ impl Liveness {
             Coordinator::start(
                 &address,
                 job,
-                cluster.processes,
-                config.workers,
+                (cluster.processes, config.workers),
                 config.cluster_wait,
+                keep,
                 on_event,
             )
             .map(Liveness::Coordinator)
@@ -55,11 +62,20 @@ impl Liveness {
                 hello,
                 config.cluster_wait,
                 Arc::clone(failures),
+                keep.unwrap_or_default(),
                 on_event,
             )
             .map(Liveness::Member)
         };
         Ok(Some(started?))
+    }
+
+    /// Process 0's coordinator.
+    pub(super) fn coordinator(&self) -> Option<&Coordinator> {
+        match self {
+            Liveness::Coordinator(c) => Some(c),
+            Liveness::Member(_) => None,
+        }
     }
 
     /// The run ended normally here: the others are told, so that this process exiting is
@@ -72,17 +88,23 @@ impl Liveness {
     }
 }
 
-fn on_event(abort: Weak<Abort>, failures: Arc<Failures>, addresses: Vec<String>) -> OnEvent {
+fn on_event(current: Current, failures: Arc<Failures>, addresses: Vec<String>) -> OnEvent {
     Arc::new(move |event| {
-        let Some(abort) = abort.upgrade() else { return };
+        let Some(abort) = current.lock().ok().and_then(|c| c.upgrade()) else {
+            return;
+        };
         match event {
-            Event::Lost { process, cause } => abort.stop(RunError::PeerLost {
+            Event::Lost { process, cause } => abort.lose(
                 process,
-                address: addresses.get(process).cloned().unwrap_or_default(),
-                cause,
-            }),
+                RunError::PeerLost {
+                    process,
+                    address: addresses.get(process).cloned().unwrap_or_default(),
+                    cause,
+                },
+            ),
             Event::Failed { worker } => failures.report(worker),
             Event::Refused { reason } => abort.stop(RunError::Refused(reason)),
+            Event::Restart(order) => abort.ordered(order),
         }
     })
 }

@@ -95,6 +95,17 @@ impl Latencies {
         }
     }
 
+    /// Goes on from the epochs an earlier computation of the run measured, each with when
+    /// it completed: the epochs after them count from here.
+    pub(super) fn resume(&mut self, measured: Vec<(u64, u64)>) {
+        for (epoch, done_ns) in measured {
+            if epoch >= self.next {
+                self.recorder.record(epoch, done_ns, false);
+                self.next = epoch + 1;
+            }
+        }
+    }
+
     /// The last epoch whose latency is known (0 before the first).
     pub(super) fn measured(&self) -> u64 {
         self.next - 1

@@ -10,8 +10,10 @@ mod liveness;
 mod measure;
 mod plane;
 mod preload;
+mod restart;
 mod worker;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -21,7 +23,7 @@ pub use config::{
 };
 
 use crate::Time;
-use crate::abort::{Abort, park_forever};
+use crate::abort::{Abort, Outcome, park_forever};
 use crate::bins::list;
 use crate::control::ControlHandle;
 use crate::error::ConfigError;
@@ -30,6 +32,8 @@ use crate::job::{Job, Jobs};
 use crate::sink::Sink;
 use crate::source::{InputError, Source};
 use crate::summary::Summary;
+use collect::Committed;
+use restart::Generation;
 use worker::{Shared, Stopped, run_worker};
 
 /// How long a cluster process that found lost bins waits before it exits.
@@ -182,7 +186,8 @@ where
 /// an input that cannot be read or an output that cannot be written stop the run with that
 /// error within a loop turn. In a cluster the stopped process's workers never return (so
 /// that its peers see the process go away instead of a clean shutdown): the caller is
-/// expected to exit.
+/// expected to exit. A job that can restart (see `restart.rs`) instead goes on without a
+/// lost process other than process 0, in a new computation among the survivors.
 pub fn run_job<J: Job + ?Sized>(
     job: Arc<J>,
     config: RunConfig,
@@ -190,31 +195,145 @@ pub fn run_job<J: Job + ?Sized>(
 ) -> Result<Option<Summary>, RunError> {
     check_job(&*job, &config)?;
     let (timely, addresses) = config::cluster(&config)?;
-    let first_process = cluster_position(&config.timely_args)?.process == 0;
-    let cluster = !addresses.is_empty();
-    let peers = config.workers * addresses.len().max(1);
-    let failures = Arc::new(Failures::new(peers));
+    let position = cluster_position(&config.timely_args)?;
+    let first_process = position.process == 0;
+    let restartable = restart::possible(&*job, &config, addresses.len());
     // The first process writes every output: it creates the file before anything runs.
     let sink = match (&config.output, first_process) {
         (Some(path), true) => Some(Sink::create(path, config.replace_output).map_err(RunError::Output)?),
         _ => None,
     };
     let sink = Arc::new(Mutex::new(sink));
-    let position = cluster_position(&config.timely_args)?;
+    let committed = (restartable && first_process).then(Committed::default);
+    let keep = restartable.then(|| match &committed {
+        Some(c) => Arc::clone(&c.frontier),
+        None => Arc::new(AtomicU64::new(0)),
+    });
+    let peers = config.workers * addresses.len().max(1);
+    let current: liveness::Current = Arc::default();
+    let liveness = liveness::Liveness::start(
+        &config,
+        &position,
+        &current,
+        &Arc::new(Failures::new(peers)),
+        keep.clone(),
+    )?;
+    if restartable {
+        tracing::info!(target: "megaflux::job", phase = "restartable", processes = addresses.len());
+    }
+    let start: Arc<OnceLock<Instant>> = Arc::default();
+    let mut generation = Generation::first(config.workers, keep, committed);
+    let mut survivors: Vec<usize> = (0..addresses.len()).collect();
+    let mut timely = timely;
+    let mut config = Arc::new(config);
+    loop {
+        let here: Vec<String> = survivors.iter().map(|p| addresses[*p].clone()).collect();
+        let abort = Abort::of_generation(config.workers, here.clone(), survivors.clone());
+        if restartable {
+            abort.restartable();
+        }
+        if let Ok(mut c) = current.lock() {
+            *c = Arc::downgrade(&abort);
+        }
+        let rank = survivors.iter().position(|p| *p == position.process).unwrap_or(0);
+        let generation_now = Arc::new(generation);
+        let ran = run_generation(
+            &job,
+            &config,
+            &control,
+            (&start, &sink, &abort, &generation_now),
+            (timely.clone(), rank, &here),
+        )?;
+        if let Ran::Finished(summary) = ran {
+            if let Some(liveness) = &liveness {
+                liveness.finish();
+            }
+            return Ok(summary.map(|s| *s));
+        }
+        let seen = Instant::now();
+        let left = generation_now;
+        let order = match liveness.as_ref().and_then(|l| l.coordinator()) {
+            Some(coordinator) => {
+                let from = left
+                    .committed
+                    .as_ref()
+                    .map_or(0, |c| c.frontier.load(Ordering::Acquire));
+                coordinator.restart(left.index + 1, from, &abort.lost())
+            }
+            None => abort.wait_order(restart::ORDER_WAIT)?.ok_or_else(|| {
+                RunError::Worker(format!(
+                    "process {}: a process was lost and process 0 gave no restart order within {} s",
+                    position.process,
+                    restart::ORDER_WAIT.as_secs()
+                ))
+            })?,
+        };
+        if !order.survivors.contains(&position.process) {
+            return Err(RunError::Worker(format!(
+                "process {} was left out of the restart (process 0 lost it)",
+                position.process
+            )));
+        }
+        tracing::warn!(
+            target: "megaflux::job",
+            phase = "restart",
+            generation = order.generation,
+            from = order.committed,
+            survivors = ?order.survivors,
+            lost = ?abort.lost()
+        );
+        generation = left.next(order.generation, order.committed, seen, abort.lost());
+        drop(left);
+        survivors = order.survivors;
+        timely = restart::timely_config(&timely, config.workers, &survivors, &addresses, position.process);
+        // Plans, failures and panics name the first computation's workers.
+        config = Arc::new(restart::later_config(&config));
+    }
+}
+
+/// How one computation of a run ended.
+enum Ran {
+    /// The run finished; the summary on process 0.
+    Finished(Option<Box<Summary>>),
+    /// It was left for a restart; every local worker handed out its bins.
+    Restart,
+}
+
+/// Runs one computation of the run (a generation) among the processes at `addresses`, this
+/// one at `rank`.
+#[allow(clippy::type_complexity)]
+fn run_generation<J: Job + ?Sized>(
+    job: &Arc<J>,
+    config: &Arc<RunConfig>,
+    control: &ControlHandle,
+    (start, sink, abort, generation): (
+        &Arc<OnceLock<Instant>>,
+        &Arc<Mutex<Option<Sink>>>,
+        &Arc<Abort>,
+        &Arc<Generation>,
+    ),
+    (timely, rank, addresses): (timely::Config, usize, &[String]),
+) -> Result<Ran, RunError> {
+    let cluster = !addresses.is_empty();
+    let peers = config.workers * addresses.len().max(1);
+    let failures = Arc::new(Failures::new(peers));
     let waiting = (0..addresses.len())
-        .filter(|p| *p != position.process)
+        .filter(|p| *p != rank)
         .map(|p| format!("process {p} ({})", addresses[p]))
         .collect::<Vec<_>>()
         .join(", ");
-    let abort = Abort::new(config.workers, addresses);
-    let liveness = liveness::Liveness::start(&config, &position, &abort, &failures)?;
-    let config = Arc::new(config);
     let result: Arc<Mutex<Option<Summary>>> = Arc::default();
     let slot = Arc::clone(&result);
-    let start: Arc<OnceLock<Instant>> = Arc::default();
-    let run_abort = Arc::clone(&abort);
-    let wait = config.cluster_wait;
-    let guards = form(cluster, wait, position.process, waiting, timely, move |worker| {
+    let (job, config, control) = (Arc::clone(job), Arc::clone(config), control.clone());
+    let (start, sink, run_abort, gen_run) = (
+        Arc::clone(start),
+        Arc::clone(sink),
+        Arc::clone(abort),
+        Arc::clone(generation),
+    );
+    let (wait, workers) = (config.cluster_wait, config.workers);
+    let restarted = generation.index > 0;
+    let work = move |worker: &mut timely::worker::Worker| {
         run_abort.enter(worker.index());
         let shared = Shared {
             config: &config,
@@ -223,6 +342,7 @@ pub fn run_job<J: Job + ?Sized>(
             failures: &failures,
             abort: &run_abort,
             sink: &sink,
+            generation: &gen_run,
         };
         let summary = run_worker(worker, &shared, &*job);
         match summary {
@@ -234,6 +354,8 @@ pub fn run_job<J: Job + ?Sized>(
                 }
                 run_abort.finished();
             }
+            // Left for a restart: its bins are handed out, its dataflows dropped.
+            Err(Stopped) if run_abort.restarting() => {}
             Err(Stopped) if cluster => park_forever(),
             // Timely steps a worker until its dataflows complete, which they never will.
             Err(Stopped) => {
@@ -242,27 +364,37 @@ pub fn run_job<J: Job + ?Sized>(
                 }
             }
         }
-    })?;
-    if let Err(e) = abort.wait() {
-        if cluster {
-            // Every process finds lost bins at about the same time: give the others a moment
-            // to stop for that reason rather than for this process going away.
-            if matches!(e, RunError::BinsLost { .. }) {
-                std::thread::sleep(LOST_GRACE);
+    };
+    let guards = if restarted {
+        restart::execute(addresses, rank, workers, timely.worker.clone(), wait, work)?
+    } else {
+        form(cluster, wait, rank, waiting, timely, work)?
+    };
+    match abort.wait() {
+        Err(e) => {
+            if cluster {
+                // Every process finds lost bins at about the same time: give the others a
+                // moment to stop for that reason rather than for this process going away.
+                if matches!(e, RunError::BinsLost { .. }) {
+                    std::thread::sleep(LOST_GRACE);
+                }
+                // Joining would wait for parked workers; the process exits instead.
+                std::mem::forget(guards);
+            } else {
+                drop(guards.join());
             }
-            // Joining would wait for parked workers; the process exits instead.
-            std::mem::forget(guards);
-        } else {
-            drop(guards.join());
+            Err(e)
         }
-        return Err(e);
+        Ok(Outcome::Restart) => {
+            restart::leave(guards, generation, abort)?;
+            Ok(Ran::Restart)
+        }
+        Ok(Outcome::Finished) => {
+            for r in guards.join() {
+                r.map_err(RunError::Worker)?;
+            }
+            let summary = result.lock().map(|mut s| s.take()).unwrap_or(None);
+            Ok(Ran::Finished(summary.map(Box::new)))
+        }
     }
-    for r in guards.join() {
-        r.map_err(RunError::Worker)?;
-    }
-    if let Some(liveness) = &liveness {
-        liveness.finish();
-    }
-    let summary = result.lock().map(|mut s| s.take()).unwrap_or(None);
-    Ok(summary)
 }

@@ -17,7 +17,8 @@ const PRELOAD_IN_FLIGHT: u64 = 4;
 /// Preloads `PRELOAD_PER_TIME` keys per logical time, with at most `PRELOAD_IN_FLIGHT`
 /// times unfinished, so that the preload never piles up in memory. A stop during the
 /// preload ends it early (the measured loop then ends the run). Returns the logical times
-/// it took and the records this worker sent. Only generated records are preloaded.
+/// it took and the records this worker sent. Only generated records are preloaded. A
+/// restarted computation preloads only the times from the one it starts from.
 pub(super) fn preload<R: timely::ExchangeData + Clone>(
     worker: &mut Worker,
     shared: &Shared,
@@ -34,7 +35,7 @@ pub(super) fn preload<R: timely::ExchangeData + Clone>(
     let times = len.div_ceil(PRELOAD_PER_TIME);
     let mut source = generator.preload(index, peers);
     let mut sent = 0;
-    for t in 0..times {
+    for t in shared.generation.from.min(times)..times {
         if shared.control.stop_requested() {
             break;
         }

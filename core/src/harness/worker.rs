@@ -2,6 +2,7 @@
 //! and its report to worker 0.
 
 use std::cell::RefCell;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -16,6 +17,7 @@ use super::epochs::Epochs;
 use super::measure::{Latencies, RssSamples};
 use super::plane::ControlPlane;
 use super::preload::preload;
+use super::restart::{Generation, Handed, agree};
 use super::{RunConfig, RunError};
 use crate::Time;
 use crate::abort::Abort;
@@ -46,6 +48,8 @@ pub(super) struct Shared<'a> {
     pub(super) abort: &'a Abort,
     /// The `--output` file, which worker 0 of the first process takes.
     pub(super) sink: &'a Mutex<Option<Sink>>,
+    /// The computation this is, and what it starts with.
+    pub(super) generation: &'a Generation,
 }
 
 impl Shared<'_> {
@@ -58,8 +62,11 @@ impl Shared<'_> {
         if self.abort.is_stopped() {
             return Err(Stopped);
         }
-        worker.step();
-        Ok(())
+        // A computation that lost a process panics on its poisoned channels; caught, the
+        // worker can still leave it with its bins for a restart (the panic hook told the run).
+        catch_unwind(AssertUnwindSafe(|| worker.step()))
+            .map(drop)
+            .map_err(|_| Stopped)
     }
 
     /// Stops the run with `error`.
@@ -77,8 +84,9 @@ impl Shared<'_> {
         if self.abort.is_stopped() {
             return Err(Stopped);
         }
-        worker.step_or_park(Some(park));
-        Ok(())
+        catch_unwind(AssertUnwindSafe(|| worker.step_or_park(Some(park))))
+            .map(drop)
+            .map_err(|_| Stopped)
     }
 }
 
@@ -102,7 +110,12 @@ struct Dataflow<R: Clone + 'static> {
 }
 
 impl<R: timely::ExchangeData + Clone> Dataflow<R> {
-    fn build<J: Job<In = R> + ?Sized>(worker: &mut Worker, shared: &Shared, job: &J) -> Self {
+    fn build<J: Job<In = R> + ?Sized>(
+        worker: &mut Worker,
+        shared: &Shared,
+        job: &J,
+        seeded: Option<(crate::config::Placement, crate::operator::Seed)>,
+    ) -> Self {
         let config = shared.config;
         let peers = worker.peers();
         let mut stateful = if config.replicas > 1 {
@@ -110,6 +123,11 @@ impl<R: timely::ExchangeData + Clone> Dataflow<R> {
         } else {
             StatefulConfig::uniform(config.bins, peers)
         };
+        if let Some((placement, seed)) = seeded {
+            stateful.initial = placement;
+            stateful.seed = Some(Arc::new(seed));
+        }
+        stateful.committed = shared.generation.keep.clone();
         stateful.chunk_bytes = config.chunk_bytes;
         stateful.failures = Arc::clone(shared.failures);
         // Built before the dataflow: the operators learn from it whether to time themselves.
@@ -126,6 +144,11 @@ impl<R: timely::ExchangeData + Clone> Dataflow<R> {
         {
             let (digest, probe, native) = (digest.clone(), probe.clone(), config.native);
             let sinking = config.output.is_some().then(|| sink.clone());
+            let committed = shared.generation.keep.as_ref().map(|_| {
+                (worker.index() == 0)
+                    .then(|| shared.generation.committed.clone())
+                    .flatten()
+            });
             let (data, control, end) = (&mut data, &mut control, &mut end);
             let (stateful, run) = (stateful.clone(), Arc::clone(config));
             worker.dataflow::<Time, _, _>(move |scope| {
@@ -137,7 +160,7 @@ impl<R: timely::ExchangeData + Clone> Dataflow<R> {
                     Operators::migrating(control.to_stream(scope), stateful, run)
                 };
                 let output = job.dataflow(input, &ops);
-                digest.count(output, &probe, sinking);
+                digest.count(output, &probe, sinking, committed);
             });
         }
         Dataflow {
@@ -162,17 +185,68 @@ impl<R: timely::ExchangeData + Clone> Dataflow<R> {
     }
 }
 
-/// Runs one worker; returns the summary on worker 0.
+/// Runs one worker; returns the summary on worker 0. A worker that stops because its
+/// computation is left for a restart hands out its bins first.
 pub(super) fn run_worker<J: Job + ?Sized>(
     worker: &mut Worker,
     shared: &Shared,
     job: &J,
 ) -> Result<Option<Summary>, Stopped> {
+    let local = worker.index() % shared.config.workers;
+    let seeded = match shared.generation.seed(local) {
+        Some((seed, roles, mismatched)) => {
+            match agree(worker, shared.config.bins.count(), &roles, &mismatched) {
+                Ok((placement, counts)) => {
+                    if worker.index() == 0 {
+                        shared.generation.formed(counts);
+                    }
+                    Some((placement, seed))
+                }
+                Err(bins) => {
+                    return Err(shared.fail(RunError::BinsLost {
+                        bins,
+                        time: shared.generation.from,
+                    }));
+                }
+            }
+        }
+        None => None,
+    };
+    let main_dataflow = worker.next_dataflow_index();
+    let flow = Dataflow::build(worker, shared, job, seeded);
+    let observers = flow.stateful.observers.clone();
+    let sink = flow.sink.clone();
+    let result = run_flow(worker, shared, job, flow, main_dataflow);
+    if result.is_err() && shared.abort.restarting() {
+        shared.generation.hand_out(local, Handed::take(&observers));
+        drop(observers);
+        // Its channels to the lost process are poisoned: dropping may panic, which is fine.
+        let _ = catch_unwind(AssertUnwindSafe(|| {
+            for dataflow in worker.installed_dataflows() {
+                worker.drop_dataflow(dataflow);
+            }
+        }));
+        // The `--output` file goes on with the next computation: what it holds is committed.
+        if let Some(sink) = sink.and_then(|s| Rc::try_unwrap(s).ok())
+            && let Ok(mut slot) = shared.sink.lock()
+        {
+            *slot = Some(sink.into_inner());
+        }
+    }
+    result
+}
+
+/// Runs one worker's built dataflow to the end of the run.
+fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
+    worker: &mut Worker,
+    shared: &Shared,
+    job: &J,
+    mut flow: Dataflow<R>,
+    main_dataflow: usize,
+) -> Result<Option<Summary>, Stopped> {
     let config = shared.config;
     let (index, peers) = (worker.index(), worker.peers());
-    let main_dataflow = worker.next_dataflow_index();
     let source = job.source(config);
-    let mut flow = Dataflow::build(worker, shared, job);
     let reports = Reports::new(worker);
     let control = flow.control.take();
     let mut plane = control.filter(|_| index == 0).map(|control| {
@@ -197,11 +271,13 @@ pub(super) fn run_worker<J: Job + ?Sized>(
         plane.as_mut(),
         &flow.probe,
     )?;
+    let from = shared.generation.from;
     if let Some(sampler) = flow.sampler.as_mut() {
         sampler.begin(preloaded);
     }
     let (feed, dues) = feed(config, &source, index, peers).map_err(|e| shared.fail(e))?;
     let mut epochs = Epochs::new(config, base, preloaded, feed);
+    epochs.resume_from(from);
     flow.data.advance_to(epochs.next_time());
     if let Some(plane) = plane.as_mut() {
         plane.begin(base);
@@ -220,7 +296,10 @@ pub(super) fn run_worker<J: Job + ?Sized>(
         flow.sampler.is_some(),
     );
     let mut rss = index.is_multiple_of(config.workers).then(RssSamples::new);
-    measured_loop(
+    if index == 0 {
+        latencies.resume(shared.generation.measured());
+    }
+    let measured = measured_loop(
         worker,
         shared,
         &mut flow,
@@ -229,17 +308,25 @@ pub(super) fn run_worker<J: Job + ?Sized>(
         &mut latencies,
         &mut rss,
         start,
-    )?;
-    let driver = finish(
-        worker,
-        shared,
-        &mut flow,
-        &epochs,
-        plane,
-        &mut latencies,
-        start,
-        job.drains(),
-    )?;
+    );
+    let driver = measured.and_then(|()| {
+        finish(
+            worker,
+            shared,
+            &mut flow,
+            &epochs,
+            plane,
+            &mut latencies,
+            start,
+            job.drains(),
+        )
+    });
+    let driver = driver.inspect_err(|_| {
+        // Worker 0's latencies so far go on in the next computation, if there is one.
+        if index == 0 {
+            shared.generation.keep_measured(latencies.recorder.epochs());
+        }
+    })?;
     drop(flow.data);
     if peers == config.workers && !job.drains() {
         // In one process, drop the dataflow rather than close its inputs: closing them
@@ -270,7 +357,10 @@ pub(super) fn run_worker<J: Job + ?Sized>(
     tracing::info!(target: "megaflux::job", phase = "finished", worker = index, records = records_in);
     let end_s = start.elapsed().as_secs_f64();
 
-    let (digest, outputs) = flow.digest.get();
+    let (digest, outputs) = match (&shared.generation.committed, index) {
+        (Some(committed), 0) => committed.get(),
+        _ => flow.digest.get(),
+    };
     let report = WorkerReport {
         digest,
         outputs,
@@ -309,6 +399,11 @@ pub(super) fn run_worker<J: Job + ?Sized>(
         end_s,
     );
     summary.outputs_written = written;
+    let done = latencies.recorder.epochs();
+    summary.crashes = shared.generation.crash_summaries(start, |from| {
+        let first = done.partition_point(|(e, _)| epochs.time_of(*e) < from);
+        done.get(first).map(|(_, ns)| *ns)
+    });
     Ok(Some(summary))
 }
 

@@ -7,12 +7,12 @@
 
 use std::collections::VecDeque;
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::wire::{Frame, FrameReader, Read1, write_frame};
-use super::{Event, HEARTBEAT, MembershipError, OnEvent, SILENCE_LIMIT};
+use super::{Event, HEARTBEAT, MembershipError, OnEvent, Restart, SILENCE_LIMIT};
 
 /// How long a new connection has to say hello.
 const HELLO_WAIT: Duration = Duration::from_secs(1);
@@ -41,6 +41,8 @@ struct State {
     done: AtomicBool,
     on_event: OnEvent,
     address: String,
+    /// The committed frontier members learn of with the beats, if the job can restart.
+    committed: Option<Arc<AtomicU64>>,
 }
 
 /// Process 0's membership: watches the other processes until dropped or finished.
@@ -50,13 +52,14 @@ pub struct Coordinator {
 
 impl Coordinator {
     /// Listens at `address` for the other `processes - 1` processes of job `job` (whose
-    /// processes run `workers` workers each), which must connect within `wait`.
+    /// processes run `workers` workers each), which must connect within `wait`. With
+    /// `committed`, members hear of its moves with the beats.
     pub fn start(
         address: &str,
         job: u64,
-        processes: usize,
-        workers: usize,
+        (processes, workers): (usize, usize),
         wait: Duration,
+        committed: Option<Arc<AtomicU64>>,
         on_event: OnEvent,
     ) -> Result<Self, MembershipError> {
         let listen = |cause: String| MembershipError::Listen {
@@ -80,12 +83,49 @@ impl Coordinator {
             done: AtomicBool::new(false),
             on_event,
             address: address.to_string(),
+            committed,
         });
         let accepting = Arc::clone(&state);
         spawn("megaflux-coordinator", move || accept(&accepting, listener))?;
         let beating = Arc::clone(&state);
         spawn("megaflux-beats", move || beat(&beating, Instant::now(), wait))?;
         Ok(Coordinator { state })
+    }
+
+    /// Orders the processes still here, but for those in `lost`, to restart as generation
+    /// `generation` from the committed frontier `committed`; returns the order (process 0
+    /// and every live member, in order).
+    pub fn restart(&self, generation: u32, committed: u64, lost: &[usize]) -> Restart {
+        let mut survivors = vec![0];
+        if let Ok(mut slots) = self.state.slots.lock() {
+            for process in lost {
+                if let Some(slot) = slots.get_mut(*process) {
+                    *slot = Slot::Gone;
+                }
+            }
+            survivors.extend(
+                slots
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| matches!(s, Slot::Live(_)))
+                    .map(|(p, _)| p),
+            );
+            let frame = Frame::Restart {
+                generation,
+                survivors: survivors.iter().map(|p| *p as u32).collect(),
+                committed,
+            };
+            for slot in slots.iter_mut() {
+                if let Slot::Live(stream) = slot {
+                    let _ = write_frame(stream, &frame);
+                }
+            }
+        }
+        Restart {
+            generation,
+            survivors,
+            committed,
+        }
     }
 
     /// The run ended normally here: tells every member, and stops watching.
@@ -280,15 +320,25 @@ fn lose(state: &State, process: usize, cause: String) {
 /// Beats on every live member until done; processes that never connected within `wait`
 /// are lost.
 fn beat(state: &State, started: Instant, wait: Duration) {
+    let mut told = 0;
     while !state.done.load(Ordering::Acquire) {
         std::thread::sleep(HEARTBEAT);
         let mut never = Vec::new();
+        let committed = state
+            .committed
+            .as_ref()
+            .map(|c| c.load(Ordering::Acquire))
+            .filter(|c| *c > told);
+        told = committed.unwrap_or(told);
         if let Ok(mut slots) = state.slots.lock() {
             for (process, slot) in slots.iter_mut().enumerate() {
                 match slot {
                     Slot::Live(stream) => {
                         // A failed write shows up on the member's reader, as a close or silence.
                         let _ = write_frame(stream, &Frame::Beat);
+                        if let Some(time) = committed {
+                            let _ = write_frame(stream, &Frame::Committed { time });
+                        }
                     }
                     Slot::Waiting if started.elapsed() > wait => never.push(process),
                     _ => {}

@@ -3,13 +3,13 @@
 //! when it falls silent or its connection drops.
 
 use std::net::{TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::coordinator::spawn;
 use super::wire::{Frame, FrameReader, Read1, write_frame};
-use super::{Event, HEARTBEAT, MembershipError, OnEvent, SILENCE_LIMIT};
+use super::{Event, HEARTBEAT, MembershipError, OnEvent, Restart, SILENCE_LIMIT};
 use crate::failure::Failures;
 
 /// How long one connection attempt may take.
@@ -38,12 +38,14 @@ pub struct Hello {
 
 impl Member {
     /// Connects to the coordinator at `address` (trying for `wait`) as `hello` says, and
-    /// watches it from then on; forwards the failures `failures` detects.
+    /// watches it from then on; forwards the failures `failures` detects, and raises
+    /// `committed` as the coordinator's committed frontier moves.
     pub fn start(
         address: String,
         hello: Hello,
         wait: Duration,
         failures: Arc<Failures>,
+        committed: Arc<AtomicU64>,
         on_event: OnEvent,
     ) -> Result<Self, MembershipError> {
         let state = Arc::new(State {
@@ -55,7 +57,7 @@ impl Member {
             let Some(stream) = connect(&running, &address, &hello, wait, &on_event) else {
                 return;
             };
-            watch(&running, stream, &failures, &on_event);
+            watch(&running, stream, (&failures, &committed), &on_event);
         })?;
         Ok(Member { state })
     }
@@ -133,7 +135,12 @@ fn connect(
 }
 
 /// Beats and listens until done, process 0 says bye, or it is lost.
-fn watch(state: &State, mut stream: TcpStream, failures: &Failures, on_event: &OnEvent) {
+fn watch(
+    state: &State,
+    mut stream: TcpStream,
+    (failures, committed): (&Failures, &AtomicU64),
+    on_event: &OnEvent,
+) {
     let mut reader = FrameReader::default();
     let mut heard = Instant::now();
     let mut beat = Instant::now();
@@ -171,6 +178,18 @@ fn watch(state: &State, mut stream: TcpStream, failures: &Failures, on_event: &O
                             }
                             return;
                         }
+                        Frame::Committed { time } => {
+                            committed.fetch_max(time, Ordering::AcqRel);
+                        }
+                        Frame::Restart {
+                            generation,
+                            survivors,
+                            committed,
+                        } => on_event(Event::Restart(Restart {
+                            generation,
+                            survivors: survivors.into_iter().map(|p| p as usize).collect(),
+                            committed,
+                        })),
                         _ => {}
                     }
                 }

@@ -56,6 +56,22 @@ pub enum Event {
         /// Why, as the coordinator said.
         reason: String,
     },
+    /// The coordinator ordered a restart among the survivors of a crash (members only).
+    Restart(Restart),
+}
+
+/// A restart the coordinator orders after it lost a process: the survivors leave the broken
+/// timely computation and start generation `generation` among themselves, from the
+/// committed frontier.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Restart {
+    /// The generation to start (the job's first computation is generation 0).
+    pub generation: u32,
+    /// The processes that take part, by their index at the job's start, in order: the new
+    /// computation's process `i` is `survivors[i]`.
+    pub survivors: Vec<usize>,
+    /// Every output before it is written for good; the new computation starts there.
+    pub committed: u64,
 }
 
 /// Where membership's news goes; called from membership's threads, once per loss.

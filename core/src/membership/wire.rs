@@ -38,6 +38,21 @@ pub enum Frame {
         /// Why.
         reason: String,
     },
+    /// The coordinator's committed frontier moved: every output before `time` is written for
+    /// good (members drop the outputs they kept for a restart before it).
+    Committed {
+        /// The committed frontier.
+        time: u64,
+    },
+    /// The coordinator orders a restart among the survivors of a crash ([`super::Restart`]).
+    Restart {
+        /// The generation the survivors start.
+        generation: u32,
+        /// The processes that take part, by their index at the job's start, in order.
+        survivors: Vec<u32>,
+        /// The committed frontier the new computation starts from.
+        committed: u64,
+    },
 }
 
 /// What is wrong with bytes that came in as a frame.
