@@ -88,6 +88,11 @@ impl Event {
 pub struct Source {
     generator: nexmark::EventGenerator,
     per_ms: u64,
+    config: nexmark::config::NexmarkConfig,
+    first: u64,
+    step: u64,
+    /// The index (from `first`) of the event the generator gives next.
+    next: u64,
 }
 
 impl Source {
@@ -114,10 +119,14 @@ impl Source {
             ..nexmark::config::NexmarkConfig::default()
         };
         Source {
-            generator: nexmark::EventGenerator::new(config)
+            generator: nexmark::EventGenerator::new(config.clone())
                 .with_offset(first + index as u64)
                 .with_step(peers as u64),
             per_ms: epoch.per_ms(),
+            config,
+            first,
+            step: peers as u64,
+            next: index as u64,
         }
     }
 
@@ -131,8 +140,18 @@ impl Source {
         Event::from_nexmark(event, time, self.per_ms)
     }
 
-    /// As a harness source (indices arrive in order, so the generator's own position is used).
+    /// As a harness source: event `i` of the sequence. Indices arrive in order, so the
+    /// generator's own position is used; one that starts elsewhere (a restarted computation
+    /// sends its records again from the committed frontier) moves the generator there first.
     pub fn into_fn(mut self) -> impl FnMut(u64, Time) -> Event {
-        move |_i, time| self.next_at(time)
+        move |i, time| {
+            if i != self.next {
+                self.generator = nexmark::EventGenerator::new(self.config.clone())
+                    .with_offset(self.first + i)
+                    .with_step(self.step);
+            }
+            self.next = i + self.step;
+            self.next_at(time)
+        }
     }
 }

@@ -37,11 +37,12 @@ pub fn free_ports<const N: usize>() -> [u16; N] {
     std::array::from_fn(|i| listeners[i].local_addr().expect("a bound address").port())
 }
 
-/// A two-process loopback cluster: a scratch directory, and the host file timely reads.
+/// A loopback cluster (two processes unless told): a scratch directory, and the host file
+/// timely reads.
 pub struct Cluster {
     pub dir: PathBuf,
     pub hostfile: PathBuf,
-    pub addresses: [String; 2],
+    pub addresses: Vec<String>,
     /// Process 0's membership port: a free one, rather than its timely port + 1000, which
     /// another test's cluster might hold.
     pub coordinator: String,
@@ -49,10 +50,20 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn new(name: &str) -> Self {
+        Cluster::of(name, 2)
+    }
+
+    /// A cluster of `processes` processes.
+    pub fn of(name: &str, processes: usize) -> Self {
         let dir = std::env::temp_dir().join(format!("megaflux-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a scratch directory");
-        let [a, b, coordinator] = free_ports::<3>();
-        let addresses = [a, b].map(|p| format!("127.0.0.1:{p}"));
+        let ports = free_ports::<8>();
+        assert!(processes < ports.len(), "at most {} processes", ports.len() - 1);
+        let coordinator = ports[processes];
+        let addresses: Vec<String> = ports[..processes]
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect();
         let hostfile = dir.join("hosts.txt");
         let mut f = std::fs::File::create(&hostfile).expect("a host file");
         for a in &addresses {
@@ -71,7 +82,8 @@ impl Cluster {
         let mut args = job.to_vec();
         let host = self.hostfile.to_str().expect("a UTF-8 path");
         args.extend(["--workers", workers, "--coordinator-port", &self.coordinator]);
-        args.extend(["--", "-n", "2", "-p", process, "-h", host]);
+        let n = self.addresses.len().to_string();
+        args.extend(["--", "-n", &n, "-p", process, "-h", host]);
         megaflux(&args).spawn().expect("a cluster process starts")
     }
 
