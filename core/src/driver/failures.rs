@@ -103,6 +103,24 @@ impl PlanDriver {
         outcome.insts
     }
 
+    /// Plans standbys for every bin left with one copy (a computation restarted after a
+    /// crash starts so), on a live worker of another process where there is one, with the
+    /// recovery's schedule; `why` names the plan. Nothing if a plan runs or no bin needs one.
+    pub fn restore_standbys(&mut self, why: &str, now_s: f64) {
+        if self.active.is_some() {
+            return;
+        }
+        let standbys = self.placements.recovery();
+        if standbys.is_empty() {
+            return;
+        }
+        let mut goal = self.placement().clone();
+        for (bin, replicas) in standbys {
+            goal[bin as usize] = replicas;
+        }
+        self.plan(Purpose::Migration, self.recovery, why.to_string(), &goal, now_s);
+    }
+
     /// Starts the recovery of the newest failure awaiting one, if any, if nothing else runs
     /// and a live worker can take a standby; otherwise it waits (for the running plan's
     /// end, or a rejoin).

@@ -82,6 +82,12 @@ impl ControlPlane {
         }
     }
 
+    /// Plans standbys for the bins a crash left with one copy (see
+    /// [`PlanDriver::restore_standbys`]).
+    pub(crate) fn restore_standbys(&mut self, why: &str, now_s: f64) {
+        self.driver.restore_standbys(why, now_s);
+    }
+
     /// Whether a plan runs or waits, or failures or rejoins wait to be issued.
     /// The plan driver, to read its records.
     pub(crate) fn driver(&self) -> &PlanDriver {

@@ -289,6 +289,12 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
 
     let start = *shared.start.get_or_init(Instant::now);
     epochs.begin(start);
+    if let Some(plane) = plane.as_mut()
+        && shared.generation.index > 0
+    {
+        let why = format!("standbys lost in a crash (restart {})", shared.generation.index);
+        plane.restore_standbys(&why, start.elapsed().as_secs_f64());
+    }
     tracing::info!(target: "megaflux::job", phase = "started", worker = index, peers, base);
     let mut latencies = Latencies::new(
         LatencyRecorder::with_dues(dues, config.epoch),
