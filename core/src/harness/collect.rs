@@ -69,13 +69,21 @@ impl Digest {
                 d.1 += batch.len() as u64;
             }
         });
-        if sink.is_none() && committed.is_none() {
-            counted.probe_with(probe);
-            return;
+        let (last_time, writer) = (Rc::clone(&self.last_time), sink.flatten());
+        match committed {
+            None if writer.is_none() => {
+                counted.probe_with(probe);
+            }
+            // No file to write: each worker sends worker 0 only each time's sum.
+            Some(committed) if writer.is_none() => {
+                counted.clone().probe_with(probe);
+                commit_sums(sums_per_time(counted, last_time), committed).probe_with(probe);
+            }
+            committed => {
+                counted.clone().probe_with(probe);
+                commit(counted, last_time, writer, committed.flatten()).probe_with(probe);
+            }
         }
-        counted.clone().probe_with(probe);
-        let (writer, committed) = (sink.flatten(), committed.flatten());
-        commit(counted, Rc::clone(&self.last_time), writer, committed).probe_with(probe);
     }
 
     /// The run ended at logical time `last`: later outputs are not the run's.
@@ -156,6 +164,86 @@ fn commit<'s, O: ExchangeData + Clone + std::hash::Hash>(
                     let upto = pending.keys().next().map_or(now, |t| now.min(*t));
                     committed.frontier.fetch_max(upto, Ordering::AcqRel);
                 }
+            }
+        },
+    )
+}
+
+/// The digest (hash sum and count) of this worker's outputs at each time up to the run's
+/// last, sent once this worker's outputs have passed the time (times with outputs only).
+fn sums_per_time<'s, O: ExchangeData + std::hash::Hash>(
+    outputs: StreamVec<'s, Time, O>,
+    last_time: Rc<Cell<Time>>,
+) -> StreamVec<'s, Time, (u64, u64)> {
+    outputs.unary_frontier::<CapacityContainerBuilder<Vec<(u64, u64)>>, _, _, _>(
+        timely::dataflow::channels::pact::Pipeline,
+        "sums",
+        move |_cap, _info| {
+            let mut pending: BTreeMap<Time, (Capability<Time>, (u64, u64))> = BTreeMap::new();
+            move |(input, frontier), output| {
+                input.for_each_stamp(|cap, batches| {
+                    let Some(&time) = cap.least() else { return };
+                    if time > last_time.get() {
+                        return;
+                    }
+                    let entry = pending
+                        .entry(time)
+                        .or_insert_with(|| (cap.delayed(&time, 0), (0, 0)));
+                    for out in batches.flat_map(|b| b.iter()) {
+                        entry.1.0 = entry.1.0.wrapping_add(hash_key(&(time, out)));
+                        entry.1.1 += 1;
+                    }
+                });
+                while let Some(entry) = pending.first_entry()
+                    && !frontier.less_equal(entry.key())
+                {
+                    let (cap, sums) = entry.remove();
+                    output.session(&cap).give(sums);
+                }
+            }
+        },
+    )
+}
+
+/// Adds every worker's sums of each time into `committed` on worker 0, once its input has
+/// passed the time (every worker's sum of it arrived): the digest of a restartable run with
+/// no file to write, committed per time like [`commit`]'s lines.
+fn commit_sums<'s>(
+    sums: StreamVec<'s, Time, (u64, u64)>,
+    committed: Option<Committed>,
+) -> StreamVec<'s, Time, ()> {
+    sums.unary_frontier::<CapacityContainerBuilder<Vec<()>>, _, _, _>(
+        Exchange::new(|_| 0),
+        "commit",
+        move |_cap, _info| {
+            let mut pending: BTreeMap<Time, (Capability<Time>, (u64, u64))> = BTreeMap::new();
+            move |(input, frontier), _output| {
+                input.for_each_stamp(|cap, batches| {
+                    let Some(&time) = cap.least() else { return };
+                    let entry = pending
+                        .entry(time)
+                        .or_insert_with(|| (cap.delayed(&time, 0), (0, 0)));
+                    for (hash, count) in batches.flat_map(|b| b.iter()) {
+                        entry.1.0 = entry.1.0.wrapping_add(*hash);
+                        entry.1.1 += count;
+                    }
+                });
+                let Some(committed) = &committed else {
+                    pending.clear();
+                    return;
+                };
+                while let Some(entry) = pending.first_entry()
+                    && !frontier.less_equal(entry.key())
+                {
+                    let (_cap, (hash, count)) = entry.remove();
+                    if let Ok(mut sums) = committed.sums.lock() {
+                        sums.0 = sums.0.wrapping_add(hash);
+                        sums.1 += count;
+                    }
+                }
+                let now = frontier.frontier().first().copied().unwrap_or(Time::MAX);
+                let upto = pending.keys().next().map_or(now, |t| now.min(*t));
+                committed.frontier.fetch_max(upto, Ordering::AcqRel);
             }
         },
     )

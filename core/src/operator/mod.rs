@@ -177,6 +177,27 @@ impl StatefulConfig {
 /// The per-worker table of bins this worker currently holds, shared by its F and S.
 pub(crate) type BinTable<S> = Rc<RefCell<Vec<Option<Bin<S>>>>>;
 
+/// The outputs the copies of bins on one worker gave from the committed frontier on (see
+/// `operator/seed.rs`), kept as they were made; encoded only when a bin leaves (it takes
+/// its kept outputs along) or is handed out.
+pub(crate) trait KeptOutputs {
+    /// `bin`'s kept outputs, encoded by time; removed from here with `take` (it leaves).
+    fn encoded(&mut self, bin: u32, take: bool) -> std::collections::BTreeMap<Time, Vec<u8>>;
+}
+
+/// Puts `bin`'s outputs kept in `store` into its own `kept` (taking them out of the store
+/// with `take`), so that they travel with it.
+pub(crate) fn pack_kept<S>(
+    store: &RefCell<Option<Box<dyn KeptOutputs>>>,
+    index: u32,
+    bin: &mut Bin<S>,
+    take: bool,
+) {
+    if let Some(store) = store.borrow_mut().as_mut() {
+        bin.kept.extend(store.encoded(index, take));
+    }
+}
+
 /// Bins that arrived on a worker and wait to be installed, by install time and bin: the
 /// state messages of each, still encoded.
 pub(crate) type Arriving = std::collections::BTreeMap<(Time, u32), Vec<Vec<u8>>>;
@@ -224,6 +245,8 @@ pub(crate) struct Local<S> {
     pub(crate) departed: RefCell<Vec<(u32, BTreeSet<Time>)>>,
     /// Bins that arrived here, by the time S installs them and bin, still encoded.
     pub(crate) arriving: RefCell<Arriving>,
+    /// The outputs S keeps for a restart (when the job keeps them).
+    pub(crate) kept: RefCell<Option<Box<dyn KeptOutputs>>>,
     /// What F and S last held capabilities for (each sets its own fields at the end of its
     /// activations), for the report of a job that stopped making progress.
     pub(crate) holds: Cell<Holds>,
@@ -248,6 +271,7 @@ impl<S> Local<S> {
             takeover_round: Cell::new(0),
             departed: RefCell::default(),
             arriving: RefCell::default(),
+            kept: RefCell::new(None),
             holds: Cell::default(),
         }
     }

@@ -362,10 +362,13 @@ where
                     actions.push(action);
                     break;
                 }
-                let Some(state) = table[action.bin as usize].as_ref() else {
+                let Some(state) = table[action.bin as usize].as_mut() else {
                     // Never arrived here (its sender failed): nothing to send.
                     continue;
                 };
+                // Its kept outputs go along (and stay here too if this copy stays).
+                super::pack_kept(&self.local.kept, action.bin, state, action.drop);
+                let state = &*state;
                 if let Some((last, others)) = action.to.split_last() {
                     let encoded = encode(state, self.chunk_bytes, |seq, total, bytes| {
                         let chunk = |dest: u32, bytes: Vec<u8>| StateChunk {

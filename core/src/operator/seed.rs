@@ -146,8 +146,11 @@ pub(crate) fn handout<S: BinState>(operator: &str, local: &Local<S>) -> BTreeMap
     let applied = local.applied.get().max(local.done.get());
     let history = local.history.borrow();
     let standby = |bin: u32, at: Time| history.at(at)[bin as usize].role(local.me) == Some(Role::Standby);
-    for bin in local.table.borrow_mut().iter_mut().flatten() {
-        bin.resume = bin.resume.max(applied);
+    for (index, held) in local.table.borrow_mut().iter_mut().enumerate() {
+        if let Some(bin) = held {
+            bin.resume = bin.resume.max(applied);
+            super::pack_kept(&local.kept, index as u32, bin, false);
+        }
     }
     let mut out: BTreeMap<u32, HandedBin> = encoded(operator, &local.table)
         .map(|(bin, bytes)| {

@@ -17,6 +17,8 @@
 //!   applied so far with its acks; from then on it holds, applies and emits nothing until
 //!   its rejoin is final.
 
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
@@ -46,6 +48,10 @@ use crate::failure::Failures;
 /// Scheduled times of departed bins S forgets per activation. Few in debug builds (the
 /// tests'), so that the NEXMark tests move bins back before their old work is all forgotten.
 const FORGET_PER_ACTIVATION: usize = if cfg!(debug_assertions) { 1 } else { 1024 };
+
+/// How far the committed frontier moves (in logical times) before S drops the outputs it
+/// kept for the times before it: a trim walks every bin held.
+const TRIM_EVERY: Time = 256;
 
 /// Everything S must do at one time.
 struct Work<R> {
@@ -92,7 +98,11 @@ where
     O: Clone + Serialize + DeserializeOwned + 'static,
     L: FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>) + 'static,
 {
-    let logic = keeping(config.committed.is_some(), logic);
+    let logic = resuming(logic);
+    let kept: Option<Rc<RefCell<Kept<O>>>> = config.committed.as_ref().map(|_| Rc::default());
+    if let Some(kept) = &kept {
+        local.kept.replace(Some(Box::new(Rc::clone(kept))));
+    }
     let scope = records.scope();
     let name = name.to_string();
     let replicated = config.replicas > 1;
@@ -137,6 +147,7 @@ where
         seen: Seen::default(),
         committed: config.committed.clone(),
         trimmed: 0,
+        kept,
     };
     let busy = config.observers.busy();
     builder.build(move |initial_capabilities| {
@@ -227,14 +238,49 @@ struct State<R, O, S, L> {
     /// outputs were last trimmed to.
     committed: Option<Arc<std::sync::atomic::AtomicU64>>,
     trimmed: Time,
+    /// The outputs kept for a restart, by bin and time (when the job keeps them).
+    kept: Option<Rc<RefCell<Kept<O>>>>,
+}
+
+/// The outputs S keeps for a restart, as made: by bin, then time.
+pub(crate) struct Kept<O> {
+    outputs: rustc_hash::FxHashMap<u32, BTreeMap<Time, Vec<O>>>,
+}
+
+impl<O> Default for Kept<O> {
+    fn default() -> Self {
+        Kept {
+            outputs: rustc_hash::FxHashMap::default(),
+        }
+    }
+}
+
+impl<O: Serialize> super::KeptOutputs for Rc<RefCell<Kept<O>>> {
+    fn encoded(&mut self, bin: u32, take: bool) -> BTreeMap<Time, Vec<u8>> {
+        let encode = |times: &BTreeMap<Time, Vec<O>>| -> BTreeMap<Time, Vec<u8>> {
+            times
+                .iter()
+                .map(|(time, outs)| match bincode::serialize(outs) {
+                    Ok(bytes) => (*time, bytes),
+                    Err(e) => panic!("keeping the outputs of bin {bin} at time {time} failed: {e}"),
+                })
+                .collect()
+        };
+        let mut kept = self.borrow_mut();
+        let encoded = if take {
+            kept.outputs.remove(&bin).map(|times| encode(&times))
+        } else {
+            kept.outputs.get(&bin).map(encode)
+        };
+        encoded.unwrap_or_default()
+    }
 }
 
 /// `logic` as S runs it: a bin's times before its resume point (see `operator/seed.rs`)
-/// give the outputs it kept for them instead of applying records its state already holds;
-/// with `keep`, the outputs of every later (time, bin) are kept in the bin.
-fn keeping<R, S, O, L>(keep: bool, mut logic: L) -> impl FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>)
+/// give the outputs it kept for them instead of applying records its state already holds.
+fn resuming<R, S, O, L>(mut logic: L) -> impl FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>)
 where
-    O: Serialize + DeserializeOwned,
+    O: DeserializeOwned,
     L: FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>),
 {
     move |time, bin, records, out| {
@@ -248,20 +294,11 @@ where
             }
             return;
         }
-        let from = out.len();
         logic(time, bin, records, out);
-        if keep && out.len() > from {
-            match bincode::serialize(&out[from..]) {
-                Ok(bytes) => {
-                    bin.kept.insert(time, bytes);
-                }
-                Err(e) => panic!("keeping the outputs of time {time} failed: {e}"),
-            }
-        }
     }
 }
 
-impl<R, O, S, L> State<R, O, S, L>
+impl<R, O: Clone, S, L> State<R, O, S, L>
 where
     S: Serialize + DeserializeOwned,
     L: FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>),
@@ -334,7 +371,8 @@ where
             return;
         };
         let now = committed.load(std::sync::atomic::Ordering::Acquire);
-        if now <= self.trimmed {
+        // Not at every move of the frontier (every epoch): each trim walks every bin held.
+        if now < self.trimmed.saturating_add(TRIM_EVERY) {
             return;
         }
         self.trimmed = now;
@@ -342,6 +380,15 @@ where
             if bin.kept.first_key_value().is_some_and(|(t, _)| *t < now) {
                 bin.kept = bin.kept.split_off(&now);
             }
+        }
+        if let Some(kept) = &self.kept {
+            let mut kept = kept.borrow_mut();
+            for times in kept.outputs.values_mut() {
+                if times.first_key_value().is_some_and(|(t, _)| *t < now) {
+                    *times = times.split_off(&now);
+                }
+            }
+            kept.outputs.retain(|_, times| !times.is_empty());
         }
     }
 
@@ -408,6 +455,7 @@ where
             seen: &mut self.seen,
             local: &self.local,
             takeovers: &self.takeovers,
+            kept: self.kept.as_deref(),
         };
         let applied = apply_time(
             time,
@@ -481,6 +529,9 @@ where
         self.holding.clear();
         self.assembly = Assembly::default();
         local.arriving.borrow_mut().clear();
+        if let Some(kept) = &self.kept {
+            kept.borrow_mut().outputs.clear();
+        }
         self.seen.missing.clear();
         local.awaiting.borrow_mut().clear();
         // A rejoin already final stays: F clears it when it hears a newer failure.
@@ -560,9 +611,10 @@ struct StateHooks<'a, R, O, S> {
     seen: &'a mut Seen,
     local: &'a Local<S>,
     takeovers: &'a TakeoverLog,
+    kept: Option<&'a RefCell<Kept<O>>>,
 }
 
-impl<R, O, S> Hooks<O> for StateHooks<'_, R, O, S> {
+impl<R, O: Clone, S> Hooks<O> for StateHooks<'_, R, O, S> {
     fn proceed(&mut self, _bin: u32) -> bool {
         self.failures.tick(self.me);
         !self.local.must_stop(self.failures)
@@ -601,6 +653,15 @@ impl<R, O, S> Hooks<O> for StateHooks<'_, R, O, S> {
         let produced = out.len() - from;
         if produced == 0 && !CHECK_REPLICAS {
             return;
+        }
+        // Both copies keep what they made, before the standby's copy is dropped below.
+        if let Some(kept) = self.kept
+            && produced > 0
+        {
+            let mut kept = kept.borrow_mut();
+            let at = kept.outputs.entry(bin).or_default().entry(self.time).or_default();
+            at.clear();
+            at.extend(out[from..].iter().cloned());
         }
         let holders = self.placement[bin as usize];
         match holders.role(self.me) {
