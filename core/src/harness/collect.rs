@@ -69,13 +69,15 @@ impl Digest {
                 d.1 += batch.len() as u64;
             }
         });
-        let (last_time, writer) = (Rc::clone(&self.last_time), sink.flatten());
+        // Every worker builds the same operators (only worker 0 holds the file).
+        let (last_time, sinking) = (Rc::clone(&self.last_time), sink.is_some());
+        let writer = sink.flatten();
         match committed {
-            None if writer.is_none() => {
+            None if !sinking => {
                 counted.probe_with(probe);
             }
             // No file to write: each worker sends worker 0 only each time's sum.
-            Some(committed) if writer.is_none() => {
+            Some(committed) if !sinking => {
                 counted.clone().probe_with(probe);
                 commit_sums(sums_per_time(counted, last_time), committed).probe_with(probe);
             }
