@@ -45,6 +45,8 @@ struct State {
     lost: Vec<usize>,
     /// The coordinator's restart order, once known.
     order: Option<Restart>,
+    /// When the computation began to be left for a restart.
+    since: Option<std::time::Instant>,
 }
 
 /// How a computation of a run ended, if not with an error.
@@ -148,6 +150,7 @@ impl Abort {
             if !state.lost.contains(&process) {
                 state.lost.push(process);
             }
+            state.since.get_or_insert_with(std::time::Instant::now);
             self.stopped.store(true, Ordering::Release);
             self.changed.notify_all();
         }
@@ -159,9 +162,15 @@ impl Abort {
             && state.error.is_none()
         {
             state.order = Some(order);
+            state.since.get_or_insert_with(std::time::Instant::now);
             self.stopped.store(true, Ordering::Release);
             self.changed.notify_all();
         }
+    }
+
+    /// When the computation began to be left for a restart, if it is.
+    pub fn restarting_since(&self) -> Option<std::time::Instant> {
+        self.state.lock().ok().and_then(|s| s.since)
     }
 
     /// The processes lost so far, by their index at the job's start.

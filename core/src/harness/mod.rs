@@ -13,7 +13,7 @@ mod preload;
 mod restart;
 mod worker;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -224,7 +224,6 @@ pub fn run_job<J: Job + ?Sized>(
     let start: Arc<OnceLock<Instant>> = Arc::default();
     let mut generation = Generation::first(config.workers, keep, committed);
     let mut survivors: Vec<usize> = (0..addresses.len()).collect();
-    let mut timely = timely;
     let mut config = Arc::new(config);
     loop {
         let here: Vec<String> = survivors.iter().map(|p| addresses[*p].clone()).collect();
@@ -250,30 +249,8 @@ pub fn run_job<J: Job + ?Sized>(
             }
             return Ok(summary.map(|s| *s));
         }
-        let seen = Instant::now();
-        let left = generation_now;
-        let order = match liveness.as_ref().and_then(|l| l.coordinator()) {
-            Some(coordinator) => {
-                let from = left
-                    .committed
-                    .as_ref()
-                    .map_or(0, |c| c.frontier.load(Ordering::Acquire));
-                coordinator.restart(left.index + 1, from, &abort.lost())
-            }
-            None => abort.wait_order(restart::ORDER_WAIT)?.ok_or_else(|| {
-                RunError::Worker(format!(
-                    "process {}: a process was lost and process 0 gave no restart order within {} s",
-                    position.process,
-                    restart::ORDER_WAIT.as_secs()
-                ))
-            })?,
-        };
-        if !order.survivors.contains(&position.process) {
-            return Err(RunError::Worker(format!(
-                "process {} was left out of the restart (process 0 lost it)",
-                position.process
-            )));
-        }
+        let seen = abort.restarting_since().unwrap_or_else(Instant::now);
+        let order = restart::order(liveness.as_ref(), &generation_now, &abort, position.process)?;
         tracing::warn!(
             target: "megaflux::job",
             phase = "restart",
@@ -282,10 +259,8 @@ pub fn run_job<J: Job + ?Sized>(
             survivors = ?order.survivors,
             lost = ?abort.lost()
         );
-        generation = left.next(order.generation, order.committed, seen, abort.lost());
-        drop(left);
+        generation = generation_now.next(order.generation, order.committed, seen, abort.lost());
         survivors = order.survivors;
-        timely = restart::timely_config(&timely, config.workers, &survivors, &addresses, position.process);
         // Plans, failures and panics name the first computation's workers.
         config = Arc::new(restart::later_config(&config));
     }

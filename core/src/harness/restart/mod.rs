@@ -9,33 +9,29 @@
 //! written every output before `C` and drops every later one it had not written. So every
 //! (time, bin)'s outputs are written once, whatever the moment of the crash.
 
+mod agree;
+mod mesh;
+
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::rc::Rc;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use timely::dataflow::operators::vec::Broadcast;
-use timely::dataflow::operators::{Inspect, Probe};
-use timely::dataflow::{InputHandleVec, ProbeHandle};
-use timely::worker::Worker;
+pub(super) use agree::agree;
+pub(super) use mesh::execute;
 
 use super::collect::Committed;
+use super::liveness::Liveness;
 use super::{RunConfig, RunError};
 use crate::Time;
-use crate::config::{NONE, Placement, Replicas};
+use crate::abort::Abort;
 use crate::job::Job;
+use crate::membership::Restart;
 use crate::operator::{Observers, Seed};
 use crate::source::Source;
-
 /// How long the survivors' workers have to leave a broken computation and hand out their
 /// bins (they do at their next loop turn: milliseconds).
 pub(super) const LEAVE_WAIT: Duration = Duration::from_secs(5);
-/// How often a survivor tries again to connect to another for a restarted computation
-/// (timely's own cluster start tries once a second: a restart connects its processes itself).
-const CONNECT_RETRY: Duration = Duration::from_millis(5);
 /// How long a member waits for the coordinator's restart order once it left its computation.
 pub(super) const ORDER_WAIT: Duration = Duration::from_secs(10);
 
@@ -243,93 +239,13 @@ impl Generation {
     }
 }
 
-/// Where the bins survived, agreed by every worker of a new computation: each sends the
-/// roles it holds to all; each then builds the same placement (a surviving standby whose
-/// primary is gone is promoted; a bin left with one copy runs with one). `Err` names the
-/// bins with no copy left, or whose operators survived in different places.
-pub(super) fn agree(
-    worker: &mut Worker,
-    bins: usize,
-    roles: &BTreeMap<u32, bool>,
-    mismatched: &[u32],
-) -> Result<(Placement, (usize, usize)), Vec<u32>> {
-    let mut input = InputHandleVec::<Time, (u32, u32, u8)>::new();
-    let heard: Rc<std::cell::RefCell<Vec<(u32, u32, u8)>>> = Rc::default();
-    let probe = ProbeHandle::new();
-    {
-        let (heard, probe) = (Rc::clone(&heard), probe.clone());
-        let input = &mut input;
-        worker.dataflow::<Time, _, _>(move |scope| {
-            input
-                .to_stream(scope)
-                .broadcast()
-                .inspect(move |r| heard.borrow_mut().push(*r))
-                .probe_with(&probe);
-        });
-    }
-    let me = worker.index() as u32;
-    for (bin, standby) in roles {
-        input.send((me, *bin, u8::from(*standby)));
-    }
-    for bin in mismatched {
-        input.send((me, *bin, 2));
-    }
-    drop(input);
-    while !probe.done() {
-        worker.step();
-    }
-    let mut heard = heard.take();
-    heard.sort_unstable();
-    placement(bins, &heard)
-}
-
-/// The placement the copies `heard` (worker, bin, 0 primary / 1 standby / 2 mismatched)
-/// hold: per bin, a primary copy stays primary, a lone standby is promoted; two copies of
-/// one role (a move that changed roles, cut in the middle) are ordered by worker. With it,
-/// how many bins were promoted and how many are left with one copy.
-fn placement(bins: usize, heard: &[(u32, u32, u8)]) -> Result<(Placement, (usize, usize)), Vec<u32>> {
-    let mut copies: Vec<Vec<(u8, u32)>> = vec![Vec::new(); bins];
-    let mut bad = Vec::new();
-    for &(worker, bin, role) in heard {
-        match copies.get_mut(bin as usize) {
-            Some(c) if role < 2 => c.push((role, worker)),
-            _ => bad.push(bin),
-        }
-    }
-    let mut placement = Vec::with_capacity(bins);
-    let (mut promoted, mut degraded) = (0, 0);
-    for (bin, mut c) in copies.into_iter().enumerate() {
-        c.sort_unstable();
-        promoted += usize::from(c.first().is_some_and(|(role, _)| *role == 1));
-        degraded += usize::from(c.len() == 1);
-        match c.as_slice() {
-            [] => bad.push(bin as u32),
-            [(_, only)] => placement.push(Replicas {
-                primary: *only,
-                standby: NONE,
-            }),
-            [(_, first), (_, second), ..] => placement.push(Replicas {
-                primary: *first,
-                standby: *second,
-            }),
-        }
-    }
-    bad.sort_unstable();
-    bad.dedup();
-    if bad.is_empty() {
-        Ok((placement, (promoted, degraded)))
-    } else {
-        Err(bad)
-    }
-}
-
 /// Leaves a computation once every local worker handed out its bins: its threads are
 /// joined in the background (those of a lost or hung process's connections may never end;
 /// their panics stay with this computation).
 pub(super) fn leave(
     guards: timely::communication::WorkerGuards<()>,
     generation: &Generation,
-    abort: &crate::abort::Abort,
+    abort: &Abort,
 ) -> Result<(), RunError> {
     let since = Instant::now();
     while !generation.all_handed() {
@@ -356,111 +272,36 @@ pub(super) fn leave(
         .map_err(|e| RunError::Worker(format!("leaving the computation: {e}")))
 }
 
-/// Starts a restarted computation among the processes at `addresses`, this one at `rank`,
-/// with `workers` workers each: the survivors connect to each other at once (each listens
-/// for those after it and connects to those before it, trying again every few
-/// milliseconds, for up to `wait`), then timely runs `work` over those connections.
-pub(super) fn execute<F>(
-    addresses: &[String],
-    rank: usize,
-    workers: usize,
-    worker_config: timely::WorkerConfig,
-    wait: Duration,
-    work: F,
-) -> Result<timely::communication::WorkerGuards<()>, RunError>
-where
-    F: Fn(&mut timely::worker::Worker) + Send + Sync + 'static,
-{
-    use timely::communication::allocator::zero_copy::initialize::initialize_networking_from_sockets;
-    use timely::communication::allocator::{AllocatorBuilder, ProcessBuilder};
-    let sockets =
-        mesh(addresses, rank, wait).map_err(|e| RunError::Timely(format!("restarting the cluster: {e}")))?;
-    let hooks = timely::communication::Hooks::default();
-    let local = ProcessBuilder::new_typed_vector(workers, hooks.refill.clone(), hooks.spill.clone());
-    let (builders, guard) = initialize_networking_from_sockets(local, sockets, rank, workers, hooks)
-        .map_err(|e| RunError::Timely(format!("restarting the cluster: {e}")))?;
-    let builders = builders.into_iter().map(AllocatorBuilder::Tcp).collect();
-    timely::execute::execute_from(builders, Box::new(guard), worker_config, work).map_err(RunError::Timely)
-}
-
-/// One connection to every other process at `addresses` (`None` for this one, at `rank`).
-fn mesh(addresses: &[String], rank: usize, wait: Duration) -> std::io::Result<Vec<Option<TcpStream>>> {
-    let first = |a: &String| a.split_whitespace().next().unwrap_or_default().to_string();
-    let listener = TcpListener::bind(first(&addresses[rank]))?;
-    listener.set_nonblocking(true)?;
-    let since = Instant::now();
-    let late = || {
-        std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            "the other survivors did not connect in time",
-        )
-    };
-    let mut sockets: Vec<Option<TcpStream>> = (0..addresses.len()).map(|_| None).collect();
-    for (index, address) in addresses.iter().enumerate().take(rank) {
-        let stream = loop {
-            match TcpStream::connect(first(address)) {
-                Ok(stream) => break stream,
-                Err(_) if since.elapsed() < wait => std::thread::sleep(CONNECT_RETRY),
-                Err(_) => return Err(late()),
-            }
-        };
-        stream.set_nodelay(true)?;
-        (&stream).write_all(&(rank as u64).to_le_bytes())?;
-        sockets[index] = Some(stream);
-    }
-    while sockets.iter().skip(rank + 1).any(Option::is_none) {
-        match listener.accept() {
-            Ok((stream, _)) => {
-                stream.set_nonblocking(false)?;
-                stream.set_read_timeout(Some(wait))?;
-                let mut index = [0u8; 8];
-                (&stream).read_exact(&mut index)?;
-                stream.set_read_timeout(None)?;
-                stream.set_nodelay(true)?;
-                let index = u64::from_le_bytes(index) as usize;
-                match sockets.get_mut(index) {
-                    Some(slot) if index > rank && slot.is_none() => *slot = Some(stream),
-                    _ => {
-                        return Err(std::io::Error::other(format!(
-                            "a connection claimed to be process {index}"
-                        )));
-                    }
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && since.elapsed() < wait => {
-                std::thread::sleep(CONNECT_RETRY)
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Err(late()),
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(sockets)
-}
-
-/// Timely's configuration for a computation among `survivors` (by their index at the
-/// job's start, at their addresses then), this process being `me`.
-pub(super) fn timely_config(
-    first: &timely::Config,
-    workers: usize,
-    survivors: &[usize],
-    addresses: &[String],
+/// The restart that follows a computation left: process 0's coordinator orders it (from
+/// the committed frontier, without the processes lost), the others wait for its order.
+/// `Err` if this process cannot take part.
+pub(super) fn order(
+    liveness: Option<&Liveness>,
+    left: &Generation,
+    abort: &Abort,
     me: usize,
-) -> timely::Config {
-    let addresses: Vec<String> = survivors
-        .iter()
-        .filter_map(|p| addresses.get(*p).cloned())
-        .collect();
-    let process = survivors.iter().position(|p| *p == me).unwrap_or(0);
-    timely::Config {
-        communication: timely::CommunicationConfig::Cluster {
-            threads: workers,
-            process,
-            addresses,
-            report: false,
-            zerocopy: false,
-        },
-        worker: first.worker.clone(),
+) -> Result<Restart, RunError> {
+    let order = match liveness.and_then(Liveness::coordinator) {
+        Some(coordinator) => {
+            let from = left
+                .committed
+                .as_ref()
+                .map_or(0, |c| c.frontier.load(std::sync::atomic::Ordering::Acquire));
+            coordinator.restart(left.index + 1, from, &abort.lost())
+        }
+        None => abort.wait_order(ORDER_WAIT)?.ok_or_else(|| {
+            RunError::Worker(format!(
+                "process {me}: a process was lost and process 0 gave no restart order within {} s",
+                ORDER_WAIT.as_secs()
+            ))
+        })?,
+    };
+    if !order.survivors.contains(&me) {
+        return Err(RunError::Worker(format!(
+            "process {me} was left out of the restart (process 0 lost it)"
+        )));
     }
+    Ok(order)
 }
 
 /// The settings of a restarted computation: scheduled plans, failures, rejoins and panics
@@ -473,25 +314,5 @@ pub(super) fn later_config(config: &RunConfig) -> RunConfig {
         panics: Vec::new(),
         script: Vec::new(),
         ..config.clone()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_lone_standby_is_promoted_and_a_bin_with_no_copy_is_named() {
-        let heard = [(0, 0, 0), (1, 0, 1), (1, 1, 1), (2, 2, 0)];
-        let (p, counts) = placement(3, &heard).unwrap();
-        assert_eq!(counts, (1, 2));
-        assert_eq!((p[0].primary, p[0].standby), (0, 1));
-        assert_eq!((p[1].primary, p[1].standby), (1, NONE));
-        assert_eq!((p[2].primary, p[2].standby), (2, NONE));
-        assert_eq!(placement(4, &heard).unwrap_err(), vec![3]);
-        assert_eq!(
-            placement(3, &[(0, 0, 0), (0, 1, 0), (0, 2, 2)]).unwrap_err(),
-            vec![2]
-        );
     }
 }
