@@ -99,6 +99,11 @@ fn survives_kills(name: &str, job: &[&str], n: usize, (from, to): (f64, f64), se
     }
 }
 
+/// Kill moments, in seconds after the processes start: from once timely's cluster has
+/// formed (it polls once a second; a process lost before is `a_process_lost_while_the_cluster_forms_stops_the_others_at_once`)
+/// to the end of the run.
+const FORMED_TO_END: (f64, f64) = (2.0, 4.8);
+
 const KEYCOUNT: &[&str] = &[
     "run",
     "--headless",
@@ -119,7 +124,7 @@ const KEYCOUNT: &[&str] = &[
 
 #[test]
 fn keycount_survives_kill_9_of_a_process_at_any_moment() {
-    survives_kills("crash-keycount", KEYCOUNT, kills(12), (1.0, 4.5), 0x5eed_0001);
+    survives_kills("crash-keycount", KEYCOUNT, kills(12), FORMED_TO_END, 0x5eed_0001);
 }
 
 #[test]
@@ -136,7 +141,7 @@ fn q4_with_open_auctions_survives_kill_9_of_a_process() {
         "--replicas",
         "2",
     ];
-    survives_kills("crash-q4", &job, kills(8), (1.0, 4.5), 0x5eed_0004);
+    survives_kills("crash-q4", &job, kills(8), FORMED_TO_END, 0x5eed_0004);
 }
 
 #[test]
@@ -188,4 +193,33 @@ fn a_hung_process_is_left_behind_and_the_job_goes_on() {
     assert_eq!(s["output_digest"], summary(&base[0])["output_digest"]);
     assert_eq!(sorted_lines(&out), sorted_lines(&base_out));
     assert_eq!(s["crashes"][0]["processes"], serde_json::json!([2]));
+}
+
+#[test]
+fn a_process_lost_while_the_cluster_forms_stops_the_others_at_once() {
+    let cluster = Cluster::of("crash-forming", 3);
+    let out = cluster.dir.join("out.jsonl");
+    let mut children = spawn_all(&cluster, KEYCOUNT, out.to_str().unwrap());
+    // Timely's processes find each other in about a second (they poll once a second); each
+    // has said hello to process 0's coordinator within milliseconds.
+    std::thread::sleep(Duration::from_millis(500));
+    let mut lost = children.remove(1);
+    lost.kill().expect("kill -9");
+    let _ = lost.wait();
+    let started = Instant::now();
+    let outputs = wait_all(children);
+    for o in &outputs {
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{stderr}");
+    }
+    let stderr = String::from_utf8_lossy(&outputs[0].stderr);
+    assert!(
+        stderr.contains("process 1 went away before the cluster formed"),
+        "{stderr}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
 }

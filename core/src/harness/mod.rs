@@ -36,6 +36,9 @@ use collect::Committed;
 use restart::Generation;
 use worker::{Shared, Stopped, run_worker};
 
+/// How often a process whose cluster forms looks for news of a process gone meanwhile.
+const FORM_POLL: Duration = Duration::from_millis(50);
+
 /// How long a cluster process that found lost bins waits before it exits.
 const LOST_GRACE: Duration = Duration::from_millis(500);
 
@@ -147,11 +150,12 @@ pub fn check_job<J: Job + ?Sized>(job: &J, config: &RunConfig) -> Result<(), Con
 }
 
 /// Starts timely's workers; in a cluster, gives up after `wait` if the other processes have
-/// not all connected (timely itself waits for them for ever), naming those it waited for.
+/// not all connected (timely itself waits for them for ever), naming those it waited for,
+/// and at once if a process is known gone meanwhile (`abort` stopped: membership saw it go).
 /// The thread still waiting is left behind: the caller is expected to exit.
 fn form<F>(
     cluster: bool,
-    wait: Duration,
+    (wait, abort): (Duration, &Abort),
     process: usize,
     waiting: String,
     timely: timely::Config,
@@ -170,13 +174,35 @@ where
             let _ = done.send(timely::execute(timely, work));
         })
         .map_err(|e| RunError::Timely(format!("starting the cluster: {e}")))?;
-    match formed.recv_timeout(wait) {
-        Ok(guards) => guards.map_err(RunError::Timely),
-        Err(_) => Err(RunError::ClusterNotFormed {
-            process,
-            waiting,
-            waited: wait,
-        }),
+    let since = Instant::now();
+    loop {
+        match formed.recv_timeout(FORM_POLL) {
+            Ok(guards) => return guards.map_err(RunError::Timely),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(RunError::Timely(format!(
+                    "process {process}: the cluster could not form (waiting for {waiting})"
+                )));
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if abort.is_stopped() => {
+                return Err(match abort.lost().first() {
+                    Some(lost) => RunError::Worker(format!(
+                        "process {lost} went away before the cluster formed: the job cannot start without it"
+                    )),
+                    None => abort
+                        .wait_order(Duration::ZERO)
+                        .err()
+                        .unwrap_or_else(|| RunError::Worker("the cluster stopped while it formed".into())),
+                });
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if since.elapsed() >= wait => {
+                return Err(RunError::ClusterNotFormed {
+                    process,
+                    waiting,
+                    waited: wait,
+                });
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+        }
     }
 }
 
@@ -343,7 +369,7 @@ fn run_generation<J: Job + ?Sized>(
     let guards = if restarted {
         restart::execute(addresses, rank, workers, timely.worker.clone(), wait, work)?
     } else {
-        form(cluster, wait, rank, waiting, timely, work)?
+        form(cluster, (wait, abort), rank, waiting, timely, work)?
     };
     match abort.wait() {
         Err(e) => {
