@@ -131,6 +131,11 @@ impl Abort {
         self.restartable.store(true, Ordering::Release);
     }
 
+    /// Whether a lost process other than process 0 restarts the job.
+    pub fn can_restart(&self) -> bool {
+        self.restartable.load(Ordering::Acquire)
+    }
+
     /// Whether the computation is being left for a restart.
     pub fn restarting(&self) -> bool {
         self.state

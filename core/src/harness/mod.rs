@@ -151,7 +151,8 @@ pub fn check_job<J: Job + ?Sized>(job: &J, config: &RunConfig) -> Result<(), Con
 
 /// Starts timely's workers; in a cluster, gives up after `wait` if the other processes have
 /// not all connected (timely itself waits for them for ever), naming those it waited for,
-/// and at once if a process is known gone meanwhile (`abort` stopped: membership saw it go).
+/// and at once if a process of a job that restarts is known gone meanwhile (membership saw
+/// it go: a restart needs a computation to leave).
 /// The thread still waiting is left behind: the caller is expected to exit.
 fn form<F>(
     cluster: bool,
@@ -183,7 +184,7 @@ where
                     "process {process}: the cluster could not form (waiting for {waiting})"
                 )));
             }
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if abort.is_stopped() => {
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if abort.can_restart() && abort.is_stopped() => {
                 return Err(match abort.lost().first() {
                     Some(lost) => RunError::Worker(format!(
                         "process {lost} went away before the cluster formed: the job cannot start without it"
@@ -367,7 +368,14 @@ fn run_generation<J: Job + ?Sized>(
         }
     };
     let guards = if restarted {
-        restart::execute(addresses, rank, workers, timely.worker.clone(), wait, work)?
+        restart::execute(
+            addresses,
+            rank,
+            workers,
+            timely.worker.clone(),
+            (wait, abort),
+            work,
+        )?
     } else {
         form(cluster, (wait, abort), rank, waiting, timely, work)?
     };

@@ -5,6 +5,7 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
+use crate::abort::Abort;
 use crate::harness::RunError;
 
 /// How often a survivor tries again to connect to another for a restarted computation.
@@ -19,7 +20,7 @@ pub(in crate::harness) fn execute<F>(
     rank: usize,
     workers: usize,
     worker_config: timely::WorkerConfig,
-    wait: Duration,
+    (wait, abort): (Duration, &Abort),
     work: F,
 ) -> Result<timely::communication::WorkerGuards<()>, RunError>
 where
@@ -27,8 +28,9 @@ where
 {
     use timely::communication::allocator::zero_copy::initialize::initialize_networking_from_sockets;
     use timely::communication::allocator::{AllocatorBuilder, ProcessBuilder};
-    let sockets =
-        mesh(addresses, rank, wait).map_err(|e| RunError::Timely(format!("restarting the cluster: {e}")))?;
+    let gone = || abort.is_stopped();
+    let sockets = mesh(addresses, rank, wait, &gone)
+        .map_err(|e| RunError::Timely(format!("restarting the cluster: {e}")))?;
     let hooks = timely::communication::Hooks::default();
     let local = ProcessBuilder::new_typed_vector(workers, hooks.refill.clone(), hooks.spill.clone());
     let (builders, guard) = initialize_networking_from_sockets(local, sockets, rank, workers, hooks)
@@ -38,7 +40,13 @@ where
 }
 
 /// One connection to every other process at `addresses` (`None` for this one, at `rank`).
-fn mesh(addresses: &[String], rank: usize, wait: Duration) -> std::io::Result<Vec<Option<TcpStream>>> {
+/// Gives up as soon as `gone` says a process went away meanwhile.
+fn mesh(
+    addresses: &[String],
+    rank: usize,
+    wait: Duration,
+    gone: &dyn Fn() -> bool,
+) -> std::io::Result<Vec<Option<TcpStream>>> {
     let first = |a: &String| a.split_whitespace().next().unwrap_or_default().to_string();
     let listener = TcpListener::bind(first(&addresses[rank]))?;
     listener.set_nonblocking(true)?;
@@ -49,11 +57,13 @@ fn mesh(addresses: &[String], rank: usize, wait: Duration) -> std::io::Result<Ve
             "the other survivors did not connect in time",
         )
     };
+    let lost = || std::io::Error::other("another process went away while the survivors reconnected");
     let mut sockets: Vec<Option<TcpStream>> = (0..addresses.len()).map(|_| None).collect();
     for (index, address) in addresses.iter().enumerate().take(rank) {
         let stream = loop {
             match TcpStream::connect(first(address)) {
                 Ok(stream) => break stream,
+                Err(_) if gone() => return Err(lost()),
                 Err(_) if since.elapsed() < wait => std::thread::sleep(CONNECT_RETRY),
                 Err(_) => return Err(late()),
             }
@@ -81,6 +91,7 @@ fn mesh(addresses: &[String], rank: usize, wait: Duration) -> std::io::Result<Ve
                     }
                 }
             }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && gone() => return Err(lost()),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && since.elapsed() < wait => {
                 std::thread::sleep(CONNECT_RETRY)
             }

@@ -32,6 +32,8 @@ use crate::source::Source;
 /// How long the survivors' workers have to leave a broken computation and hand out their
 /// bins (they do at their next loop turn: milliseconds).
 pub(super) const LEAVE_WAIT: Duration = Duration::from_secs(5);
+/// How long process 0 waits, once its computation is left, before it orders the restart.
+const ORDER_GRACE: Duration = Duration::from_millis(50);
 /// How long a member waits for the coordinator's restart order once it left its computation.
 pub(super) const ORDER_WAIT: Duration = Duration::from_secs(10);
 
@@ -283,6 +285,9 @@ pub(super) fn order(
 ) -> Result<Restart, RunError> {
     let order = match liveness.and_then(Liveness::coordinator) {
         Some(coordinator) => {
+            // Processes killed together are seen apart by a few milliseconds: one order
+            // for them all, rather than a restart that waits for one of them.
+            std::thread::sleep(ORDER_GRACE);
             let from = left
                 .committed
                 .as_ref()
