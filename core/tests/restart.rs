@@ -3,17 +3,18 @@
 //! the cut, as a crashed cluster's survivors do: the first computation's outputs before `C`
 //! count (the sink wrote them), the rest do not, and the second is sent every record from
 //! `C` on again. For random records, random moves on both sides of the cut and of `C` and
-//! at the cut itself (their bins have left and arrived but are not installed: a crash in
-//! the middle of a migration), one or two replicas, and operators with scheduled work, the
-//! counted outputs of the two together equal the sequential model's (nothing lost, nothing
-//! twice).
+//! at the cut itself (a crash in the middle of a migration: their bins not yet shipped, in
+//! flight, which the crash loses, arrived, or installed), one or two replicas, and
+//! operators with scheduled work, the survivors agree on a placement as a restart does,
+//! every copy survives, and the counted outputs of the two together equal the sequential
+//! model's (nothing lost, nothing twice).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Barrier, Mutex};
 
-use megaflux::config::{NONE, Placement, Replicas};
-use megaflux::operator::Seed;
+use megaflux::config::Placement;
+use megaflux::operator::{Handout, Seed, survivors};
 use megaflux::{Bins, ControlInst, StatefulConfig, Time};
 use proptest::prelude::*;
 
@@ -23,19 +24,11 @@ use common::{Op, Out, Rec, WINDOW, model};
 
 const BINS: usize = 16;
 
-/// Rounds in which every worker steps once after the moves at the cut were sent, each
-/// round after all workers finished the previous one: a round carries a message (progress
-/// or data) one hop, and a handful of hops make the moves final and ship and deliver
-/// their bins.
+/// The most rounds in which every worker steps once after the moves at the cut were sent
+/// before the crash, each round after all workers finished the previous one: a round
+/// carries a message (progress or data) one hop, and a handful of hops make the moves
+/// final and ship and deliver their bins.
 const SETTLE_ROUNDS: usize = 20;
-
-/// What one worker of a stopped computation handed out: its seed, and its roles by bin.
-#[derive(Clone, Debug, Default)]
-struct Handed {
-    seed: Seed,
-    /// (operator, bin) -> whether this worker holds its standby.
-    roles: BTreeMap<(String, u32), bool>,
-}
 
 #[derive(Clone, Debug)]
 struct Case {
@@ -46,6 +39,10 @@ struct Case {
     cut: Time,
     /// The committed frontier at the cut: at or before it.
     committed: Time,
+    /// Rounds the workers step after the moves at the cut before the crash: the bins of
+    /// those moves may be anywhere from not yet shipped to installed, and what is in
+    /// flight is lost.
+    settle: usize,
 }
 
 fn arb_case() -> impl Strategy<Value = Case> {
@@ -54,15 +51,22 @@ fn arb_case() -> impl Strategy<Value = Case> {
         proptest::collection::vec((0u64..16, rec()), 0..60),
         proptest::collection::vec((0u64..16, rec()), 0..30),
         proptest::collection::vec((0u64..16, 0u32..BINS as u32, 0u32..4), 0..10),
+        proptest::collection::vec((0u32..BINS as u32, 0u32..4), 0..4),
         1u64..16,
         0u64..16,
+        0..=SETTLE_ROUNDS,
     )
-        .prop_map(|(left, right, moves, cut, behind)| Case {
+        .prop_map(|(left, right, mut moves, at_cut, cut, behind, settle)| Case {
             left,
             right,
-            moves,
+            moves: {
+                // Moves at the cut are what a crash can cut in the middle.
+                moves.extend(at_cut.into_iter().map(|(bin, to)| (cut, bin, to)));
+                moves
+            },
             cut,
             committed: cut.saturating_sub(behind),
+            settle,
         })
 }
 
@@ -77,9 +81,9 @@ fn phase(
     replicas: usize,
     (from, to): (Time, Time),
     seeds: Option<(Placement, Vec<Seed>)>,
-) -> (Vec<(Time, Out)>, Vec<Handed>) {
+) -> (Vec<(Time, Out)>, Vec<Handout>) {
     let outputs: Arc<Mutex<Vec<(Time, Out)>>> = Arc::default();
-    let handed: Arc<Mutex<Vec<Handed>>> = Arc::new(Mutex::new(vec![Handed::default(); workers]));
+    let handed: Arc<Mutex<Vec<Handout>>> = Arc::new(Mutex::new(vec![Handout::default(); workers]));
     let case = Arc::new(case.clone());
     let seeds = Arc::new(seeds);
     let (sink, handed_sink) = (Arc::clone(&outputs), Arc::clone(&handed));
@@ -126,9 +130,9 @@ fn phase(
             worker.step();
         }
         if seeds.is_none() {
-            // The cut: every time before it applied everywhere, and the moves at the cut
-            // made final, so that their bins leave and arrive but are not installed (the
-            // crash in the middle of a migration). Then hand out.
+            // The cut: every time before it applied everywhere, then the moves at the cut,
+            // and the crash some rounds later (its bins left, in flight, arrived or not).
+            // Then hand out; the dataflow is dropped with what was in flight.
             while probe.less_than(&to) {
                 worker.step();
             }
@@ -139,24 +143,15 @@ fn phase(
                 }
             }
             inputs.control.advance_to(to + 1);
-            for _ in 0..SETTLE_ROUNDS {
+            for _ in 0..case.settle {
                 worker.step();
                 rounds.wait();
             }
-            let mut mine = Handed {
-                seed: Seed {
-                    at: case.committed,
-                    bins: BTreeMap::new(),
-                },
-                roles: BTreeMap::new(),
-            };
+            // Every worker stops at the same round.
+            rounds.wait();
+            let mut mine = Handout::default();
             config.observers.each(|p| {
-                let handed = (p.handout)();
-                for (bin, h) in &handed {
-                    mine.roles.insert((p.name.clone(), *bin), h.standby);
-                }
-                let bins = handed.into_iter().map(|(bin, h)| (bin, h.bytes)).collect();
-                mine.seed.bins.insert(p.name.clone(), bins);
+                mine.bins.insert(p.name.clone(), (p.handout)());
             });
             handed_sink.lock().unwrap()[index] = mine;
             for dataflow in worker.installed_dataflows() {
@@ -178,44 +173,37 @@ fn phase(
     (outputs, handed)
 }
 
-/// The placement the handed-out bins hold: per bin, the worker without the standby flag is
-/// the primary, the one with it the standby (the same for every operator of the job).
-fn placement_of(handed: &[Handed]) -> Placement {
-    let mut placement = vec![
-        Replicas {
-            primary: NONE,
-            standby: NONE
-        };
-        BINS
-    ];
-    for (worker, h) in handed.iter().enumerate() {
-        for ((_, bin), standby) in &h.roles {
-            let r = &mut placement[*bin as usize];
-            if *standby {
-                r.standby = worker as u32;
-            } else {
-                r.primary = worker as u32;
-            }
-        }
-    }
-    placement
-}
-
 fn check(op: Op, case: &Case, workers: usize, replicas: usize) -> Result<(), TestCaseError> {
     let moves = case.moves.iter().map(|m| m.0);
     let end = common::last_time(&case.left, &case.right, moves).max(case.cut) + WINDOW + 1;
     let (mut outputs, handed) = phase(op, case, workers, replicas, (0, case.cut), None);
     // The sink had written the times before the committed frontier, and no later one.
     outputs.retain(|(t, _)| *t < case.committed);
-    let placement = placement_of(&handed);
-    // Bins moving at the cut were handed out by their new holders, where they arrived.
+    // The survivors agree on a placement as a restart does.
+    let heard: Vec<(u32, u32, bool)> = handed
+        .iter()
+        .enumerate()
+        .flat_map(|(w, h)| {
+            h.roles(case.committed)
+                .into_iter()
+                .map(move |(b, s)| (w as u32, b, s))
+        })
+        .collect();
+    let placement = survivors(BINS, replicas, workers, &heard);
     prop_assert!(
-        placement
-            .iter()
-            .all(|r| r.primary != NONE && (replicas == 1 || r.standby != NONE)),
-        "every bin has its {replicas} copies at the cut: {placement:?}"
+        placement.is_ok(),
+        "every bin has a copy at the cut: {placement:?}"
     );
-    let seeds = handed.into_iter().map(|h| h.seed).collect();
+    let (placement, survived) = placement.unwrap();
+    prop_assert!(
+        replicas == 1 || survived.degraded == 0,
+        "no copy was lost: {survived:?}, {placement:?}"
+    );
+    let seeds = handed
+        .into_iter()
+        .enumerate()
+        .map(|(w, h)| h.seed(case.committed, |b| placement[b as usize].holds(w as u32)))
+        .collect();
     let (after, _) = phase(
         op,
         case,

@@ -17,7 +17,7 @@ use super::epochs::Epochs;
 use super::measure::{Latencies, RssSamples};
 use super::plane::ControlPlane;
 use super::preload::preload;
-use super::restart::{Generation, Handed, agree};
+use super::restart::{Generation, agree, hand_out};
 use super::{RunConfig, RunError};
 use crate::Time;
 use crate::abort::Abort;
@@ -193,20 +193,22 @@ pub(super) fn run_worker<J: Job + ?Sized>(
     job: &J,
 ) -> Result<Option<Summary>, Stopped> {
     let local = worker.index() % shared.config.workers;
-    let seeded = match shared.generation.seed(local) {
-        Some((seed, roles, mismatched)) => {
-            match agree(worker, shared.config.bins.count(), &roles, &mismatched) {
-                Ok((placement, counts)) => {
+    let seeded = match shared.generation.handout(local) {
+        Some(handout) => {
+            let from = shared.generation.from;
+            let c = &shared.config;
+            let copies = (c.bins.count(), c.replicas, c.workers);
+            match agree(worker, copies, &handout.roles(from)) {
+                Ok((placement, survived)) => {
                     if worker.index() == 0 {
-                        shared.generation.formed(counts);
+                        shared.generation.formed(survived);
                     }
+                    let me = worker.index() as u32;
+                    let seed = handout.seed(from, |bin| placement[bin as usize].holds(me));
                     Some((placement, seed))
                 }
                 Err(bins) => {
-                    return Err(shared.fail(RunError::BinsLost {
-                        bins,
-                        time: shared.generation.from,
-                    }));
+                    return Err(shared.fail(RunError::BinsLost { bins, time: from }));
                 }
             }
         }
@@ -218,7 +220,7 @@ pub(super) fn run_worker<J: Job + ?Sized>(
     let sink = flow.sink.clone();
     let result = run_flow(worker, shared, job, flow, main_dataflow);
     if result.is_err() && shared.abort.restarting() {
-        shared.generation.hand_out(local, Handed::take(&observers));
+        shared.generation.hand_out(local, hand_out(&observers));
         drop(observers);
         // Its channels to the lost process are poisoned: dropping may panic, which is fine.
         let _ = catch_unwind(AssertUnwindSafe(|| {

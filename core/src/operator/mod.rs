@@ -50,7 +50,7 @@ use crate::size::BinState;
 
 pub use native::{native_binary, native_unary};
 pub use observe::{BinSize, DigestSampler, Frontiers, Holds, Observers, OperatorProbe};
-pub use seed::{HandedBin, Seed};
+pub use seed::{HandedBin, Handout, Seed, Survived, survivors};
 pub use transfer::DEFAULT_CHUNK_BYTES;
 
 /// A bin's user state plus the work it has scheduled for later times.
@@ -202,6 +202,9 @@ pub(crate) fn pack_kept<S>(
 /// state messages of each, still encoded.
 pub(crate) type Arriving = std::collections::BTreeMap<(Time, u32), Vec<Vec<u8>>>;
 
+/// Bins shipped away, by move time and bin, with whether each left as a standby.
+pub(crate) type Shipped<S> = std::collections::BTreeMap<(Time, u32), (bool, Bin<S>)>;
+
 /// What F and S of one operator on one worker share.
 ///
 /// `done` is what S has applied: every update at a time before it. S raises it and wakes F;
@@ -245,6 +248,12 @@ pub(crate) struct Local<S> {
     pub(crate) departed: RefCell<Vec<(u32, BTreeSet<Time>)>>,
     /// Bins that arrived here, by the time S installs them and bin, still encoded.
     pub(crate) arriving: RefCell<Arriving>,
+    /// Bins F shipped away for good, by move time and bin, each with whether it leaves as a
+    /// standby (`None` unless the job can restart): kept until the committed frontier
+    /// passes their move time, because until then their state may be nowhere else. A
+    /// restart that tears the computation down drops the messages in flight, and the
+    /// receiver may never have read the bin.
+    pub(crate) shipped: RefCell<Option<Shipped<S>>>,
     /// The outputs S keeps for a restart (when the job keeps them).
     pub(crate) kept: RefCell<Option<Box<dyn KeptOutputs>>>,
     /// What F and S last held capabilities for (each sets its own fields at the end of its
@@ -271,6 +280,7 @@ impl<S> Local<S> {
             takeover_round: Cell::new(0),
             departed: RefCell::default(),
             arriving: RefCell::default(),
+            shipped: RefCell::new(None),
             kept: RefCell::new(None),
             holds: Cell::default(),
         }

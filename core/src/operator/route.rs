@@ -31,7 +31,7 @@ use super::transfer::{Encoded, StateChunk, encode};
 use super::{Holds, Local, StatefulConfig, TransferLog};
 use crate::Time;
 use crate::bins::Bins;
-use crate::config::{ControlInst, NONE, Placement, all_transfers, next_placement};
+use crate::config::{ControlInst, NONE, Placement, Role, all_transfers, next_placement};
 use crate::failure::Failures;
 
 /// Work held back until a frontier passes its time, with a capability for that time.
@@ -387,10 +387,18 @@ where
                 }
                 if action.drop
                     && let Some(bin) = table[action.bin as usize].take()
-                    && !bin.scheduled.is_empty()
                 {
-                    self.local.departed.borrow_mut().push((action.bin, bin.scheduled));
-                    self.local.wake_state();
+                    if !bin.scheduled.is_empty() {
+                        let scheduled = bin.scheduled.clone();
+                        self.local.departed.borrow_mut().push((action.bin, scheduled));
+                        self.local.wake_state();
+                    }
+                    if let Some(shipped) = self.local.shipped.borrow_mut().as_mut() {
+                        let history = self.local.history.borrow();
+                        let holders = history.at(time)[action.bin as usize];
+                        let standby = action.to.iter().all(|w| holders.role(*w) == Some(Role::Standby));
+                        shipped.insert((time, action.bin), (standby, bin));
+                    }
                 }
             }
             drop(table);

@@ -35,7 +35,7 @@ use std::rc::Rc;
 use super::transfer::decode;
 use super::{Bin, BinTable, Local, StatefulConfig, encoded};
 use crate::Time;
-use crate::config::Role;
+use crate::config::{NONE, Placement, Replicas, Role};
 use crate::size::BinState;
 
 /// One bin as a stopped computation hands it out.
@@ -43,15 +43,18 @@ use crate::size::BinState;
 pub struct HandedBin {
     /// Whether the worker that hands it out held it as the bin's standby.
     pub standby: bool,
+    /// Its resume point: the copy holds exactly the updates before it.
+    pub resume: Time,
     /// The bin, encoded as it travels, marked with its resume point.
     pub bytes: Vec<u8>,
 }
 
 impl HandedBin {
-    /// A bin its worker held as the primary (or only) copy.
-    pub(crate) fn primary(bytes: Vec<u8>) -> Self {
+    /// A bin its worker held as the primary (or only) copy, up to `resume`.
+    pub(crate) fn primary(resume: Time, bytes: Vec<u8>) -> Self {
         HandedBin {
             standby: false,
+            resume,
             bytes,
         }
     }
@@ -83,6 +86,115 @@ impl Seed {
                 Err(e) => panic!("{operator}: seeded bin {bin} does not decode: {e}"),
             })
             .collect()
+    }
+}
+
+/// What one worker handed out when its computation stopped: every operator's bins.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Handout {
+    /// By operator name, then bin.
+    pub bins: BTreeMap<String, BTreeMap<u32, HandedBin>>,
+}
+
+impl Handout {
+    /// The bins this worker can start a computation at `from` with, each with whether it
+    /// held the standby: those every operator hands out here, in one role, at resume points
+    /// at or after `from`. An older copy (a bin shipped away long enough ago that it arrived
+    /// elsewhere) misses updates the inputs will not carry again; a bin only some operators
+    /// hand out here (a move cut while its state was in flight) is whole elsewhere or
+    /// nowhere.
+    pub fn roles(&self, from: Time) -> BTreeMap<u32, bool> {
+        let mut operators = self.bins.values().map(|bins| {
+            bins.iter()
+                .filter(|(_, h)| h.resume >= from)
+                .map(|(bin, h)| (*bin, h.standby))
+                .collect::<BTreeMap<u32, bool>>()
+        });
+        let Some(mut roles) = operators.next() else {
+            return BTreeMap::new();
+        };
+        for other in operators {
+            roles.retain(|bin, standby| other.get(bin) == Some(standby));
+        }
+        roles
+    }
+
+    /// The seed of a computation that starts at `from`: this worker's copies of the bins
+    /// `placed` puts here (among the usable ones of [`Handout::roles`]).
+    pub fn seed(self, from: Time, placed: impl Fn(u32) -> bool) -> Seed {
+        let usable = self.roles(from);
+        let keep = |bin: &u32| usable.contains_key(bin) && placed(*bin);
+        let bins = self
+            .bins
+            .into_iter()
+            .map(|(operator, bins)| {
+                let bins = bins
+                    .into_iter()
+                    .filter(|(bin, _)| keep(bin))
+                    .map(|(bin, h)| (bin, h.bytes))
+                    .collect();
+                (operator, bins)
+            })
+            .collect();
+        Seed { at: from, bins }
+    }
+}
+
+/// How a restart found the bins: how many lost their primary (a standby was promoted) and
+/// how many are left with one copy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Survived {
+    /// Bins whose standby is now their primary.
+    pub promoted: usize,
+    /// Bins with one copy.
+    pub degraded: usize,
+}
+
+/// The placement of `bins` bins with `replicas` copies each that the surviving copies
+/// `heard` (worker, bin, whether it was the standby) give, on workers `per_process` to a
+/// process: per bin, a primary copy stays primary (a lone standby is promoted), two copies
+/// of one role (a move cut in the middle) are ordered by worker, and with replicas the
+/// standby is the first other copy in another process than the primary's, if any. `Err`
+/// names the bins with no copy left.
+pub fn survivors(
+    bins: usize,
+    replicas: usize,
+    per_process: usize,
+    heard: &[(u32, u32, bool)],
+) -> Result<(Placement, Survived), Vec<u32>> {
+    let mut copies: Vec<Vec<(bool, u32)>> = vec![Vec::new(); bins];
+    let mut lost = Vec::new();
+    for &(worker, bin, standby) in heard {
+        match copies.get_mut(bin as usize) {
+            Some(c) => c.push((standby, worker)),
+            None => lost.push(bin),
+        }
+    }
+    let process = |w: u32| w as usize / per_process.max(1);
+    let mut placement = Vec::with_capacity(bins);
+    let mut survived = Survived::default();
+    for (bin, mut c) in copies.into_iter().enumerate() {
+        c.sort_unstable();
+        c.dedup();
+        let Some(&(promoted, primary)) = c.first() else {
+            lost.push(bin as u32);
+            continue;
+        };
+        let others = || c[1..].iter().map(|(_, w)| *w).filter(|_| replicas > 1);
+        let standby = others()
+            .find(|w| process(*w) != process(primary))
+            .or_else(|| others().next())
+            .unwrap_or(NONE);
+        survived.promoted += usize::from(promoted);
+        survived.degraded += usize::from(replicas > 1 && standby == NONE);
+        placement.push(Replicas { primary, standby });
+    }
+    lost.sort_unstable();
+    lost.dedup();
+    if lost.is_empty() {
+        Ok((placement, survived))
+    } else {
+        Err(lost)
     }
 }
 
@@ -138,10 +250,13 @@ fn work_times<S>(bins: &mut BTreeMap<u32, Bin<S>>, at: Time) -> Vec<(Time, u32)>
 }
 
 /// What `operator` hands out on one worker (see [`super::OperatorProbe::handout`]): the bins
-/// in its table, which hold every update before the time its S applied up to, and the bins
-/// that arrived and wait to be installed at their move time, which hold exactly the updates
-/// before that time (a crash in the middle of a migration leaves the moving bins there);
-/// each with its role in the placement in force at its resume point.
+/// in its table, which hold every update before the time its S applied up to; the bins
+/// that arrived and wait to be installed at their move time, and those F shipped away and
+/// the committed frontier has not passed, which hold exactly the updates before their move
+/// time (a crash in the middle of a migration leaves the moving bins there, and drops what
+/// was in flight: a bin's sender may then hold its only surviving copy). Each with its role
+/// in the placement in force at its resume point; a bin held twice goes out in its latest
+/// form.
 pub(crate) fn handout<S: BinState>(operator: &str, local: &Local<S>) -> BTreeMap<u32, HandedBin> {
     let applied = local.applied.get().max(local.done.get());
     let history = local.history.borrow();
@@ -154,8 +269,12 @@ pub(crate) fn handout<S: BinState>(operator: &str, local: &Local<S>) -> BTreeMap
     }
     let mut out: BTreeMap<u32, HandedBin> = encoded(operator, &local.table)
         .map(|(bin, bytes)| {
-            let standby = standby(bin, applied);
-            (bin, HandedBin { standby, bytes })
+            let held = HandedBin {
+                standby: standby(bin, applied),
+                resume: applied,
+                bytes,
+            };
+            (bin, held)
         })
         .collect();
     for ((time, bin), parts) in local.arriving.borrow().iter() {
@@ -166,13 +285,96 @@ pub(crate) fn handout<S: BinState>(operator: &str, local: &Local<S>) -> BTreeMap
                 local.me
             ),
         };
-        arrived.resume = arrived.resume.max(*time);
-        let bytes = match bincode::serialize(&arrived) {
-            Ok(bytes) => bytes,
-            Err(e) => panic!("{operator}: serializing bin {bin} failed: {e}"),
-        };
         let standby = standby(*bin, *time);
-        out.insert(*bin, HandedBin { standby, bytes });
+        out.insert(*bin, moved(operator, *bin, *time, standby, &mut arrived));
+    }
+    if let Some(shipped) = local.shipped.borrow_mut().as_mut() {
+        for ((time, bin), (standby, left)) in shipped.iter_mut().rev() {
+            if !out.contains_key(bin) {
+                out.insert(*bin, moved(operator, *bin, *time, *standby, left));
+            }
+        }
     }
     out
+}
+
+/// `bin`, which moved at `time`, handed out from there.
+fn moved<S: BinState>(operator: &str, index: u32, time: Time, standby: bool, bin: &mut Bin<S>) -> HandedBin {
+    bin.resume = bin.resume.max(time);
+    let bytes = match bincode::serialize(&*bin) {
+        Ok(bytes) => bytes,
+        Err(e) => panic!("{operator}: serializing bin {index} failed: {e}"),
+    };
+    HandedBin {
+        standby,
+        resume: bin.resume,
+        bytes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lone_standby_is_promoted_and_a_bin_with_no_copy_is_named() {
+        let heard = [(0, 0, false), (1, 0, true), (1, 1, true), (2, 2, false)];
+        let (p, survived) = survivors(3, 2, 1, &heard).unwrap();
+        assert_eq!((survived.promoted, survived.degraded), (1, 2));
+        assert_eq!((p[0].primary, p[0].standby), (0, 1));
+        assert_eq!((p[1].primary, p[1].standby), (1, NONE));
+        assert_eq!((p[2].primary, p[2].standby), (2, NONE));
+        assert_eq!(survivors(4, 2, 1, &heard).unwrap_err(), vec![3]);
+    }
+
+    #[test]
+    fn a_third_copy_is_dropped_and_the_standby_goes_to_another_process() {
+        // Bin 0 moved from worker 0 to worker 1 (same process) when the crash cut it: both
+        // hand it out as primary; the standby on worker 2 is in the other process.
+        let heard = [(0, 0, false), (1, 0, false), (2, 0, true)];
+        let (p, survived) = survivors(1, 2, 2, &heard).unwrap();
+        assert_eq!((p[0].primary, p[0].standby), (0, 2));
+        assert_eq!((survived.promoted, survived.degraded), (0, 0));
+        let (p, _) = survivors(1, 2, 1, &heard).unwrap();
+        assert_eq!((p[0].primary, p[0].standby), (0, 1));
+        let (p, survived) = survivors(1, 1, 1, &heard).unwrap();
+        assert_eq!((p[0].primary, p[0].standby), (0, NONE));
+        assert_eq!(survived.degraded, 0);
+    }
+
+    fn held(standby: bool, resume: Time) -> HandedBin {
+        HandedBin {
+            standby,
+            resume,
+            bytes: vec![resume as u8],
+        }
+    }
+
+    #[test]
+    fn only_whole_copies_at_or_after_the_restart_point_seed() {
+        let mut handout = Handout::default();
+        // Bin 1 is older than the restart point; bin 2 is held by one operator only; bin 3
+        // in two roles.
+        handout.bins.insert(
+            "a".into(),
+            BTreeMap::from([
+                (0, held(false, 5)),
+                (1, held(false, 3)),
+                (2, held(true, 6)),
+                (3, held(false, 5)),
+            ]),
+        );
+        handout.bins.insert(
+            "b".into(),
+            BTreeMap::from([(0, held(false, 7)), (1, held(false, 3)), (3, held(true, 5))]),
+        );
+        assert_eq!(handout.roles(4), BTreeMap::from([(0, false)]));
+        assert_eq!(handout.roles(3), BTreeMap::from([(0, false), (1, false)]));
+        let seed = handout.clone().seed(4, |_| true);
+        assert_eq!(seed.at, 4);
+        assert_eq!(seed.bins["a"], BTreeMap::from([(0, vec![5])]));
+        assert_eq!(seed.bins["b"], BTreeMap::from([(0, vec![7])]));
+        let seed = handout.seed(3, |bin| bin != 0);
+        assert_eq!(seed.bins["a"], BTreeMap::from([(1, vec![3])]));
+    }
 }

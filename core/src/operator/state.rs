@@ -102,6 +102,7 @@ where
     let kept: Option<Rc<RefCell<Kept<O>>>> = config.committed.as_ref().map(|_| Rc::default());
     if let Some(kept) = &kept {
         local.kept.replace(Some(Box::new(Rc::clone(kept))));
+        local.shipped.replace(Some(Default::default()));
     }
     let scope = records.scope();
     let name = name.to_string();
@@ -371,6 +372,11 @@ where
             return;
         };
         let now = committed.load(std::sync::atomic::Ordering::Acquire);
+        if let Some(shipped) = self.local.shipped.borrow_mut().as_mut() {
+            while shipped.first_key_value().is_some_and(|((t, _), _)| *t < now) {
+                shipped.pop_first();
+            }
+        }
         // Not at every move of the frontier (every epoch): each trim walks every bin held.
         if now < self.trimmed.saturating_add(TRIM_EVERY) {
             return;

@@ -12,7 +12,6 @@
 mod agree;
 mod mesh;
 
-use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -27,7 +26,7 @@ use crate::Time;
 use crate::abort::Abort;
 use crate::job::Job;
 use crate::membership::Restart;
-use crate::operator::{Observers, Seed};
+use crate::operator::{Handout, Observers, Survived};
 use crate::source::Source;
 /// How long the survivors' workers have to leave a broken computation and hand out their
 /// bins (they do at their next loop turn: milliseconds).
@@ -47,39 +46,14 @@ pub(super) fn possible<J: Job + ?Sized>(job: &J, config: &RunConfig, processes: 
         && matches!(job.source(config), Source::Generated(_))
 }
 
-/// What one worker hands out when it leaves a computation for a restart: its bins by
-/// operator and bin, and whether it held each as the standby.
-#[derive(Clone, Debug, Default)]
-pub(super) struct Handed {
-    bins: BTreeMap<String, BTreeMap<u32, Vec<u8>>>,
-    roles: BTreeMap<u32, bool>,
-    /// The operators whose roles disagree with the first operator's here.
-    mismatched: Vec<u32>,
-}
-
-impl Handed {
-    /// Every bin the operators registered with `observers` hold on this worker.
-    pub(super) fn take(observers: &Observers) -> Self {
-        let mut handed = Handed::default();
-        let mut first = true;
-        observers.each(|probe| {
-            let bins = (probe.handout)();
-            let roles: BTreeMap<u32, bool> = bins.iter().map(|(b, h)| (*b, h.standby)).collect();
-            if first {
-                handed.roles = roles;
-                first = false;
-            } else if roles != handed.roles {
-                let all: std::collections::BTreeSet<u32> =
-                    roles.keys().chain(handed.roles.keys()).copied().collect();
-                handed
-                    .mismatched
-                    .extend(all.into_iter().filter(|b| roles.get(b) != handed.roles.get(b)));
-            }
-            let encoded = bins.into_iter().map(|(b, h)| (b, h.bytes)).collect();
-            handed.bins.insert(probe.name.clone(), encoded);
-        });
-        handed
-    }
+/// Every bin the operators registered with `observers` hold on this worker, as it leaves a
+/// computation for a restart.
+pub(super) fn hand_out(observers: &Observers) -> Handout {
+    let mut handout = Handout::default();
+    observers.each(|probe| {
+        handout.bins.insert(probe.name.clone(), (probe.handout)());
+    });
+    handout
 }
 
 /// One computation of a run. Generation 0 starts the job; each later one restarts it among
@@ -89,9 +63,9 @@ pub(super) struct Generation {
     /// The committed frontier it starts from (0 for generation 0).
     pub(super) from: Time,
     /// What each local worker starts with (generations after 0).
-    seeds: Mutex<Vec<Option<Handed>>>,
+    seeds: Mutex<Vec<Option<Handout>>>,
     /// What each local worker handed out when it left this computation for a restart.
-    handed: Mutex<Vec<Option<Handed>>>,
+    handed: Mutex<Vec<Option<Handout>>>,
     /// The committed frontier the operators keep their outputs from, if the job restarts.
     pub(super) keep: Option<Arc<AtomicU64>>,
     /// Process 0's committed outputs, across generations.
@@ -110,7 +84,7 @@ struct Crash {
     from: Time,
     /// When the new computation had agreed where the bins survived, and how many of them
     /// were promoted or left with one copy.
-    formed: Option<(Instant, usize, usize)>,
+    formed: Option<(Instant, Survived)>,
 }
 
 impl Generation {
@@ -162,7 +136,7 @@ impl Generation {
     }
 
     /// Local worker `local` left the computation with `handed`.
-    pub(super) fn hand_out(&self, local: usize, handed: Handed) {
+    pub(super) fn hand_out(&self, local: usize, handed: Handout) {
         if let Ok(mut all) = self.handed.lock()
             && let Some(slot) = all.get_mut(local)
         {
@@ -170,12 +144,12 @@ impl Generation {
         }
     }
 
-    /// The restarted computation formed now, with `promoted` and `degraded` bins.
-    pub(super) fn formed(&self, (promoted, degraded): (usize, usize)) {
+    /// The restarted computation formed now, having found the bins as `survived` says.
+    pub(super) fn formed(&self, survived: Survived) {
         if let Ok(mut crashes) = self.crashes.lock()
             && let Some(last) = crashes.last_mut()
         {
-            last.formed = Some((Instant::now(), promoted, degraded));
+            last.formed = Some((Instant::now(), survived));
         }
     }
 
@@ -192,9 +166,9 @@ impl Generation {
             .into_iter()
             .map(|c| {
                 let detected_s = c.detected.saturating_duration_since(start).as_secs_f64();
-                let (formed, promoted, degraded) = match c.formed {
-                    Some((at, p, d)) => (Some(at), p, d),
-                    None => (None, 0, 0),
+                let (formed, survived) = match c.formed {
+                    Some((at, survived)) => (Some(at), survived),
+                    None => (None, Survived::default()),
                 };
                 crate::summary::CrashSummary {
                     processes: c.lost,
@@ -202,8 +176,8 @@ impl Generation {
                     restart_ms: formed.map(|f| f.saturating_duration_since(c.detected).as_secs_f64() * 1e3),
                     takeover_ms: done_at(c.from).map(|ns| (ns as f64 / 1e6 - detected_s * 1e3).max(0.0)),
                     from_time: c.from,
-                    bins_promoted: promoted,
-                    bins_degraded: degraded,
+                    bins_promoted: survived.promoted,
+                    bins_degraded: survived.degraded,
                 }
             })
             .collect()
@@ -229,15 +203,10 @@ impl Generation {
         self.handed.lock().is_ok_and(|h| h.iter().all(Option::is_some))
     }
 
-    /// What local worker `local` starts with: its seed (at this generation's start) and its
-    /// roles; `None` in generation 0.
-    pub(super) fn seed(&self, local: usize) -> Option<(Seed, BTreeMap<u32, bool>, Vec<u32>)> {
-        let handed = self.seeds.lock().ok()?.get_mut(local)?.take()?;
-        let seed = Seed {
-            at: self.from,
-            bins: handed.bins,
-        };
-        Some((seed, handed.roles, handed.mismatched))
+    /// What local worker `local` starts with: what it handed out when the last computation
+    /// stopped; `None` in generation 0.
+    pub(super) fn handout(&self, local: usize) -> Option<Handout> {
+        self.seeds.lock().ok()?.get_mut(local)?.take()
     }
 }
 
