@@ -401,13 +401,21 @@ fn starting(job: &dyn AnyJob, config: &RunConfig, timed: bool) -> String {
         }
     };
     let state = job.describe(config).map(|d| format!(", {d}")).unwrap_or_default();
-    format!(
+    let line = format!(
         "{}{} {pace}{state}, {} bins, {} worker(s) per process",
         config.workload,
         if config.native { " (native)" } else { "" },
         config.bins.count(),
         config.workers,
-    )
+    );
+    let processes = harness::cluster_position(&config.timely_args).map_or(1, |c| c.processes);
+    if processes < 2 {
+        return line;
+    }
+    match harness::crash_stops(job.input(config), config) {
+        None => format!("{line}; a crash of a process other than 0 restarts it among the others"),
+        Some(why) => format!("{line}; a crash of any process stops it: {why}"),
+    }
 }
 
 /// The run `args` describe for `job`; without `--duration` it runs [`HEADLESS_SECS`],

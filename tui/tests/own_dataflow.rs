@@ -11,6 +11,8 @@ use std::process::{Command, Output, Stdio};
 
 mod common;
 
+use common::example;
+
 const VIEWS: usize = 12_000;
 const USERS: usize = 300;
 
@@ -275,13 +277,6 @@ fn the_readme_program_counts_every_view_once_under_migration_and_failover() {
     let svg = std::fs::read_to_string(cwd.join("trace.svg")).unwrap();
     assert!(svg.contains("pageviews"), "the drawing names the job");
     assert!(std::fs::metadata(cwd.join("trace.json")).unwrap().len() > 1000);
-}
-
-/// The examples are built next to the tests' own binaries.
-fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(Path::parent).expect("target/debug");
-    dir.join("examples").join(name)
 }
 
 #[test]

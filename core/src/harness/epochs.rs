@@ -60,6 +60,7 @@ impl<R: Clone + Send + 'static> Epochs<R> {
     /// sends its records again from the committed frontier).
     pub(super) fn resume_from(&mut self, from: Time) {
         self.next = self.next.max(from.saturating_sub(self.base));
+        self.feed.resume_at(self.next);
     }
 
     /// The logical time of measured epoch `epoch`.

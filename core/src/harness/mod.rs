@@ -11,6 +11,7 @@ mod measure;
 mod plane;
 mod preload;
 mod restart;
+pub use restart::crash_stops;
 mod worker;
 
 use std::sync::atomic::AtomicU64;

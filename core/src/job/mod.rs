@@ -43,7 +43,7 @@ use std::sync::Arc;
 use timely::ExchangeData;
 use timely::dataflow::StreamVec;
 
-pub use registry::{AnyJob, Jobs};
+pub use registry::{AnyJob, Jobs, Takes};
 
 use crate::Time;
 use crate::config::ControlInst;

@@ -82,7 +82,7 @@ where
     let (handing, handed) = (name.to_string(), Rc::clone(&table));
     let handout = move || {
         super::encoded(&handing, &handed)
-            .map(|(bin, bytes)| (bin, super::HandedBin::primary(0, bytes)))
+            .map(|(bin, bytes)| (bin, super::HandedBin::primary(bytes)))
             .collect()
     };
     let no_standby = |_| false;

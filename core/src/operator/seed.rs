@@ -43,18 +43,20 @@ use crate::size::BinState;
 pub struct HandedBin {
     /// Whether the worker that hands it out held it as the bin's standby.
     pub standby: bool,
-    /// Its resume point: the copy holds exactly the updates before it.
-    pub resume: Time,
+    /// The move time at which F shipped this copy away, if it did: the copy holds exactly
+    /// the updates before it, and counts only for a restart from at or before it (from a
+    /// later time, the move's receiver has it, with more).
+    pub shipped: Option<Time>,
     /// The bin, encoded as it travels, marked with its resume point.
     pub bytes: Vec<u8>,
 }
 
 impl HandedBin {
-    /// A bin its worker held as the primary (or only) copy, up to `resume`.
-    pub(crate) fn primary(resume: Time, bytes: Vec<u8>) -> Self {
+    /// A bin its worker held as the primary (or only) copy.
+    pub(crate) fn primary(bytes: Vec<u8>) -> Self {
         HandedBin {
             standby: false,
-            resume,
+            shipped: None,
             bytes,
         }
     }
@@ -98,15 +100,16 @@ pub struct Handout {
 
 impl Handout {
     /// The bins this worker can start a computation at `from` with, each with whether it
-    /// held the standby: those every operator hands out here, in one role, at resume points
-    /// at or after `from`. An older copy (a bin shipped away long enough ago that it arrived
-    /// elsewhere) misses updates the inputs will not carry again; a bin only some operators
-    /// hand out here (a move cut while its state was in flight) is whole elsewhere or
-    /// nowhere.
+    /// held the standby: those every operator hands out here, in one role, and not shipped
+    /// away before `from`. Such a copy (it left long enough ago that it arrived elsewhere)
+    /// misses updates the inputs will not carry again; a bin only some operators hand out
+    /// here (a move cut while its state was in flight) is whole elsewhere or nowhere. Every
+    /// other copy holds every update before `from`: the sink committed `from`, so every
+    /// operator everywhere had applied every record before it.
     pub fn roles(&self, from: Time) -> BTreeMap<u32, bool> {
         let mut operators = self.bins.values().map(|bins| {
             bins.iter()
-                .filter(|(_, h)| h.resume >= from)
+                .filter(|(_, h)| h.shipped.is_none_or(|t| t >= from))
                 .map(|(bin, h)| (*bin, h.standby))
                 .collect::<BTreeMap<u32, bool>>()
         });
@@ -271,7 +274,7 @@ pub(crate) fn handout<S: BinState>(operator: &str, local: &Local<S>) -> BTreeMap
         .map(|(bin, bytes)| {
             let held = HandedBin {
                 standby: standby(bin, applied),
-                resume: applied,
+                shipped: None,
                 bytes,
             };
             (bin, held)
@@ -286,29 +289,41 @@ pub(crate) fn handout<S: BinState>(operator: &str, local: &Local<S>) -> BTreeMap
             ),
         };
         let standby = standby(*bin, *time);
-        out.insert(*bin, moved(operator, *bin, *time, standby, &mut arrived));
+        let bytes = moved(operator, *bin, *time, &mut arrived);
+        out.insert(
+            *bin,
+            HandedBin {
+                standby,
+                shipped: None,
+                bytes,
+            },
+        );
     }
     if let Some(shipped) = local.shipped.borrow_mut().as_mut() {
         for ((time, bin), (standby, left)) in shipped.iter_mut().rev() {
             if !out.contains_key(bin) {
-                out.insert(*bin, moved(operator, *bin, *time, *standby, left));
+                let bytes = moved(operator, *bin, *time, left);
+                let standby = *standby;
+                out.insert(
+                    *bin,
+                    HandedBin {
+                        standby,
+                        shipped: Some(*time),
+                        bytes,
+                    },
+                );
             }
         }
     }
     out
 }
 
-/// `bin`, which moved at `time`, handed out from there.
-fn moved<S: BinState>(operator: &str, index: u32, time: Time, standby: bool, bin: &mut Bin<S>) -> HandedBin {
+/// `bin`, which moved at `time`, encoded with that time as its resume point.
+fn moved<S: BinState>(operator: &str, index: u32, time: Time, bin: &mut Bin<S>) -> Vec<u8> {
     bin.resume = bin.resume.max(time);
-    let bytes = match bincode::serialize(&*bin) {
+    match bincode::serialize(&*bin) {
         Ok(bytes) => bytes,
         Err(e) => panic!("{operator}: serializing bin {index} failed: {e}"),
-    };
-    HandedBin {
-        standby,
-        resume: bin.resume,
-        bytes,
     }
 }
 
@@ -342,38 +357,42 @@ mod tests {
         assert_eq!(survived.degraded, 0);
     }
 
-    fn held(standby: bool, resume: Time) -> HandedBin {
+    fn held(standby: bool, shipped: Option<Time>) -> HandedBin {
         HandedBin {
             standby,
-            resume,
-            bytes: vec![resume as u8],
+            shipped,
+            bytes: vec![shipped.map_or(0, |t| t as u8)],
         }
     }
 
     #[test]
-    fn only_whole_copies_at_or_after_the_restart_point_seed() {
+    fn only_whole_copies_not_shipped_before_the_restart_point_seed() {
         let mut handout = Handout::default();
-        // Bin 1 is older than the restart point; bin 2 is held by one operator only; bin 3
-        // in two roles.
+        // Bin 0 is held (a table copy says nothing of when it last changed); bin 1 was
+        // shipped away at 3; bin 2 is held by one operator only; bin 3 in two roles.
         handout.bins.insert(
             "a".into(),
             BTreeMap::from([
-                (0, held(false, 5)),
-                (1, held(false, 3)),
-                (2, held(true, 6)),
-                (3, held(false, 5)),
+                (0, held(false, None)),
+                (1, held(false, Some(3))),
+                (2, held(true, None)),
+                (3, held(false, None)),
             ]),
         );
         handout.bins.insert(
             "b".into(),
-            BTreeMap::from([(0, held(false, 7)), (1, held(false, 3)), (3, held(true, 5))]),
+            BTreeMap::from([
+                (0, held(false, None)),
+                (1, held(false, Some(3))),
+                (3, held(true, None)),
+            ]),
         );
         assert_eq!(handout.roles(4), BTreeMap::from([(0, false)]));
         assert_eq!(handout.roles(3), BTreeMap::from([(0, false), (1, false)]));
         let seed = handout.clone().seed(4, |_| true);
         assert_eq!(seed.at, 4);
-        assert_eq!(seed.bins["a"], BTreeMap::from([(0, vec![5])]));
-        assert_eq!(seed.bins["b"], BTreeMap::from([(0, vec![7])]));
+        assert_eq!(seed.bins["a"], BTreeMap::from([(0, vec![0])]));
+        assert_eq!(seed.bins["b"], BTreeMap::from([(0, vec![0])]));
         let seed = handout.seed(3, |bin| bin != 0);
         assert_eq!(seed.bins["a"], BTreeMap::from([(1, vec![3])]));
     }

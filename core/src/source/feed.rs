@@ -80,8 +80,12 @@ pub(crate) struct Reading<R> {
     ahead: Option<(R, u64)>,
     timing: Timing<R>,
     len: EpochLen,
-    /// Records taken so far.
+    /// Records taken so far (sent or skipped).
     taken: u64,
+    /// The first epoch whose records are sent: a restarted computation reads the file
+    /// again from its start and skips the records of earlier epochs, which the computation
+    /// before it had sent and the sink committed.
+    from_epoch: u64,
     /// The due times of every record sent, for the latency of those not due by rate.
     dues: Option<Rc<RefCell<ListedDues>>>,
     /// Records read by rate: how many there were, once the input ended.
@@ -115,6 +119,7 @@ impl<R: Send + 'static> Feed<R> {
             timing,
             len,
             taken: 0,
+            from_epoch: 1,
             dues: match dues {
                 Dues::Listed(listed) => Some(Rc::clone(listed)),
                 Dues::Rate { .. } => None,
@@ -126,6 +131,14 @@ impl<R: Send + 'static> Feed<R> {
             start: None,
             ended: false,
         })))
+    }
+
+    /// Sends records from measured epoch `epoch` on: a generator makes them by index
+    /// anyway; a read input skips those before it (see [`Reading::from_epoch`]).
+    pub(crate) fn resume_at(&mut self, epoch: u64) {
+        if let Feed::Read(r) = self {
+            r.from_epoch = r.from_epoch.max(epoch);
+        }
     }
 
     /// The measured run starts now: arrivals count from here.
@@ -210,6 +223,14 @@ impl<R> Reading<R> {
 
     fn fill(&mut self, epoch: u64, send: &mut dyn FnMut(R)) -> Result<Fill, InputError> {
         if let Timing::Rate(rate) = self.timing {
+            let skip = first_record(self.from_epoch, rate, self.len);
+            while self.taken < skip {
+                match self.next()? {
+                    Some(_) => self.taken += 1,
+                    None if self.ended => return Ok(Fill::Complete),
+                    None => return Ok(Fill::Waiting),
+                }
+            }
             let last = first_record(epoch + 1, rate, self.len);
             while self.taken < last {
                 match self.next()? {
@@ -240,6 +261,10 @@ impl<R> Reading<R> {
             if self.epoch_of(due) > epoch {
                 self.ahead = Some((record, due));
                 return Ok(Fill::Complete);
+            }
+            if self.epoch_of(due) < self.from_epoch {
+                self.taken += 1;
+                continue;
             }
             if let Some(dues) = &self.dues {
                 dues.borrow_mut().push(epoch, due);
@@ -313,5 +338,55 @@ fn read_input<R>(input: &Input, format: &super::Format<R>, stream: bool, tx: &Sy
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::source::Source;
+
+    /// What `feed` sends for epoch `epoch`, once the input thread has read it.
+    fn filled(feed: &mut Feed<u64>, epoch: u64) -> Vec<u64> {
+        let mut got = Vec::new();
+        while feed.fill(epoch, epoch, &mut |r| got.push(r)).unwrap() == Fill::Waiting {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        got
+    }
+
+    /// A feed of the numbers 0..100, one per line, resumed at epoch 3 of 1 ms.
+    fn resumed(name: &str, timing: impl FnOnce(EventTime<u64>) -> Timing<u64>) -> Feed<u64> {
+        let path = std::env::temp_dir().join(format!("megaflux-feed-{name}-{}", std::process::id()));
+        let lines: String = (0..100u64).map(|i| format!("{i}\n")).collect();
+        std::fs::write(&path, lines).unwrap();
+        let Source::Read(source) = Source::lines(|l: &str| l.parse::<u64>()) else {
+            unreachable!("lines are read")
+        };
+        let input: Input = path.display().to_string().parse().unwrap();
+        let len = EpochLen::from_us(1000).unwrap();
+        let time_ms: EventTime<u64> = Arc::new(|r: &u64| *r);
+        let mut feed = Feed::read(&input, &source, timing(time_ms), len, &Dues::rate(10_000)).unwrap();
+        feed.resume_at(3);
+        feed
+    }
+
+    #[test]
+    fn a_resumed_feed_skips_the_records_of_earlier_epochs() {
+        // 10 records an epoch: epoch 3 holds records 20..30.
+        let mut feed = resumed("rate", |_| Timing::Rate(10_000));
+        assert_eq!(filled(&mut feed, 3), (20..30).collect::<Vec<_>>());
+        assert_eq!(filled(&mut feed, 4), (30..40).collect::<Vec<_>>());
+        // Record `i` is due at `i` ms, in epoch `i + 1`.
+        let mut feed = resumed("event-time", |time_ms| Timing::EventTime {
+            time_ms,
+            speed: 1.0,
+            first: None,
+            latest: 0,
+        });
+        assert_eq!(filled(&mut feed, 3), vec![2]);
+        assert_eq!(filled(&mut feed, 4), vec![3]);
     }
 }

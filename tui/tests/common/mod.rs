@@ -5,7 +5,7 @@
 
 use std::io::Write;
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
 use serde_json::Value;
@@ -79,12 +79,23 @@ impl Cluster {
 
     /// Starts process `process` of `job`, with `workers` workers.
     pub fn spawn(&self, process: &str, job: &[&str], workers: &str) -> Child {
+        self.spawn_binary(env!("CARGO_BIN_EXE_megaflux").as_ref(), process, job, workers)
+    }
+
+    /// As [`Cluster::spawn`], with another binary that has megaflux's command line (an
+    /// example of one's own dataflow, see [`example`]).
+    pub fn spawn_binary(&self, binary: &Path, process: &str, job: &[&str], workers: &str) -> Child {
         let mut args = job.to_vec();
         let host = self.hostfile.to_str().expect("a UTF-8 path");
         args.extend(["--workers", workers, "--coordinator-port", &self.coordinator]);
         let n = self.addresses.len().to_string();
         args.extend(["--", "-n", &n, "-p", process, "-h", host]);
-        megaflux(&args).spawn().expect("a cluster process starts")
+        Command::new(binary)
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("a cluster process starts")
     }
 
     /// Runs `job` on both processes and waits for both.
@@ -102,4 +113,11 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// The example `name` (`tui/examples/`), which cargo builds next to the tests' binaries.
+pub fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's path");
+    let dir = exe.parent().and_then(Path::parent).expect("target/debug");
+    dir.join("examples").join(name)
 }

@@ -25,9 +25,10 @@ use super::{RunConfig, RunError};
 use crate::Time;
 use crate::abort::Abort;
 use crate::job::Job;
+use crate::job::Takes;
 use crate::membership::Restart;
 use crate::operator::{Handout, Observers, Survived};
-use crate::source::Source;
+use crate::source::{Location, Source};
 /// How long the survivors' workers have to leave a broken computation and hand out their
 /// bins (they do at their next loop turn: milliseconds).
 pub(super) const LEAVE_WAIT: Duration = Duration::from_secs(5);
@@ -36,14 +37,40 @@ const ORDER_GRACE: Duration = Duration::from_millis(50);
 /// How long a member waits for the coordinator's restart order once it left its computation.
 pub(super) const ORDER_WAIT: Duration = Duration::from_secs(10);
 
-/// Whether `job` with `config` on `processes` processes restarts after a crash: it is
-/// replicated across processes, migrateable, and its records can be made again from any
-/// time (a generator's; records read from an input are read once).
+/// Whether `job` with `config` on `processes` processes restarts after a crash.
 pub(super) fn possible<J: Job + ?Sized>(job: &J, config: &RunConfig, processes: usize) -> bool {
-    processes > 1
-        && config.replicas > 1
-        && !config.native
-        && matches!(job.source(config), Source::Generated(_))
+    let takes = match job.source(config) {
+        Source::Generated(_) => Takes::Generated,
+        Source::Read(r) => Takes::Input {
+            event_time: r.has_event_time(),
+        },
+    };
+    processes > 1 && crash_stops(takes, config).is_none()
+}
+
+/// Why a crash of a cluster process (other than process 0, which a job never survives)
+/// stops a run of `config` for a job that takes its records as `takes`, instead of
+/// restarting it among the survivors; `None` if it restarts. A restart needs a standby of
+/// every bin in another process, migrateable bins, and records it can make or read again
+/// from any time: a generator's, or a file's.
+pub fn crash_stops(takes: Takes, config: &RunConfig) -> Option<String> {
+    let input = config.input.as_ref().map(|i| (i.name(), i.location()));
+    if let (Takes::Input { .. }, Some((name, location))) = (takes, input)
+        && !matches!(location, Location::File(_))
+    {
+        return Some(format!(
+            "its records come from {name}, which cannot be read again"
+        ));
+    }
+    if config.native {
+        return Some("its bins are native (--native): they cannot move".to_string());
+    }
+    if config.replicas < 2 {
+        return Some(
+            "it keeps one copy of each bin (--replicas 2 keeps a standby in another process)".to_string(),
+        );
+    }
+    None
 }
 
 /// Every bin the operators registered with `observers` hold on this worker, as it leaves a
