@@ -383,6 +383,19 @@ pub enum Event {
         /// The bins that got a new copy.
         bins: Vec<u32>,
     },
+    /// Processes went away (a crash) and the survivors restarted the job among themselves
+    /// from the committed logical time `from`, with the bins they held (restart number
+    /// `generation`): the job goes on.
+    Restart {
+        /// How many restarts the job has had, this one included.
+        generation: u32,
+        /// The committed frontier the new computation starts from.
+        from: u64,
+        /// The processes lost, as a compact list (`2`, `1-2`).
+        lost: String,
+        /// The processes that go on, as a compact list (`0-1`).
+        survivors: String,
+    },
     /// Bins lost their last replica at `time` (`0-3,7`): the job stops.
     Lost {
         /// The logical time from which the bins have no replica.
@@ -526,6 +539,7 @@ pub const KINDS: &[&str] = &[
     "takeover",
     "rejoin",
     "recovery",
+    "restart",
     "lost",
     "recording",
     "dropped",
@@ -568,6 +582,7 @@ impl Event {
             Event::Takeover { .. } => "takeover",
             Event::Rejoin { .. } => "rejoin",
             Event::Recovery { .. } => "recovery",
+            Event::Restart { .. } => "restart",
             Event::Lost { .. } => "lost",
             Event::Recording { .. } => "recording",
             Event::Dropped { .. } => "dropped",

@@ -198,6 +198,12 @@ fn convert(target: &str, f: &Fields) -> Option<Event> {
                 worker: f.u32("worker")?,
                 records: f.u64("records")?,
             },
+            "restart" => Event::Restart {
+                generation: f.u32("generation")?,
+                from: f.u64("from")?,
+                lost: f.str("lost")?,
+                survivors: f.str("survivors")?,
+            },
             _ => return None,
         },
         "megaflux::state" => match f.str("kind")?.as_str() {

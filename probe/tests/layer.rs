@@ -47,8 +47,8 @@ fn a_job_s_events_arrive_typed() {
     assert_eq!(queue.dropped.load(std::sync::atomic::Ordering::Relaxed), 0);
     let kinds: BTreeSet<&str> = events.iter().map(|e| e.event.kind()).collect();
     // All that core emits: not the hello and recording (the caller's and the collector's),
-    // failures' (tests/replica_events.rs), dropped events (none here), or the collector's
-    // summary line.
+    // failures' (tests/replica_events.rs), a crash's restart (tui/tests/crash.rs), dropped
+    // events (none here), or the collector's summary line.
     let elsewhere = [
         "hello",
         "recording",
@@ -56,6 +56,7 @@ fn a_job_s_events_arrive_typed() {
         "takeover",
         "rejoin",
         "recovery",
+        "restart",
         "lost",
         "dropped",
         "keyframe",

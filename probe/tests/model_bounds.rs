@@ -176,6 +176,12 @@ fn event() -> BoxedStrategy<Event> {
         (number(), proptest::collection::vec(number(), 0..4))
             .prop_map(|(worker, bins)| Event::Recovery { worker, bins }),
         (wide(), name()).prop_map(|(time, bins)| Event::Lost { time, bins }),
+        (number(), wide(), name()).prop_map(|(generation, from, lost)| Event::Restart {
+            generation,
+            from,
+            lost: lost.clone(),
+            survivors: lost,
+        }),
         (wide(), wide()).prop_map(|(window, count)| Event::Latency {
             window,
             t_s: window as f64,
@@ -479,6 +485,12 @@ fn extreme_event(kind: u8, n: u64, w: u32, t: f64, flag: bool, sum: bool) -> Eve
             time: n,
             holders: format!("{w}/{w} {w} -"),
         },
+        19 => Event::Restart {
+            generation: w,
+            from: n,
+            lost: format!("0-{w}"),
+            survivors: format!("{n}"),
+        },
         _ => Event::Hello {
             processes: w,
             workers: w,
@@ -491,7 +503,7 @@ fn extreme_event(kind: u8, n: u64, w: u32, t: f64, flag: bool, sum: bool) -> Eve
 }
 
 fn extreme_stamped() -> impl Strategy<Value = Stamped> {
-    let event = (0u8..20, huge(), far(), time(), any::<bool>(), any::<bool>())
+    let event = (0u8..21, huge(), far(), time(), any::<bool>(), any::<bool>())
         .prop_map(|(kind, n, w, t, flag, sum)| extreme_event(kind, n, w, t, flag, sum));
     (prop_oneof![0u32..3, Just(u32::MAX)], event, time()).prop_map(|(process, event, at_s)| Stamped {
         at_s,

@@ -358,6 +358,16 @@ impl<W: Write> Exporter<W> {
                 let name = format!("recovered from worker {worker}");
                 self.instant(ts, pid, None, name, json!({"bins": bins.len()}))?;
             }
+            Event::Restart {
+                generation,
+                from,
+                lost,
+                survivors,
+            } => {
+                let name = format!("process {lost} lost: restart {generation}");
+                let args = json!({"from": from, "survivors": survivors});
+                self.instant(ts, pid, None, name, args)?;
+            }
             Event::Lost { time, bins } => {
                 self.instant(ts, pid, None, format!("bins lost: {bins}"), json!({"time": time}))?;
             }

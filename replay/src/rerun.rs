@@ -90,6 +90,11 @@ pub struct Recording {
     /// Lines of the trace that could not be read, skipped: commands on them are missing
     /// from the script.
     pub unreadable: Unreadable,
+    /// The recorded run's first restart after a crash (processes lost, the committed time it
+    /// restarted from), and the commands taken after it, which are left out: they name the
+    /// workers of the restarted computation, numbered afresh. A re-run does not crash a
+    /// process; a restart changes no output, so the outputs still compare.
+    pub restarted: Option<(String, Time, usize)>,
 }
 
 impl Recording {
@@ -111,9 +116,21 @@ impl Recording {
         let mut listed = 0usize;
         let mut gaps = false;
         let mut summary = None;
+        let mut restarted: Option<(String, Time, usize)> = None;
         while let Some(stamped) = reader.next_event()? {
             let line = reader.line();
             match stamped.event {
+                Event::Restart { lost, from, .. } => {
+                    restarted.get_or_insert((lost, from, 0));
+                }
+                Event::Command {
+                    outcome: Outcome::Applied,
+                    ..
+                } if restarted.is_some() => {
+                    if let Some((_, _, after)) = restarted.as_mut() {
+                        *after += 1;
+                    }
+                }
                 Event::JobStarted { base: b, .. } => {
                     base.get_or_insert(b);
                 }
@@ -195,6 +212,7 @@ impl Recording {
             rejected,
             gaps,
             unreadable: reader.unreadable().clone(),
+            restarted,
         })
     }
 

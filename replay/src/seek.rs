@@ -272,6 +272,7 @@ pub fn mark(event: &Event) -> Option<String> {
         ),
         Event::Failure { worker, .. } => format!("worker {worker} failed"),
         Event::Rejoin { worker, .. } => format!("worker {worker} rejoined"),
+        Event::Restart { lost, generation, .. } => format!("process {lost} lost: restart {generation}"),
         Event::Lost { bins, .. } => format!("bins {bins} lost"),
         _ => return None,
     })

@@ -353,3 +353,27 @@ fn commands_naming_too_many_bins_are_refused() {
         "{e} ({line})"
     );
 }
+
+#[test]
+fn commands_after_a_restart_are_left_out_and_the_restart_named() {
+    // A crash recorded between the sample's two plans: the second names the restarted
+    // computation's workers.
+    let text = std::fs::read_to_string(sample("keycount-fluid.jsonl")).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    let second = lines
+        .iter()
+        .position(|l| l.contains(r#""command":"matched plan to uniform""#))
+        .expect("the sample's second plan");
+    let restart =
+        r#"{"at_s":2.0,"process":0,"kind":"restart","generation":1,"from":20000,"lost":"1","survivors":"0"}"#;
+    lines.insert(second, restart);
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(lines.join("\n").as_bytes()).unwrap();
+    file.write_all(b"\n").unwrap();
+    let recording = Recording::read(file.path()).expect("the trace reads");
+    assert_eq!(recording.restarted, Some(("1".to_string(), 20000, 1)));
+    assert_eq!(recording.script.len(), 1, "the plan before the restart is kept");
+    let untouched = Recording::read(&sample("keycount-fluid.jsonl")).unwrap();
+    assert_eq!(untouched.restarted, None);
+    assert_eq!(untouched.script.len(), 2);
+}

@@ -168,6 +168,11 @@ fn rerun(args: &ReplayArgs, jobs: &Jobs) -> anyhow::Result<bool> {
             String::new()
         }
     );
+    if let Some((lost, from, after)) = &recording.restarted {
+        eprintln!(
+            "megaflux: note: the recorded run restarted after process {lost} went away (from logical time {from}); the re-run does not crash a process, and leaves out the {after} command(s) taken after the restart (they name the restarted computation's workers); a restart changes no output, so the outputs still compare"
+        );
+    }
     if recording.gaps {
         eprintln!(
             "megaflux: warning: the recording was paused or lost events, so commands the job took then may be missing from the re-run"

@@ -200,6 +200,129 @@ fn q4_with_open_auctions_survives_kill_9_of_a_process() {
     survives_kills("crash-q4", &job, kills(6), FORMED_TO_END, 0x5eed_0004);
 }
 
+/// The one line starting `error` in what a stopped process printed, and all of it.
+fn the_error(out: &Output) -> (String, String) {
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    (errors[0].to_string(), stderr)
+}
+
+#[test]
+fn losing_process_0_stops_the_others_at_once_naming_it() {
+    // Process 0 hosts the control plane and the sink: a job never survives it.
+    let cluster = Cluster::of("crash-first", 3);
+    let mut job = KEYCOUNT.to_vec();
+    job[7] = "30";
+    let out = cluster.dir.join("out.jsonl");
+    let mut children = spawn_all(&cluster, &job, out.to_str().unwrap());
+    std::thread::sleep(Duration::from_secs(3));
+    let mut first = children.remove(0);
+    first.kill().expect("kill -9");
+    let started = Instant::now();
+    let outputs = wait_all(children);
+    let _ = first.wait();
+    for o in &outputs {
+        assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+        let (error, stderr) = the_error(o);
+        let named = format!("process 0 ({}) went away", cluster.addresses[0]);
+        assert!(error.contains(&named), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_second_crash_before_the_first_recovery_finished_stops_with_status_3() {
+    // Fluid recovery gives the bins left with one copy their standbys one at a time: half a
+    // second after the restart most still have their only copy where the second crash hits.
+    let cluster = Cluster::of("crash-recovering", 3);
+    let mut job = KEYCOUNT.to_vec();
+    job[7] = "30";
+    job.extend(["--recovery", "fluid"]);
+    let out = cluster.dir.join("out.jsonl");
+    let mut children = spawn_all(&cluster, &job, out.to_str().unwrap());
+    std::thread::sleep(Duration::from_secs(3));
+    let mut second = children.remove(2);
+    second.kill().expect("kill -9");
+    let _ = second.wait();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut first = children.remove(1);
+    first.kill().expect("kill -9");
+    let started = Instant::now();
+    let outputs = wait_all(children);
+    let _ = first.wait();
+    let (error, stderr) = the_error(&outputs[0]);
+    assert_eq!(outputs[0].status.code(), Some(3), "{stderr}");
+    assert!(error.contains("lost their last replica"), "{stderr}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_crash_is_in_the_trace_the_report_and_a_rerun() {
+    let cluster = Cluster::of("crash-traced", 3);
+    let trace = cluster.dir.join("trace.jsonl");
+    let trace = trace.to_str().expect("a UTF-8 path");
+    let out = cluster.dir.join("out.jsonl");
+    let mut job = KEYCOUNT.to_vec();
+    job.extend(["--output", out.to_str().unwrap(), "--force"]);
+    let mut recorded = job.clone();
+    recorded.extend(["--record", trace]);
+    let first = cluster.spawn("0", &recorded, "1");
+    let others: Vec<Child> = (1..3).map(|p| cluster.spawn(&p.to_string(), &job, "1")).collect();
+    std::thread::sleep(Duration::from_secs(3));
+    let mut killed = others.into_iter().nth(1).expect("process 2");
+    killed.kill().expect("kill -9");
+    let _ = killed.wait();
+    let done = first.wait_with_output().expect("process 0 ends");
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let text = std::fs::read_to_string(trace).expect("the trace");
+    let restart: Vec<serde_json::Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["kind"] == "restart")
+        .collect();
+    assert_eq!(restart.len(), 1, "one restart in the trace");
+    assert_eq!(restart[0]["lost"], "2");
+    assert_eq!(restart[0]["survivors"], "0-1");
+    assert_eq!(restart[0]["generation"], 1);
+    // The report reads it, marks included.
+    let svg = cluster.dir.join("trace.svg");
+    let perfetto = cluster.dir.join("trace.json");
+    let report = common::megaflux(&[
+        "report",
+        trace,
+        "--svg",
+        svg.to_str().unwrap(),
+        "--perfetto",
+        perfetto.to_str().unwrap(),
+    ])
+    .output()
+    .expect("report runs");
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    let drawn = std::fs::read_to_string(&perfetto).expect("the Perfetto trace");
+    assert!(drawn.contains("process 2 lost: restart 1"), "the crash is marked");
+    // A re-run on one process says it cannot: standbys are placed by process.
+    let rerun = common::megaflux(&["replay", trace, "--rerun"])
+        .output()
+        .expect("replay runs");
+    let said = String::from_utf8_lossy(&rerun.stderr);
+    assert!(!rerun.status.success(), "{said}");
+    assert!(said.contains("re-run it on as many"), "{said}");
+}
+
 #[test]
 fn a_second_crash_that_takes_both_copies_stops_with_status_3() {
     let cluster = Cluster::of("crash-twice", 3);

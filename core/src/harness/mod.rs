@@ -279,14 +279,18 @@ pub fn run_job<J: Job + ?Sized>(
         }
         let seen = abort.restarting_since().unwrap_or_else(Instant::now);
         let order = restart::order(liveness.as_ref(), &generation_now, &abort, position.process)?;
-        tracing::warn!(
-            target: "megaflux::job",
-            phase = "restart",
-            generation = order.generation,
-            from = order.committed,
-            survivors = ?order.survivors,
-            lost = ?abort.lost()
-        );
+        // Process 0 orders the restart: its event is the job's.
+        if position.process == 0 {
+            let as_u32 = |ps: &[usize]| ps.iter().map(|p| *p as u32).collect::<Vec<_>>();
+            tracing::warn!(
+                target: "megaflux::job",
+                phase = "restart",
+                generation = order.generation,
+                from = order.committed,
+                survivors = %list(&as_u32(&order.survivors)),
+                lost = %list(&as_u32(&abort.lost()))
+            );
+        }
         generation = generation_now.next(order.generation, order.committed, seen, abort.lost());
         survivors = order.survivors;
         // Plans, failures and panics name the first computation's workers.

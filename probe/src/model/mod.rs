@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use megaflux::epoch::EpochLen;
 use serde::{Deserialize, Serialize};
 
-use crate::event::{Event, Phase, Stamped};
+use crate::event::{Event, Phase, Stamped, parse_bins};
 
 mod bounds;
 mod plans;
@@ -20,8 +20,8 @@ pub use bounds::{
 use bounds::{bounded_push, is_queue_place, text};
 pub use plans::{During, PlanView};
 pub use views::{
-    BinView, CommandView, FailureView, FrontierView, Held, Holders, LatencyWindow, Move, StandbyIndex,
-    WorkerView,
+    BinView, CommandView, FailureView, FrontierView, Held, Holders, LatencyWindow, Move, RestartView,
+    StandbyIndex, WorkerView,
 };
 
 /// Finished plans a latency window is merged into besides the running one, the latest
@@ -78,6 +78,9 @@ pub struct JobModel {
     /// Bins that lost their last replica (the job stopped), and when.
     #[serde(default)]
     pub lost: Option<(u64, String)>,
+    /// Restarts after processes went away, oldest first (at most [`HISTORY`]).
+    #[serde(default)]
+    pub restarts: Vec<RestartView>,
     /// Whether the job keeps two replicas per bin (its placement named a standby).
     #[serde(default)]
     pub replicated: bool,
@@ -611,6 +614,35 @@ impl JobModel {
                     f.recovered = Some(bins.len() as u64);
                 }
             }
+            Event::Restart {
+                generation,
+                from,
+                lost,
+                survivors,
+            } => {
+                // The survivors' workers are numbered afresh: the failures simulated before,
+                // the loads and the frontiers name workers of the computation that ended.
+                self.failed.clear();
+                self.workers.clear();
+                self.frontiers.clear();
+                let processes = MAX_PEERS;
+                let (gone, left) = (
+                    parse_bins(lost, processes).len(),
+                    parse_bins(survivors, processes).len(),
+                );
+                let before = (gone + left) as u32;
+                if before > 0 && left > 0 && self.peers.is_multiple_of(before) {
+                    self.peers = self.peers / before * left as u32;
+                }
+                let restart = RestartView {
+                    at_s,
+                    generation: *generation,
+                    from: *from,
+                    lost: text(lost),
+                    survivors: text(survivors),
+                };
+                bounded_push(&mut self.restarts, restart);
+            }
             Event::Lost { time, bins } => self.lost = Some((*time, text(bins))),
             Event::Recording { on, failed } => {
                 self.recording = Some(*on);
@@ -763,6 +795,39 @@ mod tests {
             process: 0,
             event,
         }
+    }
+
+    #[test]
+    fn a_restart_forgets_the_workers_of_the_computation_that_ended() {
+        let mut m = JobModel::new();
+        m.apply(&at(Event::Hello {
+            processes: 3,
+            workers: 2,
+            peers: 6,
+            bins: 16,
+            config: serde_json::json!({}),
+            anchor_unix_s: None,
+        }));
+        for worker in 0..6 {
+            m.apply(&at(Event::WorkerStats {
+                worker,
+                records: 10,
+                applied: Some(10),
+                busy_ns: 1,
+                interval_ns: 10,
+            }));
+        }
+        assert_eq!(m.workers.len(), 6);
+        m.apply(&at(Event::Restart {
+            generation: 1,
+            from: 40,
+            lost: "2".into(),
+            survivors: "0-1".into(),
+        }));
+        assert!(m.workers.is_empty());
+        assert_eq!(m.peers, 4);
+        assert_eq!(m.restarts.len(), 1);
+        assert_eq!((m.restarts[0].from, m.restarts[0].lost.as_str()), (40, "2"));
     }
 
     /// Plans of traces written before `run_s` are placed on the run's clock from their

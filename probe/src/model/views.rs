@@ -51,6 +51,21 @@ impl PartialEq for StandbyIndex {
     }
 }
 
+/// A restart after processes went away (a real crash).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RestartView {
+    /// When process 0 ordered it, on the probe's clock.
+    pub at_s: f64,
+    /// Restarts so far, this one included.
+    pub generation: u32,
+    /// The committed logical time the new computation started from.
+    pub from: u64,
+    /// The processes lost (`2`, `1-2`).
+    pub lost: String,
+    /// The processes that went on (`0-1`).
+    pub survivors: String,
+}
+
 /// A worker's failure and what followed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FailureView {

@@ -70,6 +70,7 @@ pub fn run(
                 for effect in dash.update(msg) {
                     match effect {
                         Effect::Quit => return Ok(()),
+                        Effect::Repaint => terminal.clear()?,
                         Effect::Play(request) => {
                             let sent = player.as_ref().is_some_and(|p| p.send(request).is_ok());
                             if !sent {

@@ -215,6 +215,17 @@ impl Dash {
                     bins.len()
                 ),
             )),
+            Event::Restart {
+                generation,
+                from,
+                lost,
+                survivors,
+            } => Some((
+                LogKind::Problem,
+                format!(
+                    "process {lost} lost: the job restarted on processes {survivors} from time {from} (restart {generation})"
+                ),
+            )),
             Event::Lost { time, bins } => Some((
                 LogKind::Problem,
                 format!("bins {bins} lost their last replica at time {time}: the job stops"),

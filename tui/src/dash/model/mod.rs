@@ -15,7 +15,7 @@ mod log;
 
 use std::collections::{BTreeMap, VecDeque};
 
-use megaflux_probe::event::{Outcome, Stamped};
+use megaflux_probe::event::{Event, Outcome, Stamped};
 use megaflux_probe::model::{JobModel, MAX_AT_S};
 use megaflux_probe::wire::CommandRequest;
 use megaflux_replay::player::{Output, Position, Request, Timeline};
@@ -103,6 +103,9 @@ pub enum Effect {
     Play(Request),
     /// The person quit: close the dashboard.
     Quit,
+    /// Paint the whole screen again: a cluster forming or restarting may have written over
+    /// it (timely prints while it waits for connections).
+    Repaint,
 }
 
 /// Everything the dashboard knows from outside.
@@ -294,12 +297,20 @@ impl Dash {
             }
             Msg::Events(events) => {
                 self.heard_at = self.tick;
+                let mut effects = Vec::new();
                 for e in &events {
                     self.note(e);
                     self.job.apply(e);
+                    let formed = matches!(
+                        e.event,
+                        Event::JobStarted { worker: 0, .. } | Event::Restart { .. }
+                    );
+                    if formed && effects.is_empty() {
+                        effects.push(Effect::Repaint);
+                    }
                 }
                 self.now_s = self.now_s.max(clock(self.job.now_s).unwrap_or(0.0));
-                Vec::new()
+                effects
             }
             Msg::Answer {
                 request,
