@@ -556,6 +556,7 @@ proptest! {
             .chain(model.latency.iter().map(|w| w.at_s))
             .chain(model.plan.iter().chain(&model.finished_plans).map(|p| p.started_s))
             .chain(model.processes.values().map(|h| h.at_s))
+            .chain(model.restarts.iter().map(|r| r.at_s))
             .collect();
         prop_assert!(times.iter().all(|t| (0.0..=MAX_AT_S).contains(t)), "{times:?}");
         prop_assert!(model.latency.iter().all(|w| w.t_s.is_finite()));

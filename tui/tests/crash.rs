@@ -116,6 +116,7 @@ fn survives_kills_of(
         let s = summary(&outputs[0]);
         assert_eq!(s["output_digest"], base["output_digest"], "{what}");
         assert_eq!(s["outputs"], base["outputs"], "{what}");
+        assert_eq!(s["records_in"], base["records_in"], "{what}: every record counted once");
         assert_eq!(sorted_lines(&out), base_lines, "{what}: the output file");
         let crashes = s["crashes"].as_array().cloned().unwrap_or_default();
         assert_eq!(crashes.len(), 1, "{what}: {s}");

@@ -60,7 +60,8 @@ impl<R: Clone + Send + 'static> Epochs<R> {
     /// sends its records again from the committed frontier).
     pub(super) fn resume_from(&mut self, from: Time) {
         self.next = self.next.max(from.saturating_sub(self.base));
-        self.feed.resume_at(self.next);
+        // The records before it count as this run's too: the computation before sent them.
+        self.records_in += self.feed.resume_at(self.next);
     }
 
     /// The logical time of measured epoch `epoch`.
@@ -145,7 +146,7 @@ impl<R: Clone + Send + 'static> Epochs<R> {
                 data.send(record);
                 sent += 1;
             });
-            self.records_in += sent;
+            self.records_in += sent + self.feed.take_skipped();
             if fill? == Fill::Waiting {
                 break;
             }

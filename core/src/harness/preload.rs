@@ -7,7 +7,7 @@ use timely::worker::Worker;
 use super::plane::ControlPlane;
 use super::worker::{Shared, Stopped};
 use crate::Time;
-use crate::source::{Generator, first_index};
+use crate::source::{Generator, first_index, share};
 
 /// Keys preloaded per logical time.
 const PRELOAD_PER_TIME: u64 = 1 << 18;
@@ -34,8 +34,10 @@ pub(super) fn preload<R: timely::ExchangeData + Clone>(
     let len = generator.preload_len();
     let times = len.div_ceil(PRELOAD_PER_TIME);
     let mut source = generator.preload(index, peers);
-    let mut sent = 0;
-    for t in shared.generation.from.min(times)..times {
+    let first = shared.generation.from.min(times);
+    // The records of the times before count as sent: the computation before sent them.
+    let mut sent = share((first * PRELOAD_PER_TIME).min(len), index, peers);
+    for t in first..times {
         if shared.control.stop_requested() {
             break;
         }

@@ -86,6 +86,8 @@ pub(crate) struct Reading<R> {
     /// again from its start and skips the records of earlier epochs, which the computation
     /// before it had sent and the sink committed.
     from_epoch: u64,
+    /// Records skipped (before `from_epoch`) since the feed last said how many.
+    skipped: u64,
     /// The due times of every record sent, for the latency of those not due by rate.
     dues: Option<Rc<RefCell<ListedDues>>>,
     /// Records read by rate: how many there were, once the input ended.
@@ -120,6 +122,7 @@ impl<R: Send + 'static> Feed<R> {
             len,
             taken: 0,
             from_epoch: 1,
+            skipped: 0,
             dues: match dues {
                 Dues::Listed(listed) => Some(Rc::clone(listed)),
                 Dues::Rate { .. } => None,
@@ -134,10 +137,32 @@ impl<R: Send + 'static> Feed<R> {
     }
 
     /// Sends records from measured epoch `epoch` on: a generator makes them by index
-    /// anyway; a read input skips those before it (see [`Reading::from_epoch`]).
-    pub(crate) fn resume_at(&mut self, epoch: u64) {
-        if let Feed::Read(r) = self {
-            r.from_epoch = r.from_epoch.max(epoch);
+    /// anyway; a read input skips those before it (see [`Reading::from_epoch`]). Returns
+    /// this worker's share of the generated records before `epoch`, which the computation
+    /// before sent (a read input counts those it skips as it skips them:
+    /// [`Feed::take_skipped`]).
+    pub(crate) fn resume_at(&mut self, epoch: u64) -> u64 {
+        match self {
+            Feed::Read(r) => {
+                r.from_epoch = r.from_epoch.max(epoch);
+                0
+            }
+            Feed::Generated {
+                index,
+                peers,
+                rate,
+                len,
+                ..
+            } => super::share(first_record(epoch, *rate, *len), *index, *peers),
+            Feed::Nothing => 0,
+        }
+    }
+
+    /// The records skipped since the last call (see [`Feed::resume_at`]).
+    pub(crate) fn take_skipped(&mut self) -> u64 {
+        match self {
+            Feed::Read(r) => std::mem::take(&mut r.skipped),
+            _ => 0,
         }
     }
 
@@ -226,7 +251,10 @@ impl<R> Reading<R> {
             let skip = first_record(self.from_epoch, rate, self.len);
             while self.taken < skip {
                 match self.next()? {
-                    Some(_) => self.taken += 1,
+                    Some(_) => {
+                        self.taken += 1;
+                        self.skipped += 1;
+                    }
                     None if self.ended => return Ok(Fill::Complete),
                     None => return Ok(Fill::Waiting),
                 }
@@ -264,6 +292,7 @@ impl<R> Reading<R> {
             }
             if self.epoch_of(due) < self.from_epoch {
                 self.taken += 1;
+                self.skipped += 1;
                 continue;
             }
             if let Some(dues) = &self.dues {
@@ -374,10 +403,31 @@ mod tests {
     }
 
     #[test]
+    fn the_generated_records_before_a_restart_are_shared_by_the_workers() {
+        let len = EpochLen::from_us(1000).unwrap();
+        for peers in 1..5 {
+            let shares: u64 = (0..peers)
+                .map(|index| {
+                    let mut feed: Feed<u64> = Feed::Generated {
+                        make: Box::new(|i, _| i),
+                        index,
+                        peers,
+                        rate: 12_345,
+                        len,
+                    };
+                    feed.resume_at(8)
+                })
+                .sum();
+            assert_eq!(shares, first_record(8, 12_345, len), "{peers} workers");
+        }
+    }
+
+    #[test]
     fn a_resumed_feed_skips_the_records_of_earlier_epochs() {
         // 10 records an epoch: epoch 3 holds records 20..30.
         let mut feed = resumed("rate", |_| Timing::Rate(10_000));
         assert_eq!(filled(&mut feed, 3), (20..30).collect::<Vec<_>>());
+        assert_eq!(feed.take_skipped(), 20);
         assert_eq!(filled(&mut feed, 4), (30..40).collect::<Vec<_>>());
         // Record `i` is due at `i` ms, in epoch `i + 1`.
         let mut feed = resumed("event-time", |time_ms| Timing::EventTime {
@@ -387,6 +437,7 @@ mod tests {
             latest: 0,
         });
         assert_eq!(filled(&mut feed, 3), vec![2]);
+        assert_eq!(feed.take_skipped(), 2);
         assert_eq!(filled(&mut feed, 4), vec![3]);
     }
 }

@@ -36,6 +36,13 @@ pub(crate) fn first_index(lo: u64, index: usize, peers: usize) -> u64 {
     lo + (index as u64 + peers - lo % peers) % peers
 }
 
+/// How many of the indices `0..n` worker `index` of `peers` makes (`index, index + peers,
+/// ...`): its share of the records a computation before a restart sent.
+pub(crate) fn share(n: u64, index: usize, peers: usize) -> u64 {
+    let (index, peers) = (index as u64, peers.max(1) as u64);
+    if n > index { (n - index - 1) / peers + 1 } else { 0 }
+}
+
 /// A maker of records by global index: worker `index` of `peers` is asked for indices
 /// `index, index + peers, ...` in order, each with its logical time, so a generator must
 /// make the same record for the same index on every worker and in every run (seed it).

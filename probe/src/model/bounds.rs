@@ -93,6 +93,7 @@ impl JobModel {
             + self.placement.len()
             + self.failed.len()
             + self.failures.len()
+            + self.restarts.len()
     }
 
     /// The most entries a model of a job with `bins` bins and `peers` workers may hold.
@@ -111,6 +112,7 @@ impl JobModel {
             + bins
             + peers
             + HISTORY
+            + HISTORY // restarts
     }
 }
 

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use megaflux::epoch::EpochLen;
 use serde::{Deserialize, Serialize};
 
-use crate::event::{Event, Phase, Stamped, parse_bins};
+use crate::event::{Event, Phase, Stamped};
 
 mod bounds;
 mod plans;
@@ -622,18 +622,10 @@ impl JobModel {
             } => {
                 // The survivors' workers are numbered afresh: the failures simulated before,
                 // the loads and the frontiers name workers of the computation that ended.
+                // (`peers` stays the job's, as its hello said: the bound of every index.)
                 self.failed.clear();
                 self.workers.clear();
                 self.frontiers.clear();
-                let processes = MAX_PEERS;
-                let (gone, left) = (
-                    parse_bins(lost, processes).len(),
-                    parse_bins(survivors, processes).len(),
-                );
-                let before = (gone + left) as u32;
-                if before > 0 && left > 0 && self.peers.is_multiple_of(before) {
-                    self.peers = self.peers / before * left as u32;
-                }
                 let restart = RestartView {
                     at_s,
                     generation: *generation,
@@ -825,7 +817,7 @@ mod tests {
             survivors: "0-1".into(),
         }));
         assert!(m.workers.is_empty());
-        assert_eq!(m.peers, 4);
+        assert_eq!(m.peers, 6);
         assert_eq!(m.restarts.len(), 1);
         assert_eq!((m.restarts[0].from, m.restarts[0].lost.as_str()), (40, "2"));
     }
