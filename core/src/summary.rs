@@ -12,7 +12,7 @@ use crate::latency::{LatencyRecorder, Percentiles, WindowStats};
 use crate::operator::TransferTotals;
 
 /// Latency percentiles during one migration.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DuringLatency {
     /// The median per-record latency, in nanoseconds.
     pub p50: u64,
@@ -78,7 +78,7 @@ pub struct MigrationSummary {
 }
 
 /// The recovery of one failure: new standbys for the bins it left with one replica.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RecoverySummary {
     /// The `--recovery` schedule it ran with (`matched`, `fluid+pipelined`, ...).
     pub strategy: String,
@@ -260,6 +260,10 @@ pub struct CrashSummary {
     pub bins_promoted: usize,
     /// Bins left with one copy.
     pub bins_degraded: usize,
+    /// The copies that gave those bins standbys again (`--recovery`), once the restarted
+    /// computation ran it.
+    #[serde(default)]
+    pub recovery: Option<RecoverySummary>,
 }
 
 fn one() -> usize {

@@ -57,6 +57,27 @@ fn sorted_lines(path: &std::path::Path) -> Vec<String> {
     lines
 }
 
+/// As [`wait_all`], but a process still running after `limit` is killed and the test
+/// fails: a process must never wait for ever for a peer that will not come.
+fn wait_all_within(mut children: Vec<Child>, limit: Duration) -> Vec<Output> {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if children.iter_mut().all(|c| matches!(c.try_wait(), Ok(Some(_)))) {
+            return wait_all(children);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for c in &mut children {
+        let _ = c.kill();
+    }
+    let outputs = wait_all(children);
+    let said: Vec<String> = outputs
+        .iter()
+        .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+        .collect();
+    panic!("processes still ran {limit:?} later: {said:#?}");
+}
+
 fn wait_all(children: Vec<Child>) -> Vec<Output> {
     children
         .into_iter()
@@ -116,12 +137,17 @@ fn survives_kills_of(
         let s = summary(&outputs[0]);
         assert_eq!(s["output_digest"], base["output_digest"], "{what}");
         assert_eq!(s["outputs"], base["outputs"], "{what}");
-        assert_eq!(s["records_in"], base["records_in"], "{what}: every record counted once");
+        assert_eq!(
+            s["records_in"], base["records_in"],
+            "{what}: every record counted once"
+        );
         assert_eq!(sorted_lines(&out), base_lines, "{what}: the output file");
         let crashes = s["crashes"].as_array().cloned().unwrap_or_default();
         assert_eq!(crashes.len(), 1, "{what}: {s}");
         assert_eq!(crashes[0]["processes"], serde_json::json!([victim]), "{what}");
         assert!(crashes[0]["restart_ms"].as_f64().is_some(), "{what}: {s}");
+        // The bins left with one copy get standbys again under `--recovery` (matched).
+        assert_eq!(crashes[0]["recovery"]["strategy"], "matched", "{what}: {s}");
     }
 }
 
@@ -221,7 +247,7 @@ fn losing_process_0_stops_the_others_at_once_naming_it() {
     let mut first = children.remove(0);
     first.kill().expect("kill -9");
     let started = Instant::now();
-    let outputs = wait_all(children);
+    let outputs = wait_all_within(children, Duration::from_secs(30));
     let _ = first.wait();
     for o in &outputs {
         assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));

@@ -294,7 +294,7 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
     if let Some(plane) = plane.as_mut()
         && shared.generation.index > 0
     {
-        let why = format!("standbys lost in a crash (restart {})", shared.generation.index);
+        let why = super::restart::recovery_purpose(shared.generation.index);
         plane.restore_standbys(&why, start.elapsed().as_secs_f64());
     }
     tracing::info!(target: "megaflux::job", phase = "started", worker = index, peers, base);
@@ -412,6 +412,7 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
         let first = done.partition_point(|(e, _)| epochs.time_of(*e) < from);
         done.get(first).map(|(_, ns)| *ns)
     });
+    super::restart::attach_recoveries(&mut summary.crashes, &summary.migrations);
     Ok(Some(summary))
 }
 

@@ -11,7 +11,10 @@
 //!   new holder can apply anything at `t` before the state arrived. A failed worker ships
 //!   nothing and keeps those capabilities until a `Fail` of itself at or after `t` is final:
 //!   until then the rest of the job cannot complete `t` as if the state had been shipped,
-//!   which is what lets the driver tell genuine transfers from lost ones.
+//!   which is what lets the driver tell genuine transfers from lost ones;
+//! * in a job that can restart after a crash, a bin shipped away for good stays here
+//!   (`Local::shipped`) until the committed frontier passes its move: a crash drops what is
+//!   in flight, and until then this may be the bin's last whole copy.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -386,14 +389,19 @@ where
                     log_extracted(&self.transfers, &self.name, self.me, time, &action, encoded);
                 }
                 if action.drop
-                    && let Some(bin) = table[action.bin as usize].take()
+                    && let Some(mut bin) = table[action.bin as usize].take()
                 {
+                    let mut shipped = self.local.shipped.borrow_mut();
                     if !bin.scheduled.is_empty() {
-                        let scheduled = bin.scheduled.clone();
+                        // A copy kept for a restart keeps its work too.
+                        let scheduled = match shipped.as_ref() {
+                            Some(_) => bin.scheduled.clone(),
+                            None => std::mem::take(&mut bin.scheduled),
+                        };
                         self.local.departed.borrow_mut().push((action.bin, scheduled));
                         self.local.wake_state();
                     }
-                    if let Some(shipped) = self.local.shipped.borrow_mut().as_mut() {
+                    if let Some(shipped) = shipped.as_mut() {
                         let history = self.local.history.borrow();
                         let holders = history.at(time)[action.bin as usize];
                         let standby = action.to.iter().all(|w| holders.role(*w) == Some(Role::Standby));

@@ -29,6 +29,7 @@ use crate::job::Takes;
 use crate::membership::Restart;
 use crate::operator::{Handout, Observers, Survived};
 use crate::source::{Location, Source};
+use crate::summary::{CrashSummary, MigrationSummary, RecoverySummary};
 /// How long the survivors' workers have to leave a broken computation and hand out their
 /// bins (they do at their next loop turn: milliseconds).
 pub(super) const LEAVE_WAIT: Duration = Duration::from_secs(5);
@@ -205,6 +206,7 @@ impl Generation {
                     from_time: c.from,
                     bins_promoted: survived.promoted,
                     bins_degraded: survived.degraded,
+                    recovery: None,
                 }
             })
             .collect()
@@ -247,8 +249,13 @@ pub(super) fn leave(
 ) -> Result<(), RunError> {
     let since = Instant::now();
     while !generation.all_handed() {
-        // A process lost for good (process 0, say) ends the wait with its error.
-        abort.wait_order(Duration::ZERO)?;
+        // A process lost for good (process 0, say) ends the wait with its error. The
+        // workers then park rather than hand out: joining them would wait for ever (the
+        // process exits instead).
+        if let Err(e) = abort.wait_order(Duration::ZERO) {
+            std::mem::forget(guards);
+            return Err(e);
+        }
         if since.elapsed() > LEAVE_WAIT {
             std::mem::forget(guards);
             return Err(RunError::Worker(format!(
@@ -303,6 +310,31 @@ pub(super) fn order(
         )));
     }
     Ok(order)
+}
+
+/// What the recovery plan of restart `generation` is for: the standbys it gives again (its
+/// migration's target in the summary).
+pub(super) fn recovery_purpose(generation: u32) -> String {
+    format!("standbys lost in a crash (restart {generation})")
+}
+
+/// The recovery of each restart in `crashes`, from the `migrations` that ran it.
+pub(super) fn attach_recoveries(crashes: &mut [CrashSummary], migrations: &[MigrationSummary]) {
+    for (i, crash) in crashes.iter_mut().enumerate() {
+        let purpose = recovery_purpose(i as u32 + 1);
+        crash.recovery = migrations
+            .iter()
+            .find(|m| m.target == purpose)
+            .map(|m| RecoverySummary {
+                strategy: m.strategy.clone(),
+                bins_copied: m.bins_moved,
+                bytes: m.bytes_moved,
+                issued_s: m.issued_s,
+                duration_s: m.duration_s,
+                latency_ns_during: m.latency_ns_during.clone(),
+                cancelled: m.cancelled,
+            });
+    }
 }
 
 /// The settings of a restarted computation: scheduled plans, failures, rejoins and panics
