@@ -13,7 +13,8 @@
 //! process than process 0 goes away: its computation *restarts* instead ([`Outcome::Restart`]).
 //! The workers leave the broken computation at their next turn and hand out their bins; the
 //! panics that computation still raises (its workers' channels to the lost process are
-//! poisoned) belong to it and are dropped.
+//! poisoned) belong to it and are dropped. A process that joins the job in a lost one's
+//! place ([`Abort::join`]) restarts it too, once the computation has formed.
 
 use std::cell::RefCell;
 use std::panic::PanicHookInfo;
@@ -47,6 +48,17 @@ struct State {
     order: Option<Restart>,
     /// When the computation began to be left for a restart.
     since: Option<std::time::Instant>,
+    /// Processes that joined the job (by their index at the job's start) for it to take in.
+    joined: Vec<usize>,
+    /// Whether the computation has formed: a join waits for it (a computation that forms
+    /// cannot be left).
+    formed: bool,
+}
+
+impl State {
+    fn restarts(&self) -> bool {
+        !self.lost.is_empty() || self.order.is_some() || (self.formed && !self.joined.is_empty())
+    }
 }
 
 /// How a computation of a run ended, if not with an error.
@@ -138,9 +150,7 @@ impl Abort {
 
     /// Whether the computation is being left for a restart.
     pub fn restarting(&self) -> bool {
-        self.state
-            .lock()
-            .is_ok_and(|s| s.error.is_none() && (!s.lost.is_empty() || s.order.is_some()))
+        self.state.lock().is_ok_and(|s| s.error.is_none() && s.restarts())
     }
 
     /// Process `process` (its index at the job's start) went away: the job restarts
@@ -170,6 +180,45 @@ impl Abort {
             state.since.get_or_insert_with(std::time::Instant::now);
             self.stopped.store(true, Ordering::Release);
             self.changed.notify_all();
+        }
+    }
+
+    /// A process joined the job in the place of lost process `process`: the computation is
+    /// left to restart with it, now or once it has formed.
+    pub fn join(&self, process: usize) {
+        if let Ok(mut state) = self.state.lock()
+            && state.error.is_none()
+        {
+            if !state.joined.contains(&process) {
+                state.joined.push(process);
+            }
+            self.leave_if_restarting(&mut state);
+        }
+    }
+
+    /// The computation has formed (its processes are connected): a join may leave it.
+    pub fn formed(&self) {
+        if let Ok(mut state) = self.state.lock() {
+            state.formed = true;
+            self.leave_if_restarting(&mut state);
+        }
+    }
+
+    fn leave_if_restarting(&self, state: &mut State) {
+        if state.error.is_none() && state.restarts() {
+            state.since.get_or_insert_with(std::time::Instant::now);
+            self.stopped.store(true, Ordering::Release);
+            self.changed.notify_all();
+        }
+    }
+
+    /// Forgets `order` if it is the one known (a process that joins waits for an order
+    /// that takes it in; one ordered before it was taken in does not).
+    pub fn forget_order(&self, order: &Restart) {
+        if let Ok(mut state) = self.state.lock()
+            && state.order.as_ref() == Some(order)
+        {
+            state.order = None;
         }
     }
 
@@ -231,7 +280,7 @@ impl Abort {
                 state.error = Some(RunError::Worker(error.to_string()));
                 return Err(error);
             }
-            if !state.lost.is_empty() || state.order.is_some() {
+            if state.restarts() {
                 return Ok(Outcome::Restart);
             }
             if state.finished >= self.local_workers {

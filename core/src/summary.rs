@@ -238,6 +238,33 @@ pub struct Summary {
     /// processes, generated records).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub crashes: Vec<CrashSummary>,
+    /// Processes started again for a lost place (`--join`) that the job took in, each with
+    /// the restart that took it in and the rebalance onto it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub joins: Vec<JoinSummary>,
+}
+
+/// A process that joined the running job in a lost one's place, and the restart that took
+/// it in.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct JoinSummary {
+    /// The place it took, by index at the job's start.
+    pub process: usize,
+    /// When process 0 heard it ask, on the run's clock (seconds since the measured run
+    /// began).
+    pub asked_s: f64,
+    /// From then until the new computation with it had formed and agreed where every bin
+    /// is.
+    pub restart_ms: Option<f64>,
+    /// From then until the new computation's first epoch completed.
+    pub takeover_ms: Option<f64>,
+    /// The logical time the new computation started from (the committed frontier).
+    pub from_time: Time,
+    /// The restart (generation) that took it in.
+    pub generation: u32,
+    /// The rebalance that moved bins onto it (`--recovery`), once the job ran it.
+    #[serde(default)]
+    pub rebalance: Option<RecoverySummary>,
 }
 
 /// A loss of processes and the restart of the job among the survivors.
@@ -260,6 +287,9 @@ pub struct CrashSummary {
     pub bins_promoted: usize,
     /// Bins left with one copy.
     pub bins_degraded: usize,
+    /// The restart (generation) that followed it.
+    #[serde(default)]
+    pub generation: u32,
     /// The copies that gave those bins standbys again (`--recovery`), once the restarted
     /// computation ran it.
     #[serde(default)]
@@ -441,6 +471,7 @@ pub(crate) fn summarize(
         latency_ccdf: latency.ccdf(),
         outputs_written: None,
         crashes: Vec::new(),
+        joins: Vec::new(),
     }
 }
 

@@ -1,7 +1,8 @@
 //! Membership over loopback: the coordinator and its members each report the other lost
 //! when it drops its connection or falls silent, never when it said bye; failures a member's
 //! process detects reach the coordinator; another job's process is refused; and a flood of
-//! silent connections does not keep a member out.
+//! silent connections does not keep a member out; a process joins only in a lost one's place
+//! of a job that restarts, and takes part in the next restart order.
 
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
@@ -35,11 +36,22 @@ fn free_address() -> String {
 }
 
 fn member(address: &str, process: usize, job: u64, failures: Arc<Failures>) -> (Member, Receiver<Event>) {
+    start_member(address, process, job, failures, false)
+}
+
+fn start_member(
+    address: &str,
+    process: usize,
+    job: u64,
+    failures: Arc<Failures>,
+    join: bool,
+) -> (Member, Receiver<Event>) {
     let (on, got) = events();
     let hello = Hello {
         job,
         process,
         processes: 3,
+        join,
     };
     (
         Member::start(address.to_string(), hello, WAIT, failures, Default::default(), on).unwrap(),
@@ -182,4 +194,53 @@ fn silent_connections_and_garbage_do_not_keep_a_member_out() {
     failures1.fail(2);
     assert_eq!(got.recv_timeout(PATIENCE).unwrap(), Event::Failed { worker: 2 });
     drop(failures0);
+}
+
+fn refused(got: &Receiver<Event>) -> String {
+    match got.recv_timeout(PATIENCE).unwrap() {
+        Event::Refused { reason } => reason,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_process_joins_only_in_a_lost_place_of_a_job_that_restarts() {
+    // A job that does not restart takes no one in.
+    let address = free_address();
+    let (on, _got) = events();
+    let _c = Coordinator::start(&address, JOB, (3, 2), WAIT, None, on).unwrap();
+    let (_m, got) = start_member(&address, 2, JOB, Arc::new(Failures::new(6)), true);
+    assert!(refused(&got).contains("does not restart"));
+
+    let address = free_address();
+    let (on, got0) = events();
+    let committed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let c = Coordinator::start(&address, JOB, (3, 2), WAIT, Some(committed), on).unwrap();
+    let (_m1, _) = member(&address, 1, JOB, Arc::new(Failures::new(6)));
+    // Process 2 has not started: joining is not starting.
+    let (_early, got) = start_member(&address, 2, JOB, Arc::new(Failures::new(6)), true);
+    assert!(refused(&got).contains("without --join"));
+    let (m2, _) = member(&address, 2, JOB, Arc::new(Failures::new(6)));
+    // A live place cannot be taken.
+    let (_twin, got) = start_member(&address, 1, JOB, Arc::new(Failures::new(6)), true);
+    assert!(refused(&got).contains("still runs"));
+    // Process 2 goes away; the job restarts without it.
+    drop(m2);
+    let (process, _) = lost(got0.recv_timeout(PATIENCE).unwrap());
+    assert_eq!(process, 2);
+    let order = c.restart(1, 40, &[2], 7);
+    assert_eq!(order.survivors, vec![0, 1]);
+    // Coming back without --join is refused, and says how.
+    let (_plain, got) = member(&address, 2, JOB, Arc::new(Failures::new(6)));
+    assert!(refused(&got).contains("--join"));
+    // With it, it is taken in, and the next order counts it.
+    let (_joiner, got2) = start_member(&address, 2, JOB, Arc::new(Failures::new(6)), true);
+    assert_eq!(got0.recv_timeout(PATIENCE).unwrap(), Event::Join { process: 2 });
+    assert_eq!(c.outside(&[0, 1]), vec![2]);
+    let order = c.restart(2, 55, &[], 9);
+    assert_eq!(order.survivors, vec![0, 1, 2]);
+    match got2.recv_timeout(PATIENCE).unwrap() {
+        Event::Restart(heard) => assert_eq!(heard, order),
+        other => panic!("expected the restart order, got {other:?}"),
+    }
 }

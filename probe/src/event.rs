@@ -383,9 +383,10 @@ pub enum Event {
         /// The bins that got a new copy.
         bins: Vec<u32>,
     },
-    /// Processes went away (a crash) and the survivors restarted the job among themselves
-    /// from the committed logical time `from`, with the bins they held (restart number
-    /// `generation`): the job goes on.
+    /// Processes went away (a crash) and the survivors restarted the job among themselves,
+    /// or processes started again for lost places joined it (`--join`), from the committed
+    /// logical time `from`, with the bins they held (restart number `generation`): the job
+    /// goes on.
     Restart {
         /// How many restarts the job has had, this one included.
         generation: u32,
@@ -395,6 +396,9 @@ pub enum Event {
         lost: String,
         /// The processes that go on, as a compact list (`0-1`).
         survivors: String,
+        /// The processes taken in, started again for lost places (empty for a crash).
+        #[serde(default)]
+        joined: String,
     },
     /// Bins lost their last replica at `time` (`0-3,7`): the job stops.
     Lost {

@@ -203,6 +203,7 @@ fn convert(target: &str, f: &Fields) -> Option<Event> {
                 from: f.u64("from")?,
                 lost: f.str("lost")?,
                 survivors: f.str("survivors")?,
+                joined: f.str("joined").unwrap_or_default(),
             },
             _ => return None,
         },

@@ -180,7 +180,8 @@ fn event() -> BoxedStrategy<Event> {
             generation,
             from,
             lost: lost.clone(),
-            survivors: lost,
+            survivors: lost.clone(),
+            joined: lost,
         }),
         (wide(), wide()).prop_map(|(window, count)| Event::Latency {
             window,
@@ -490,6 +491,7 @@ fn extreme_event(kind: u8, n: u64, w: u32, t: f64, flag: bool, sum: bool) -> Eve
             from: n,
             lost: format!("0-{w}"),
             survivors: format!("{n}"),
+            joined: format!("{w}"),
         },
         _ => Event::Hello {
             processes: w,

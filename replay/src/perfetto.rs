@@ -363,8 +363,9 @@ impl<W: Write> Exporter<W> {
                 from,
                 lost,
                 survivors,
+                joined,
             } => {
-                let name = format!("process {lost} lost: restart {generation}");
+                let name = crate::seek::restart_name(lost, joined, *generation);
                 let args = json!({"from": from, "survivors": survivors});
                 self.instant(ts, pid, None, name, args)?;
             }

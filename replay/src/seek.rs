@@ -272,10 +272,24 @@ pub fn mark(event: &Event) -> Option<String> {
         ),
         Event::Failure { worker, .. } => format!("worker {worker} failed"),
         Event::Rejoin { worker, .. } => format!("worker {worker} rejoined"),
-        Event::Restart { lost, generation, .. } => format!("process {lost} lost: restart {generation}"),
+        Event::Restart {
+            lost,
+            joined,
+            generation,
+            ..
+        } => restart_name(lost, joined, *generation),
         Event::Lost { bins, .. } => format!("bins {bins} lost"),
         _ => return None,
     })
+}
+
+/// A restart's name in marks and timelines: what started it, and its number.
+pub(crate) fn restart_name(lost: &str, joined: &str, generation: u32) -> String {
+    match (lost.is_empty(), joined.is_empty()) {
+        (false, true) => format!("process {lost} lost: restart {generation}"),
+        (true, false) => format!("process {joined} joined: restart {generation}"),
+        _ => format!("process {lost} lost, {joined} joined: restart {generation}"),
+    }
 }
 
 #[cfg(test)]

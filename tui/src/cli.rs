@@ -168,6 +168,11 @@ struct RunArgs {
     /// Let --record and --output replace existing files.
     #[arg(long)]
     force: bool,
+    /// Take a lost process's place in a running cluster job: start this process again with
+    /// its -n, -p and -h and the job's other flags, and the job restarts to take it in and
+    /// rebalances bins onto it.
+    #[arg(long)]
+    join: bool,
     /// Serve the job's events and take commands on this address (loopback unless --token).
     #[arg(long, value_name = "ADDR")]
     serve: Option<SocketAddr>,
@@ -413,6 +418,7 @@ fn starting(job: &dyn AnyJob, config: &RunConfig, timed: bool) -> String {
         return line;
     }
     match harness::crash_stops(job.input(config), config) {
+        None if config.join => format!("{line}; joining the running job in a lost process's place"),
         None => format!("{line}; a crash of a process other than 0 restarts it among the others"),
         Some(why) => format!("{line}; a crash of any process stops it: {why}"),
     }
@@ -458,6 +464,7 @@ fn run_config(args: &RunArgs, dashboard: bool, job: &dyn AnyJob) -> Result<RunCo
         replace_output: args.force,
         cluster_wait: Duration::from_secs_f64(args.cluster_wait),
         coordinator_port: args.coordinator_port,
+        join: args.join,
         ..RunConfig::default()
     };
     let reads = matches!(job.input(&config), Takes::Input { .. }) && config.input.is_some();

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use std::path::Path;
 
-use common::{Cluster, example, summary};
+use common::{Cluster, example, sorted_lines, summary, wait_all, wait_all_within};
 
 /// Kills per workload: `MEGAFLUX_KILLS` for a longer loop.
 fn kills(default: usize) -> usize {
@@ -47,41 +47,6 @@ fn spawn_all_of(binary: &Path, cluster: &Cluster, job: &[&str], out: &str) -> Ve
     job.extend(["--output", out, "--force"]);
     (0..cluster.addresses.len())
         .map(|p| cluster.spawn_binary(binary, &p.to_string(), &job, "1"))
-        .collect()
-}
-
-fn sorted_lines(path: &std::path::Path) -> Vec<String> {
-    let text = std::fs::read_to_string(path).expect("the output file");
-    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
-    lines.sort_unstable();
-    lines
-}
-
-/// As [`wait_all`], but a process still running after `limit` is killed and the test
-/// fails: a process must never wait for ever for a peer that will not come.
-fn wait_all_within(mut children: Vec<Child>, limit: Duration) -> Vec<Output> {
-    let started = Instant::now();
-    while started.elapsed() < limit {
-        if children.iter_mut().all(|c| matches!(c.try_wait(), Ok(Some(_)))) {
-            return wait_all(children);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    for c in &mut children {
-        let _ = c.kill();
-    }
-    let outputs = wait_all(children);
-    let said: Vec<String> = outputs
-        .iter()
-        .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
-        .collect();
-    panic!("processes still ran {limit:?} later: {said:#?}");
-}
-
-fn wait_all(children: Vec<Child>) -> Vec<Output> {
-    children
-        .into_iter()
-        .map(|c| c.wait_with_output().expect("a process ends"))
         .collect()
 }
 

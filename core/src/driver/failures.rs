@@ -121,6 +121,18 @@ impl PlanDriver {
         self.plan(Purpose::Migration, self.recovery, why.to_string(), &goal, now_s);
     }
 
+    /// Plans the bins spread over every live worker, each with a standby in another process
+    /// ([`PlanDriver::balanced`]: a computation restarted to take in a process that joined
+    /// starts so), with the recovery's schedule; `why` names the plan. Nothing if a plan
+    /// runs.
+    pub fn rebalance(&mut self, why: &str, now_s: f64) {
+        if self.active.is_some() {
+            return;
+        }
+        let goal = self.balanced();
+        self.plan(Purpose::Migration, self.recovery, why.to_string(), &goal, now_s);
+    }
+
     /// Starts the recovery of the newest failure awaiting one, if any, if nothing else runs
     /// and a live worker can take a standby; otherwise it waits (for the running plan's
     /// end, or a rejoin).

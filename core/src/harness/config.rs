@@ -113,6 +113,10 @@ pub struct RunConfig {
     /// timely port plus [`crate::membership::COORDINATOR_PORT_OFFSET`] unless set).
     #[serde(skip)]
     pub coordinator_port: Option<u16>,
+    /// Whether this process takes a lost process's place in a running job (`--join`)
+    /// rather than start the job with the others.
+    #[serde(skip)]
+    pub join: bool,
 }
 
 /// How long a process of a cluster waits for the others to connect: processes started by
@@ -271,6 +275,7 @@ impl Default for RunConfig {
             replace_output: false,
             cluster_wait: CLUSTER_WAIT,
             coordinator_port: None,
+            join: false,
         }
     }
 }

@@ -56,6 +56,7 @@ impl Liveness {
                 job,
                 process: cluster.process,
                 processes: cluster.processes,
+                join: config.join,
             };
             Member::start(
                 address,
@@ -105,6 +106,7 @@ fn on_event(current: Current, failures: Arc<Failures>, addresses: Vec<String>) -
             Event::Failed { worker } => failures.report(worker),
             Event::Refused { reason } => abort.stop(RunError::Refused(reason)),
             Event::Restart(order) => abort.ordered(order),
+            Event::Join { process } => abort.join(process),
         }
     })
 }

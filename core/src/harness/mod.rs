@@ -6,6 +6,7 @@ mod collect;
 mod config;
 mod end;
 mod epochs;
+mod join;
 mod liveness;
 mod measure;
 mod plane;
@@ -129,6 +130,9 @@ pub fn run(config: RunConfig, control: ControlHandle) -> Result<Option<Summary>,
 pub fn check_job<J: Job + ?Sized>(job: &J, config: &RunConfig) -> Result<(), ConfigError> {
     validate(config)?;
     config::check_memory(config, job.bytes_per_key(), crate::rss::total_memory())?;
+    if config.join {
+        join::check(job, config, &cluster_position(&config.timely_args)?)?;
+    }
     let invalid = |m: String| Err(ConfigError::Invalid(m));
     match (job.source(config), &config.input) {
         (Source::Generated(_), Some(input)) => invalid(format!(
@@ -250,9 +254,18 @@ pub fn run_job<J: Job + ?Sized>(
         tracing::info!(target: "megaflux::job", phase = "restartable", processes = addresses.len());
     }
     let start: Arc<OnceLock<Instant>> = Arc::default();
-    let mut generation = Generation::first(config.workers, keep, committed);
+    let mut generation = Generation::first(config.workers, keep.clone(), committed);
     let mut survivors: Vec<usize> = (0..addresses.len()).collect();
     let mut config = Arc::new(config);
+    if config.join {
+        let order = join::taken_in(&current, &config, &addresses, position.process)?;
+        // The job's clock: records are due as on the processes already running.
+        let clock = Duration::from_nanos(order.clock_ns);
+        let _ = start.set(Instant::now().checked_sub(clock).unwrap_or_else(Instant::now));
+        generation = Generation::joining(config.workers, keep, order.generation, order.committed);
+        survivors = order.survivors;
+        config = Arc::new(restart::later_config(&config));
+    }
     loop {
         let here: Vec<String> = survivors.iter().map(|p| addresses[*p].clone()).collect();
         let abort = Abort::of_generation(config.workers, here.clone(), survivors.clone());
@@ -261,6 +274,12 @@ pub fn run_job<J: Job + ?Sized>(
         }
         if let Ok(mut c) = current.lock() {
             *c = Arc::downgrade(&abort);
+        }
+        // A process that joined after the last order was given is taken in by the next.
+        if let Some(coordinator) = liveness.as_ref().and_then(|l| l.coordinator()) {
+            for process in coordinator.outside(&survivors) {
+                abort.join(process);
+            }
         }
         let rank = survivors.iter().position(|p| *p == position.process).unwrap_or(0);
         let generation_now = Arc::new(generation);
@@ -278,7 +297,21 @@ pub fn run_job<J: Job + ?Sized>(
             return Ok(summary.map(|s| *s));
         }
         let seen = abort.restarting_since().unwrap_or_else(Instant::now);
-        let order = restart::order(liveness.as_ref(), &generation_now, &abort, position.process)?;
+        let clock = start.get().copied();
+        let order = restart::order(
+            liveness.as_ref(),
+            &generation_now,
+            (&abort, clock),
+            position.process,
+        )?;
+        let lost = abort.lost();
+        // Taken in: new to the computation, or back in the place of a process lost from it.
+        let joined: Vec<usize> = order
+            .survivors
+            .iter()
+            .copied()
+            .filter(|p| !survivors.contains(p) || lost.contains(p))
+            .collect();
         // Process 0 orders the restart: its event is the job's.
         if position.process == 0 {
             let as_u32 = |ps: &[usize]| ps.iter().map(|p| *p as u32).collect::<Vec<_>>();
@@ -288,10 +321,12 @@ pub fn run_job<J: Job + ?Sized>(
                 generation = order.generation,
                 from = order.committed,
                 survivors = %list(&as_u32(&order.survivors)),
-                lost = %list(&as_u32(&abort.lost()))
+                lost = %list(&as_u32(&lost)),
+                joined = %list(&as_u32(&joined))
             );
         }
-        generation = generation_now.next(order.generation, order.committed, seen, abort.lost());
+        let times = (order.generation, order.committed);
+        generation = generation_now.next(times, seen, (lost, joined));
         survivors = order.survivors;
         // Plans, failures and panics name the first computation's workers.
         config = Arc::new(restart::later_config(&config));
@@ -384,6 +419,7 @@ fn run_generation<J: Job + ?Sized>(
     } else {
         form(cluster, (wait, abort), rank, waiting, timely, work)?
     };
+    abort.formed();
     match abort.wait() {
         Err(e) => {
             if cluster {

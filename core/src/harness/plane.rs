@@ -88,12 +88,17 @@ impl ControlPlane {
         self.driver.restore_standbys(why, now_s);
     }
 
-    /// Whether a plan runs or waits, or failures or rejoins wait to be issued.
+    /// Spreads the bins over every live worker ([`PlanDriver::rebalance`]).
+    pub(crate) fn rebalance(&mut self, why: &str, now_s: f64) {
+        self.driver.rebalance(why, now_s);
+    }
+
     /// The plan driver, to read its records.
     pub(crate) fn driver(&self) -> &PlanDriver {
         &self.driver
     }
 
+    /// Whether a plan runs or waits, or failures or rejoins wait to be issued.
     pub(crate) fn busy(&self) -> bool {
         self.driver.busy() || self.driver.urgent() || !self.plans_due.is_empty()
     }

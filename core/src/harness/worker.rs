@@ -294,8 +294,13 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
     if let Some(plane) = plane.as_mut()
         && shared.generation.index > 0
     {
-        let why = super::restart::recovery_purpose(shared.generation.index);
-        plane.restore_standbys(&why, start.elapsed().as_secs_f64());
+        let generation = shared.generation;
+        let why = super::restart::recovery_purpose(generation.index, &generation.joined);
+        if generation.joined.is_empty() {
+            plane.restore_standbys(&why, start.elapsed().as_secs_f64());
+        } else {
+            plane.rebalance(&why, start.elapsed().as_secs_f64());
+        }
     }
     tracing::info!(target: "megaflux::job", phase = "started", worker = index, peers, base);
     let mut latencies = Latencies::new(
@@ -408,11 +413,13 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
     );
     summary.outputs_written = written;
     let done = latencies.recorder.epochs();
-    summary.crashes = shared.generation.crash_summaries(start, |from| {
+    let done_at = |from| {
         let first = done.partition_point(|(e, _)| epochs.time_of(*e) < from);
         done.get(first).map(|(_, ns)| *ns)
-    });
-    super::restart::attach_recoveries(&mut summary.crashes, &summary.migrations);
+    };
+    summary.crashes = shared.generation.crash_summaries(start, done_at);
+    summary.joins = shared.generation.join_summaries(start, done_at);
+    super::restart::attach_recoveries(&mut summary.crashes, &mut summary.joins, &summary.migrations);
     Ok(Some(summary))
 }
 

@@ -1,5 +1,8 @@
 //! Process 0's end of membership: takes one connection from each other process, beats on
 //! each, and reports the processes that fall silent, drop their connection or never come.
+//! In a job that restarts after a crash, a process started again for a lost place
+//! ([`Frame::Join`]) is taken in: it is reported ([`Event::Join`]) and takes part in the
+//! next restart order.
 //!
 //! Connections that have not said hello yet are few and short-lived: each gets
 //! [`HELLO_WAIT`] to do so, and past [`MAX_PENDING`] of them the oldest is dropped, so that a
@@ -15,7 +18,7 @@ use super::wire::{Frame, FrameReader, Read1, write_frame};
 use super::{Event, HEARTBEAT, MembershipError, OnEvent, Restart, SILENCE_LIMIT};
 
 /// How long a new connection has to say hello.
-const HELLO_WAIT: Duration = Duration::from_secs(1);
+pub(super) const HELLO_WAIT: Duration = Duration::from_secs(1);
 /// Connections waiting to say hello, at most.
 const MAX_PENDING: usize = 32;
 /// How long a write to a member may block (a hung member's full socket must not stall the
@@ -23,26 +26,40 @@ const MAX_PENDING: usize = 32;
 const WRITE_WAIT: Duration = Duration::from_millis(200);
 
 /// What the coordinator knows of one process.
-enum Slot {
+pub(super) enum Slot {
     /// Not connected yet.
     Waiting,
     /// Connected and heard recently; the stream is for writing.
     Live(TcpStream),
-    /// Said bye, or was lost: nothing more is expected of it.
+    /// Taken in for a lost place (`--join`), and in no restart order yet.
+    Joined(TcpStream),
+    /// Said bye: nothing more is expected of it.
     Gone,
+    /// Lost from a running job: a process may join in its place.
+    Lost,
 }
 
-struct State {
-    job: u64,
-    processes: usize,
+impl Slot {
+    /// The connection to write to, if connected.
+    fn stream(&mut self) -> Option<&mut TcpStream> {
+        match self {
+            Slot::Live(stream) | Slot::Joined(stream) => Some(stream),
+            _ => None,
+        }
+    }
+}
+
+pub(super) struct State {
+    pub(super) job: u64,
+    pub(super) processes: usize,
     workers: usize,
-    slots: Mutex<Vec<Slot>>,
+    pub(super) slots: Mutex<Vec<Slot>>,
     pending: Mutex<VecDeque<(u64, TcpStream)>>,
-    done: AtomicBool,
-    on_event: OnEvent,
+    pub(super) done: AtomicBool,
+    pub(super) on_event: OnEvent,
     address: String,
     /// The committed frontier members learn of with the beats, if the job can restart.
-    committed: Option<Arc<AtomicU64>>,
+    pub(super) committed: Option<Arc<AtomicU64>>,
 }
 
 /// Process 0's membership: watches the other processes until dropped or finished.
@@ -95,37 +112,57 @@ impl Coordinator {
     /// Orders the processes still here, but for those in `lost`, to restart as generation
     /// `generation` from the committed frontier `committed`; returns the order (process 0
     /// and every live member, in order).
-    pub fn restart(&self, generation: u32, committed: u64, lost: &[usize]) -> Restart {
+    /// `clock_ns` is the job's clock now, for a process that joins.
+    pub fn restart(&self, generation: u32, committed: u64, lost: &[usize], clock_ns: u64) -> Restart {
         let mut survivors = vec![0];
         if let Ok(mut slots) = self.state.slots.lock() {
             for process in lost {
-                if let Some(slot) = slots.get_mut(*process) {
-                    *slot = Slot::Gone;
+                // A process that joined in a lost one's place since is not lost.
+                if let Some(slot) = slots.get_mut(*process)
+                    && !matches!(slot, Slot::Joined(_))
+                {
+                    *slot = Slot::Lost;
                 }
             }
-            survivors.extend(
-                slots
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, s)| matches!(s, Slot::Live(_)))
-                    .map(|(p, _)| p),
-            );
+            for (process, slot) in slots.iter_mut().enumerate() {
+                match std::mem::replace(slot, Slot::Gone) {
+                    Slot::Live(stream) | Slot::Joined(stream) => {
+                        survivors.push(process);
+                        *slot = Slot::Live(stream);
+                    }
+                    other => *slot = other,
+                }
+            }
             let frame = Frame::Restart {
                 generation,
                 survivors: survivors.iter().map(|p| *p as u32).collect(),
                 committed,
+                clock_ns,
             };
-            for slot in slots.iter_mut() {
-                if let Slot::Live(stream) = slot {
-                    let _ = write_frame(stream, &frame);
-                }
+            for stream in slots.iter_mut().filter_map(Slot::stream) {
+                let _ = write_frame(stream, &frame);
             }
         }
         Restart {
             generation,
             survivors,
             committed,
+            clock_ns,
         }
+    }
+
+    /// The processes taken in but not among `survivors` (the processes of the running
+    /// computation): those that joined since it was ordered.
+    pub fn outside(&self, survivors: &[usize]) -> Vec<usize> {
+        let Ok(slots) = self.state.slots.lock() else {
+            return Vec::new();
+        };
+        slots
+            .iter()
+            .enumerate()
+            .filter(|(p, s)| matches!(s, Slot::Live(_) | Slot::Joined(_)) && !survivors.contains(p))
+            .map(|(p, _)| p)
+            .collect()
     }
 
     /// The run ended normally here: tells every member, and stops watching.
@@ -133,7 +170,7 @@ impl Coordinator {
         self.state.done.store(true, Ordering::Release);
         if let Ok(mut slots) = self.state.slots.lock() {
             for slot in slots.iter_mut() {
-                if let Slot::Live(stream) = slot {
+                if let Some(stream) = slot.stream() {
                     let _ = write_frame(stream, &Frame::Bye);
                 }
                 *slot = Slot::Gone;
@@ -192,7 +229,7 @@ fn accept(state: &Arc<State>, listener: TcpListener) {
 /// Serves one connection: its hello, then its beats, failures and bye.
 fn serve(state: &State, id: u64, mut stream: TcpStream) {
     let mut reader = FrameReader::default();
-    let hello = hello(state, &mut reader, &mut stream);
+    let hello = super::admit::hello(state, &mut reader, &mut stream);
     if let Ok(mut pending) = state.pending.lock() {
         pending.retain(|(p, _)| *p != id);
     }
@@ -235,66 +272,6 @@ fn serve(state: &State, id: u64, mut stream: TcpStream) {
     }
 }
 
-/// Reads a connection's hello and registers it; the process and any frames that came with
-/// the hello, or `None` (refused, silent, gone).
-fn hello(state: &State, reader: &mut FrameReader, stream: &mut TcpStream) -> Option<(usize, Vec<Frame>)> {
-    let since = Instant::now();
-    while since.elapsed() < HELLO_WAIT && !state.done.load(Ordering::Acquire) {
-        let mut frames = match reader.read(stream) {
-            Ok(Read1::Frames(f)) => f,
-            _ => return None,
-        };
-        if frames.is_empty() {
-            continue;
-        }
-        let Frame::Hello {
-            job,
-            process,
-            processes,
-        } = frames.remove(0)
-        else {
-            return None;
-        };
-        let process = process as usize;
-        let refuse = if job != state.job || processes as usize != state.processes {
-            Some(format!(
-                "process {process} runs another job than process 0 (check that every process runs the same command, with the same -n)"
-            ))
-        } else {
-            register(state, process, stream)
-        };
-        if let Some(reason) = refuse {
-            tracing::warn!(target: "megaflux::membership", process, %reason, "refused a member");
-            let _ = write_frame(stream, &Frame::Refused { reason });
-            return None;
-        }
-        return Some((process, frames));
-    }
-    None
-}
-
-/// Takes `process` in; why not, if it cannot be.
-fn register(state: &State, process: usize, stream: &TcpStream) -> Option<String> {
-    let Ok(mut slots) = state.slots.lock() else {
-        return Some("the coordinator's state was poisoned".into());
-    };
-    match slots.get_mut(process) {
-        Some(slot @ Slot::Waiting) => match stream.try_clone() {
-            Ok(writer) => {
-                *slot = Slot::Live(writer);
-                None
-            }
-            Err(e) => Some(format!("the coordinator cannot keep the connection: {e}")),
-        },
-        Some(_) if process == 0 => Some("process 0 is the coordinator's own".into()),
-        Some(_) => Some(format!("process {process} is connected already, or was lost")),
-        None => Some(format!(
-            "there is no process {process} in a cluster of {}",
-            state.processes
-        )),
-    }
-}
-
 fn set_gone(state: &State, process: usize) {
     if let Ok(mut slots) = state.slots.lock()
         && let Some(slot) = slots.get_mut(process)
@@ -309,10 +286,10 @@ fn lose(state: &State, process: usize, cause: String) {
     let Some(slot) = slots.get_mut(process) else {
         return;
     };
-    if matches!(slot, Slot::Gone) || state.done.load(Ordering::Acquire) {
+    if matches!(slot, Slot::Gone | Slot::Lost) || state.done.load(Ordering::Acquire) {
         return;
     }
-    *slot = Slot::Gone;
+    *slot = Slot::Lost;
     drop(slots);
     (state.on_event)(Event::Lost { process, cause });
 }
@@ -333,7 +310,7 @@ fn beat(state: &State, started: Instant, wait: Duration) {
         if let Ok(mut slots) = state.slots.lock() {
             for (process, slot) in slots.iter_mut().enumerate() {
                 match slot {
-                    Slot::Live(stream) => {
+                    Slot::Live(stream) | Slot::Joined(stream) => {
                         // A failed write shows up on the member's reader, as a close or silence.
                         let _ = write_frame(stream, &Frame::Beat);
                         if let Some(time) = committed {

@@ -34,6 +34,8 @@ pub struct Hello {
     pub process: usize,
     /// The number of processes.
     pub processes: usize,
+    /// Whether it takes a lost process's place in a running job (`--join`).
+    pub join: bool,
 }
 
 impl Member {
@@ -104,14 +106,21 @@ fn connect(
             s.set_write_timeout(Some(HEARTBEAT * 2))?;
             s.set_nodelay(true)?;
             let mut w = s.try_clone()?;
-            write_frame(
-                &mut w,
-                &Frame::Hello {
-                    job: hello.job,
-                    process: hello.process as u32,
-                    processes: hello.processes as u32,
-                },
-            )?;
+            let (job, process, processes) = (hello.job, hello.process as u32, hello.processes as u32);
+            let first = if hello.join {
+                Frame::Join {
+                    job,
+                    process,
+                    processes,
+                }
+            } else {
+                Frame::Hello {
+                    job,
+                    process,
+                    processes,
+                }
+            };
+            write_frame(&mut w, &first)?;
             Ok((s, w))
         }) {
             Ok((stream, writer)) => {
@@ -185,10 +194,12 @@ fn watch(
                             generation,
                             survivors,
                             committed,
+                            clock_ns,
                         } => on_event(Event::Restart(Restart {
                             generation,
                             survivors: survivors.into_iter().map(|p| p as usize).collect(),
                             committed,
+                            clock_ns,
                         })),
                         _ => {}
                     }

@@ -13,6 +13,7 @@
 //! workers of other processes that failed without the driver knowing ([`Event::Failed`]):
 //! failure detection is cluster-wide, not only process 0's.
 
+mod admit;
 mod coordinator;
 mod member;
 pub mod wire;
@@ -58,6 +59,12 @@ pub enum Event {
     },
     /// The coordinator ordered a restart among the survivors of a crash (members only).
     Restart(Restart),
+    /// A process started again for a lost one's place (`--join`) connected: the job
+    /// restarts to take it in (process 0 only).
+    Join {
+        /// The place it takes, by index at the job's start.
+        process: usize,
+    },
 }
 
 /// A restart the coordinator orders after it lost a process: the survivors leave the broken
@@ -72,6 +79,8 @@ pub struct Restart {
     pub survivors: Vec<usize>,
     /// Every output before it is written for good; the new computation starts there.
     pub committed: u64,
+    /// The job's clock when process 0 gave the order (see [`wire::Frame::Restart`]).
+    pub clock_ns: u64,
 }
 
 /// Where membership's news goes; called from membership's threads, once per loss.

@@ -23,6 +23,16 @@ pub enum Frame {
         /// The number of processes it was started with (`-n`).
         processes: u32,
     },
+    /// A member's first frame when it takes a lost process's place in a running job
+    /// (`--join`): who it is, in which job.
+    Join {
+        /// The job's fingerprint.
+        job: u64,
+        /// The process index it takes again (`-p`).
+        process: u32,
+        /// The number of processes it was started with (`-n`).
+        processes: u32,
+    },
     /// The sender is alive.
     Beat,
     /// A worker of the sender's process failed without the driver knowing (its operators
@@ -52,6 +62,9 @@ pub enum Frame {
         survivors: Vec<u32>,
         /// The committed frontier the new computation starts from.
         committed: u64,
+        /// The nanoseconds since the job's measured run began, on process 0, when it sent
+        /// the order: a process that joins takes the job's clock from it.
+        clock_ns: u64,
     },
 }
 
@@ -174,6 +187,17 @@ mod tests {
                 processes: 3,
             },
             Frame::Beat,
+            Frame::Join {
+                job: 7,
+                process: 1,
+                processes: 3,
+            },
+            Frame::Restart {
+                generation: 2,
+                survivors: vec![0, 2],
+                committed: 40,
+                clock_ns: 9,
+            },
             Frame::Failed { worker: 5 },
             Frame::Refused {
                 reason: "another job".into(),

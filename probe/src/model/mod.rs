@@ -619,6 +619,7 @@ impl JobModel {
                 from,
                 lost,
                 survivors,
+                joined,
             } => {
                 // The survivors' workers are numbered afresh: the failures simulated before,
                 // the loads and the frontiers name workers of the computation that ended.
@@ -632,6 +633,7 @@ impl JobModel {
                     from: *from,
                     lost: text(lost),
                     survivors: text(survivors),
+                    joined: text(joined),
                 };
                 bounded_push(&mut self.restarts, restart);
             }
@@ -815,6 +817,7 @@ mod tests {
             from: 40,
             lost: "2".into(),
             survivors: "0-1".into(),
+            joined: String::new(),
         }));
         assert!(m.workers.is_empty());
         assert_eq!(m.peers, 6);

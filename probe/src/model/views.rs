@@ -64,6 +64,9 @@ pub struct RestartView {
     pub lost: String,
     /// The processes that went on (`0-1`).
     pub survivors: String,
+    /// The processes that joined (empty for a crash).
+    #[serde(default)]
+    pub joined: String,
 }
 
 /// A worker's failure and what followed.

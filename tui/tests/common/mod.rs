@@ -7,6 +7,7 @@ use std::io::Write;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -120,4 +121,41 @@ pub fn example(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test's path");
     let dir = exe.parent().and_then(Path::parent).expect("target/debug");
     dir.join("examples").join(name)
+}
+
+/// The lines of the file at `path`, sorted.
+pub fn sorted_lines(path: &std::path::Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).expect("the output file");
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    lines.sort_unstable();
+    lines
+}
+
+/// As [`wait_all`], but a process still running after `limit` is killed and the test
+/// fails: a process must never wait for ever for a peer that will not come.
+pub fn wait_all_within(mut children: Vec<Child>, limit: Duration) -> Vec<Output> {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if children.iter_mut().all(|c| matches!(c.try_wait(), Ok(Some(_)))) {
+            return wait_all(children);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for c in &mut children {
+        let _ = c.kill();
+    }
+    let outputs = wait_all(children);
+    let said: Vec<String> = outputs
+        .iter()
+        .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+        .collect();
+    panic!("processes still ran {limit:?} later: {said:#?}");
+}
+
+/// Waits for every one of `children`, with what each printed.
+pub fn wait_all(children: Vec<Child>) -> Vec<Output> {
+    children
+        .into_iter()
+        .map(|c| c.wait_with_output().expect("a process ends"))
+        .collect()
 }

@@ -8,6 +8,10 @@
 //! of every bin, each handed out at a resume point at or after `C`, and the sink had
 //! written every output before `C` and drops every later one it had not written. So every
 //! (time, bin)'s outputs are written once, whatever the moment of the crash.
+//!
+//! A process started again for a lost place (`--join`) is taken in the same way: the
+//! running computation is left as if for a crash (nothing lost), the process that joins
+//! starts the next generation empty, and a rebalance under `--recovery` moves bins onto it.
 
 mod agree;
 mod mesh;
@@ -24,12 +28,13 @@ use super::liveness::Liveness;
 use super::{RunConfig, RunError};
 use crate::Time;
 use crate::abort::Abort;
+use crate::bins::list;
 use crate::job::Job;
 use crate::job::Takes;
 use crate::membership::Restart;
 use crate::operator::{Handout, Observers, Survived};
 use crate::source::{Location, Source};
-use crate::summary::{CrashSummary, MigrationSummary, RecoverySummary};
+use crate::summary::{CrashSummary, JoinSummary, MigrationSummary, RecoverySummary};
 /// How long the survivors' workers have to leave a broken computation and hand out their
 /// bins (they do at their next loop turn: milliseconds).
 pub(super) const LEAVE_WAIT: Duration = Duration::from_secs(5);
@@ -40,13 +45,19 @@ pub(super) const ORDER_WAIT: Duration = Duration::from_secs(10);
 
 /// Whether `job` with `config` on `processes` processes restarts after a crash.
 pub(super) fn possible<J: Job + ?Sized>(job: &J, config: &RunConfig, processes: usize) -> bool {
+    processes > 1 && why_not(job, config).is_none()
+}
+
+/// Why a crash stops a run of `job` with `config` (see [`crash_stops`]); `None` if it
+/// restarts.
+pub(super) fn why_not<J: Job + ?Sized>(job: &J, config: &RunConfig) -> Option<String> {
     let takes = match job.source(config) {
         Source::Generated(_) => Takes::Generated,
         Source::Read(r) => Takes::Input {
             event_time: r.has_event_time(),
         },
     };
-    processes > 1 && crash_stops(takes, config).is_none()
+    crash_stops(takes, config)
 }
 
 /// Why a crash of a cluster process (other than process 0, which a job never survives)
@@ -102,12 +113,16 @@ pub(super) struct Generation {
     measured: Mutex<Vec<(u64, u64)>>,
     /// Every restart so far, the one that started this computation last.
     crashes: Mutex<Vec<Crash>>,
+    /// The processes that joined the job at the restart that started this computation.
+    pub(super) joined: Vec<usize>,
 }
 
-/// One loss of processes, and the restart that followed, as process 0 saw them.
+/// One restart, for the loss of processes or for processes that joined, as process 0 saw
+/// it.
 #[derive(Clone, Debug)]
 struct Crash {
     lost: Vec<usize>,
+    joined: Vec<usize>,
     detected: Instant,
     from: Time,
     /// When the new computation had agreed where the bins survived, and how many of them
@@ -127,12 +142,29 @@ impl Generation {
             committed,
             measured: Mutex::default(),
             crashes: Mutex::default(),
+            joined: Vec::new(),
+        }
+    }
+
+    /// The first computation of a process that joins the job (`--join`): generation
+    /// `index` from `from`, with no bins.
+    pub(super) fn joining(workers: usize, keep: Option<Arc<AtomicU64>>, index: u32, from: Time) -> Self {
+        Generation {
+            index,
+            from,
+            seeds: Mutex::new(vec![Some(Handout::default()); workers]),
+            ..Generation::first(workers, keep, None)
         }
     }
 
     /// The computation after this one, from `from`, seeded with what this one's workers
     /// handed out.
-    pub(super) fn next(&self, index: u32, from: Time, crash_seen: Instant, lost: Vec<usize>) -> Self {
+    pub(super) fn next(
+        &self,
+        (index, from): (u32, Time),
+        crash_seen: Instant,
+        (lost, joined): (Vec<usize>, Vec<usize>),
+    ) -> Self {
         let handed = self
             .handed
             .lock()
@@ -141,6 +173,7 @@ impl Generation {
         let mut crashes = self.crashes.lock().map(|c| c.clone()).unwrap_or_default();
         crashes.push(Crash {
             lost,
+            joined: joined.clone(),
             detected: crash_seen,
             from,
             formed: None,
@@ -160,6 +193,7 @@ impl Generation {
                     .unwrap_or_default(),
             ),
             crashes: Mutex::new(crashes),
+            joined,
         }
     }
 
@@ -192,7 +226,9 @@ impl Generation {
         let crashes = self.crashes.lock().map(|c| c.clone()).unwrap_or_default();
         crashes
             .into_iter()
-            .map(|c| {
+            .enumerate()
+            .filter(|(_, c)| !c.lost.is_empty())
+            .map(|(i, c)| {
                 let detected_s = c.detected.saturating_duration_since(start).as_secs_f64();
                 let (formed, survived) = match c.formed {
                     Some((at, survived)) => (Some(at), survived),
@@ -206,10 +242,39 @@ impl Generation {
                     from_time: c.from,
                     bins_promoted: survived.promoted,
                     bins_degraded: survived.degraded,
+                    generation: i as u32 + 1,
                     recovery: None,
                 }
             })
             .collect()
+    }
+
+    /// The summary of every process that joined, as [`Generation::crash_summaries`].
+    pub(super) fn join_summaries(
+        &self,
+        start: Instant,
+        done_at: impl Fn(Time) -> Option<u64>,
+    ) -> Vec<JoinSummary> {
+        let crashes = self.crashes.lock().map(|c| c.clone()).unwrap_or_default();
+        let mut joins = Vec::new();
+        for (i, c) in crashes.iter().enumerate() {
+            let asked_s = c.detected.saturating_duration_since(start).as_secs_f64();
+            for process in &c.joined {
+                joins.push(JoinSummary {
+                    process: *process,
+                    asked_s,
+                    restart_ms: c
+                        .formed
+                        .as_ref()
+                        .map(|(at, _)| at.saturating_duration_since(c.detected).as_secs_f64() * 1e3),
+                    takeover_ms: done_at(c.from).map(|ns| (ns as f64 / 1e6 - asked_s * 1e3).max(0.0)),
+                    from_time: c.from,
+                    generation: i as u32 + 1,
+                    rebalance: None,
+                });
+            }
+        }
+        joins
     }
 
     /// Worker 0 left this computation having measured `epochs`.
@@ -283,7 +348,7 @@ pub(super) fn leave(
 pub(super) fn order(
     liveness: Option<&Liveness>,
     left: &Generation,
-    abort: &Abort,
+    (abort, clock): (&Abort, Option<Instant>),
     me: usize,
 ) -> Result<Restart, RunError> {
     let order = match liveness.and_then(Liveness::coordinator) {
@@ -295,7 +360,8 @@ pub(super) fn order(
                 .committed
                 .as_ref()
                 .map_or(0, |c| c.frontier.load(std::sync::atomic::Ordering::Acquire));
-            coordinator.restart(left.index + 1, from, &abort.lost())
+            let clock_ns = clock.map_or(0, |start| start.elapsed().as_nanos() as u64);
+            coordinator.restart(left.index + 1, from, &abort.lost(), clock_ns)
         }
         None => abort.wait_order(ORDER_WAIT)?.ok_or_else(|| {
             RunError::Worker(format!(
@@ -312,19 +378,33 @@ pub(super) fn order(
     Ok(order)
 }
 
-/// What the recovery plan of restart `generation` is for: the standbys it gives again (its
-/// migration's target in the summary).
-pub(super) fn recovery_purpose(generation: u32) -> String {
-    format!("standbys lost in a crash (restart {generation})")
+/// What the plan that follows restart `generation` is for (its migration's target in the
+/// summary): the standbys lost in a crash, or a rebalance onto the processes that `joined`.
+pub(super) fn recovery_purpose(generation: u32, joined: &[usize]) -> String {
+    if joined.is_empty() {
+        return format!("standbys lost in a crash (restart {generation})");
+    }
+    let joined: Vec<u32> = joined.iter().map(|p| *p as u32).collect();
+    format!(
+        "balanced onto process {} that joined (restart {generation})",
+        list(&joined)
+    )
 }
 
-/// The recovery of each restart in `crashes`, from the `migrations` that ran it.
-pub(super) fn attach_recoveries(crashes: &mut [CrashSummary], migrations: &[MigrationSummary]) {
-    for (i, crash) in crashes.iter_mut().enumerate() {
-        let purpose = recovery_purpose(i as u32 + 1);
-        crash.recovery = migrations
+/// The plan that ran for each restart in `crashes` and `joins`, from the `migrations`.
+pub(super) fn attach_recoveries(
+    crashes: &mut [CrashSummary],
+    joins: &mut [JoinSummary],
+    migrations: &[MigrationSummary],
+) {
+    let ran = |generation: u32| {
+        let crash = recovery_purpose(generation, &[]);
+        let join = format!("(restart {generation})");
+        migrations
             .iter()
-            .find(|m| m.target == purpose)
+            .find(|m| {
+                m.target == crash || (m.target.starts_with("balanced onto") && m.target.ends_with(&join))
+            })
             .map(|m| RecoverySummary {
                 strategy: m.strategy.clone(),
                 bins_copied: m.bins_moved,
@@ -333,7 +413,13 @@ pub(super) fn attach_recoveries(crashes: &mut [CrashSummary], migrations: &[Migr
                 duration_s: m.duration_s,
                 latency_ns_during: m.latency_ns_during.clone(),
                 cancelled: m.cancelled,
-            });
+            })
+    };
+    for crash in crashes.iter_mut() {
+        crash.recovery = ran(crash.generation);
+    }
+    for join in joins.iter_mut() {
+        join.rebalance = ran(join.generation);
     }
 }
 

@@ -220,12 +220,24 @@ impl Dash {
                 from,
                 lost,
                 survivors,
-            } => Some((
-                LogKind::Problem,
-                format!(
-                    "process {lost} lost: the job restarted on processes {survivors} from time {from} (restart {generation})"
-                ),
-            )),
+                joined,
+            } => {
+                let why = match (lost.is_empty(), joined.is_empty()) {
+                    (false, true) => format!("process {lost} lost"),
+                    (true, false) => format!("process {joined} joined"),
+                    _ => format!("process {lost} lost, process {joined} joined"),
+                };
+                Some((
+                    if lost.is_empty() {
+                        LogKind::Job
+                    } else {
+                        LogKind::Problem
+                    },
+                    format!(
+                        "{why}: the job restarted on processes {survivors} from time {from} (restart {generation})"
+                    ),
+                ))
+            }
             Event::Lost { time, bins } => Some((
                 LogKind::Problem,
                 format!("bins {bins} lost their last replica at time {time}: the job stops"),

@@ -561,6 +561,32 @@ mod tests {
     }
 
     #[test]
+    fn a_crash_and_a_join_each_say_what_restarted_the_job() {
+        let mut d = job();
+        let restart = |lost: &str, joined: &str, generation| Stamped {
+            at_s: 1.0,
+            process: 0,
+            event: Event::Restart {
+                generation,
+                from: 40,
+                lost: lost.into(),
+                survivors: if joined.is_empty() { "0-1" } else { "0-2" }.into(),
+                joined: joined.into(),
+            },
+        };
+        d.update(Msg::Events(vec![restart("2", "", 1), restart("", "2", 2)]));
+        let lines: Vec<(LogKind, &str)> = d.log.iter().map(|l| (l.kind, l.text.as_str())).collect();
+        assert!(lines.contains(&(
+            LogKind::Problem,
+            "process 2 lost: the job restarted on processes 0-1 from time 40 (restart 1)"
+        )));
+        assert!(lines.contains(&(
+            LogKind::Job,
+            "process 2 joined: the job restarted on processes 0-2 from time 40 (restart 2)"
+        )));
+    }
+
+    #[test]
     fn moving_the_selected_bins_asks_and_previews() {
         let mut d = job();
         // The view lists worker 0's bins (0, 2, ..., 14) then worker 1's (1, 3, ...).

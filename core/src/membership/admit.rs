@@ -1,0 +1,146 @@
+//! Who the coordinator takes in: a process that starts with the job ([`Frame::Hello`]), or
+//! one started again for a lost place of a job that restarts ([`Frame::Join`]). Anything
+//! else is refused with a frame saying why.
+
+use std::net::TcpStream;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::coordinator::{HELLO_WAIT, Slot, State};
+use super::wire::{Frame, FrameReader, Read1, write_frame};
+use super::{Event, HEARTBEAT};
+
+/// How long a process that joins may wait for the coordinator to see the process whose
+/// place it takes go (a hung one is seen after [`super::SILENCE_LIMIT`]).
+const JOIN_WAIT: Duration = Duration::from_secs(3);
+
+/// Reads a connection's hello and registers it; the process and any frames that came with
+/// the hello, or `None` (refused, silent, gone).
+pub(super) fn hello(
+    state: &State,
+    reader: &mut FrameReader,
+    stream: &mut TcpStream,
+) -> Option<(usize, Vec<Frame>)> {
+    let since = Instant::now();
+    while since.elapsed() < HELLO_WAIT && !state.done.load(Ordering::Acquire) {
+        let mut frames = match reader.read(stream) {
+            Ok(Read1::Frames(f)) => f,
+            _ => return None,
+        };
+        if frames.is_empty() {
+            continue;
+        }
+        let (job, process, processes, joins) = match frames.remove(0) {
+            Frame::Hello {
+                job,
+                process,
+                processes,
+            } => (job, process, processes, false),
+            Frame::Join {
+                job,
+                process,
+                processes,
+            } => (job, process, processes, true),
+            _ => return None,
+        };
+        let process = process as usize;
+        let refuse = if job != state.job || processes as usize != state.processes {
+            Some(format!(
+                "process {process} runs another job than process 0 (check that every process runs the same command, with the same -n)"
+            ))
+        } else if joins {
+            // The coordinator may not have seen the process whose place this one takes go.
+            let since = Instant::now();
+            let mut beat = Instant::now();
+            loop {
+                match register_join(state, process, stream) {
+                    Some(Refusal::Busy(_)) if since.elapsed() < JOIN_WAIT => {
+                        // It hears from process 0 meanwhile, or would take it for lost.
+                        if beat.elapsed() >= HEARTBEAT {
+                            beat = Instant::now();
+                            let _ = write_frame(stream, &Frame::Beat);
+                        }
+                        std::thread::sleep(HEARTBEAT / 5)
+                    }
+                    Some(Refusal::Busy(why) | Refusal::No(why)) => break Some(why),
+                    None => break None,
+                }
+            }
+        } else {
+            register(state, process, stream)
+        };
+        if let Some(reason) = refuse {
+            tracing::warn!(target: "megaflux::membership", process, %reason, "refused a member");
+            let _ = write_frame(stream, &Frame::Refused { reason });
+            return None;
+        }
+        if joins {
+            tracing::info!(target: "megaflux::membership", process, "a process joins");
+            (state.on_event)(Event::Join { process });
+        }
+        return Some((process, frames));
+    }
+    None
+}
+
+/// Takes `process` in; why not, if it cannot be.
+fn register(state: &State, process: usize, stream: &TcpStream) -> Option<String> {
+    let Ok(mut slots) = state.slots.lock() else {
+        return Some("the coordinator's state was poisoned".into());
+    };
+    match slots.get_mut(process) {
+        Some(slot @ Slot::Waiting) => keep(slot, stream, Slot::Live).err(),
+        Some(_) if process == 0 => Some("process 0 is the coordinator's own".into()),
+        Some(Slot::Lost) => Some(format!(
+            "process {process} was lost from the running job: start it again with --join to take its place"
+        )),
+        Some(_) => Some(format!("process {process} is connected already, or was lost")),
+        None => Some(format!(
+            "there is no process {process} in a cluster of {}",
+            state.processes
+        )),
+    }
+}
+
+/// Why a process cannot join: not yet (`Busy`: the place is still held), or not at all.
+enum Refusal {
+    Busy(String),
+    No(String),
+}
+
+/// Takes `process` in for a lost one's place (`--join`); why not, if it cannot be.
+fn register_join(state: &State, process: usize, stream: &TcpStream) -> Option<Refusal> {
+    let no = |why: String| Some(Refusal::No(why));
+    if state.committed.is_none() {
+        return no(
+            "this job does not restart after a crash (process 0 said why when it started), so no process can join it".into(),
+        );
+    }
+    let Ok(mut slots) = state.slots.lock() else {
+        return no("the coordinator's state was poisoned".into());
+    };
+    match slots.get_mut(process) {
+        Some(slot @ Slot::Lost) => keep(slot, stream, Slot::Joined).err().map(Refusal::No),
+        Some(_) if process == 0 => no("process 0 is the coordinator's own: it cannot join".into()),
+        Some(Slot::Live(_) | Slot::Joined(_)) => Some(Refusal::Busy(format!(
+            "process {process} still runs in the job: only a lost process's place can be joined"
+        ))),
+        Some(Slot::Waiting) => no(format!(
+            "the job has not started yet: start process {process} without --join"
+        )),
+        Some(_) => no(format!("process {process} has finished its part of the job")),
+        None => no(format!(
+            "there is no process {process} in a cluster of {}",
+            state.processes
+        )),
+    }
+}
+
+/// Puts the connection `stream` in `slot`, as `as_slot` makes it.
+fn keep(slot: &mut Slot, stream: &TcpStream, as_slot: fn(TcpStream) -> Slot) -> Result<(), String> {
+    let writer = stream
+        .try_clone()
+        .map_err(|e| format!("the coordinator cannot keep the connection: {e}"))?;
+    *slot = as_slot(writer);
+    Ok(())
+}
