@@ -275,10 +275,21 @@ pub fn run_job<J: Job + ?Sized>(
         if let Ok(mut c) = current.lock() {
             *c = Arc::downgrade(&abort);
         }
-        // A process that joined after the last order was given is taken in by the next.
+        // A process that joined after the last order was given is taken in by the next; one
+        // lost since is left out of it.
         if let Some(coordinator) = liveness.as_ref().and_then(|l| l.coordinator()) {
             for process in coordinator.outside(&survivors) {
                 abort.join(process);
+            }
+            for process in coordinator.lost_among(&survivors) {
+                abort.lose(
+                    process,
+                    RunError::PeerLost {
+                        process,
+                        address: addresses[process].clone(),
+                        cause: "it went away while the job restarted".into(),
+                    },
+                );
             }
         }
         let rank = survivors.iter().position(|p| *p == position.process).unwrap_or(0);
@@ -408,14 +419,23 @@ fn run_generation<J: Job + ?Sized>(
         }
     };
     let guards = if restarted {
-        restart::execute(
+        match restart::execute(
             addresses,
             rank,
             workers,
             timely.worker.clone(),
             (wait, abort),
             work,
-        )?
+        ) {
+            Ok(guards) => guards,
+            // Another process went away while the survivors reconnected: one more restart,
+            // from the same bins.
+            Err(_) if abort.restarting() => {
+                generation.unseed();
+                return Ok(Ran::Restart);
+            }
+            Err(e) => return Err(e),
+        }
     } else {
         form(cluster, (wait, abort), rank, waiting, timely, work)?
     };

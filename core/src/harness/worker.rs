@@ -17,7 +17,7 @@ use super::epochs::Epochs;
 use super::measure::{Latencies, RssSamples};
 use super::plane::ControlPlane;
 use super::preload::preload;
-use super::restart::{Generation, agree, hand_out};
+use super::restart::{Disagreed, Generation, agree, hand_out};
 use super::{RunConfig, RunError};
 use crate::Time;
 use crate::abort::Abort;
@@ -198,7 +198,7 @@ pub(super) fn run_worker<J: Job + ?Sized>(
             let from = shared.generation.from;
             let c = &shared.config;
             let copies = (c.bins.count(), c.replicas, c.workers);
-            match agree(worker, copies, &handout.roles(from)) {
+            match agree(worker, copies, &handout.roles(from), shared.abort) {
                 Ok((placement, survived)) => {
                     if worker.index() == 0 {
                         shared.generation.formed(survived);
@@ -207,8 +207,14 @@ pub(super) fn run_worker<J: Job + ?Sized>(
                     let seed = handout.seed(from, |bin| placement[bin as usize].holds(me));
                     Some((placement, seed))
                 }
-                Err(bins) => {
+                Err(Disagreed::Lost(bins)) => {
                     return Err(shared.fail(RunError::BinsLost { bins, time: from }));
+                }
+                Err(Disagreed::Left) => {
+                    // Left before it began: the next computation starts from the same bins.
+                    shared.generation.hand_out(local, handout);
+                    drop_dataflows(worker);
+                    return Err(Stopped);
                 }
             }
         }
@@ -222,12 +228,7 @@ pub(super) fn run_worker<J: Job + ?Sized>(
     if result.is_err() && shared.abort.restarting() {
         shared.generation.hand_out(local, hand_out(&observers));
         drop(observers);
-        // Its channels to the lost process are poisoned: dropping may panic, which is fine.
-        let _ = catch_unwind(AssertUnwindSafe(|| {
-            for dataflow in worker.installed_dataflows() {
-                worker.drop_dataflow(dataflow);
-            }
-        }));
+        drop_dataflows(worker);
         // The `--output` file goes on with the next computation: what it holds is committed.
         if let Some(sink) = sink.and_then(|s| Rc::try_unwrap(s).ok())
             && let Ok(mut slot) = shared.sink.lock()
@@ -236,6 +237,16 @@ pub(super) fn run_worker<J: Job + ?Sized>(
         }
     }
     result
+}
+
+/// Drops every dataflow of a computation being left. Its channels to a lost process are
+/// poisoned: dropping may panic, which is fine.
+fn drop_dataflows(worker: &mut Worker) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        for dataflow in worker.installed_dataflows() {
+            worker.drop_dataflow(dataflow);
+        }
+    }));
 }
 
 /// Runs one worker's built dataflow to the end of the run.

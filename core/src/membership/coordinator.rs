@@ -165,6 +165,18 @@ impl Coordinator {
             .collect()
     }
 
+    /// The processes among `survivors` lost since (the order that named them was given).
+    pub fn lost_among(&self, survivors: &[usize]) -> Vec<usize> {
+        let Ok(slots) = self.state.slots.lock() else {
+            return Vec::new();
+        };
+        survivors
+            .iter()
+            .copied()
+            .filter(|p| matches!(slots.get(*p), Some(Slot::Lost)))
+            .collect()
+    }
+
     /// The run ended normally here: tells every member, and stops watching.
     pub fn finish(&self) {
         self.state.done.store(true, Ordering::Release);

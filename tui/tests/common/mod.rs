@@ -86,17 +86,21 @@ impl Cluster {
     /// As [`Cluster::spawn`], with another binary that has megaflux's command line (an
     /// example of one's own dataflow, see [`example`]).
     pub fn spawn_binary(&self, binary: &Path, process: &str, job: &[&str], workers: &str) -> Child {
+        self.command(binary, process, job, workers)
+            .spawn()
+            .expect("a cluster process starts")
+    }
+
+    /// The command [`Cluster::spawn_binary`] starts, to start it with more settings.
+    pub fn command(&self, binary: &Path, process: &str, job: &[&str], workers: &str) -> Command {
         let mut args = job.to_vec();
         let host = self.hostfile.to_str().expect("a UTF-8 path");
         args.extend(["--workers", workers, "--coordinator-port", &self.coordinator]);
         let n = self.addresses.len().to_string();
         args.extend(["--", "-n", &n, "-p", process, "-h", host]);
-        Command::new(binary)
-            .args(&args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("a cluster process starts")
+        let mut command = Command::new(binary);
+        command.args(&args).stdout(Stdio::piped()).stderr(Stdio::piped());
+        command
     }
 
     /// Runs `job` on both processes and waits for both.

@@ -2,6 +2,7 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::rc::Rc;
 
 use timely::dataflow::operators::vec::Broadcast;
@@ -10,17 +11,30 @@ use timely::dataflow::{InputHandleVec, ProbeHandle};
 use timely::worker::Worker;
 
 use crate::Time;
+use crate::abort::Abort;
 use crate::config::Placement;
 use crate::operator::{Survived, survivors};
 
+/// Why the workers of a new computation found no placement.
+#[derive(Debug)]
+pub(in crate::harness) enum Disagreed {
+    /// These bins have no copy left.
+    Lost(Vec<u32>),
+    /// The computation is being left (another process went away while it formed): the
+    /// worker still holds what it was to start with.
+    Left,
+}
+
 /// Where the bins survived, agreed by every worker of a new computation: each sends the
 /// bins it holds whole (`roles`: whether as the standby) to all; each then builds the same
-/// placement ([`survivors`]). `Err` names the bins with no copy left.
+/// placement ([`survivors`]).
 pub(in crate::harness) fn agree(
     worker: &mut Worker,
     (bins, replicas, per_process): (usize, usize, usize),
     roles: &BTreeMap<u32, bool>,
-) -> Result<(Placement, Survived), Vec<u32>> {
+    abort: &Abort,
+) -> Result<(Placement, Survived), Disagreed> {
+    super::failpoint::hit(super::failpoint::Point::Agree);
     let mut input = InputHandleVec::<Time, (u32, u32, bool)>::new();
     let heard: Rc<RefCell<Vec<(u32, u32, bool)>>> = Rc::default();
     let probe = ProbeHandle::new();
@@ -41,8 +55,14 @@ pub(in crate::harness) fn agree(
     }
     drop(input);
     while !probe.done() {
-        worker.step();
+        // A peer lost now never sends its roles: the wait ends with the computation.
+        if abort.is_stopped() {
+            return Err(Disagreed::Left);
+        }
+        if catch_unwind(AssertUnwindSafe(|| worker.step())).is_err() {
+            return Err(Disagreed::Left);
+        }
     }
     let heard = heard.take();
-    survivors(bins, replicas, per_process, &heard)
+    survivors(bins, replicas, per_process, &heard).map_err(Disagreed::Lost)
 }

@@ -14,13 +14,14 @@
 //! starts the next generation empty, and a rebalance under `--recovery` moves bins onto it.
 
 mod agree;
+pub(super) mod failpoint;
 mod mesh;
 
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-pub(super) use agree::agree;
+pub(super) use agree::{Disagreed, agree};
 pub(super) use mesh::execute;
 
 use super::collect::Committed;
@@ -290,6 +291,19 @@ impl Generation {
             .lock()
             .map(|mut m| std::mem::take(&mut *m))
             .unwrap_or_default()
+    }
+
+    /// The computation never ran (it was left while it formed): what its workers were to
+    /// start with is what they hand out.
+    pub(super) fn unseed(&self) {
+        let (Ok(mut seeds), Ok(mut handed)) = (self.seeds.lock(), self.handed.lock()) else {
+            return;
+        };
+        for (seed, slot) in seeds.iter_mut().zip(handed.iter_mut()) {
+            if let Some(seed) = seed.take() {
+                *slot = Some(seed);
+            }
+        }
     }
 
     /// Whether every local worker handed out its bins.

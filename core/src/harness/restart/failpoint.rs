@@ -1,0 +1,37 @@
+//! Fault injection for tests: `MEGAFLUX_FAILPOINT=<point>` makes the process exit at once,
+//! as `kill -9` would (no cleanup, its connections closed by the system), the first time it
+//! reaches that point of a restart. A crash at the exact phase of a restart is otherwise
+//! a matter of luck in the timing of a signal.
+
+use std::sync::OnceLock;
+
+/// The variable that names the point.
+pub const VARIABLE: &str = "MEGAFLUX_FAILPOINT";
+
+/// Where a restart can be made to crash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::harness) enum Point {
+    /// Before connecting to the other survivors.
+    Connect,
+    /// Once connected, before agreeing where the bins are.
+    Agree,
+}
+
+impl Point {
+    fn name(self) -> &'static str {
+        match self {
+            Point::Connect => "restart-connect",
+            Point::Agree => "restart-agree",
+        }
+    }
+}
+
+/// Exits the process if `MEGAFLUX_FAILPOINT` names `point`.
+pub(in crate::harness) fn hit(point: Point) {
+    static ARMED: OnceLock<Option<String>> = OnceLock::new();
+    let armed = ARMED.get_or_init(|| std::env::var(VARIABLE).ok());
+    if armed.as_deref() == Some(point.name()) {
+        eprintln!("megaflux: {VARIABLE}={}: exiting here", point.name());
+        std::process::exit(137);
+    }
+}

@@ -1,0 +1,89 @@
+//! A second process lost while the job restarts after a first: four loopback processes,
+//! `--replicas 2` (each bin on two neighbouring processes), `kill -9` of process 1, and
+//! process 3 made to exit in the restart that follows (`MEGAFLUX_FAILPOINT`): before it
+//! connects to the other survivors, or once connected, before they agree where the bins are.
+//! No bin has both copies on 1 and 3, so the job goes on on processes 0 and 2 with one more
+//! restart, from the same bins: both exit 0 with the outputs of a run without crashes.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Cluster, sorted_lines, summary, wait_all_within};
+
+const JOB: &[&str] = &[
+    "run",
+    "--headless",
+    "--keys",
+    "20000",
+    "--rate",
+    "20000",
+    "--duration",
+    "5",
+    "--replicas",
+    "2",
+];
+
+/// Every process must be done well within this: the job runs 5 s after its preload.
+const LIMIT: Duration = Duration::from_secs(90);
+
+#[test]
+fn a_process_lost_while_the_job_restarts_is_left_out_of_one_more_restart() {
+    let cluster = Cluster::of("crash-in-restart", 4);
+    let megaflux = env!("CARGO_BIN_EXE_megaflux").as_ref();
+    let run = |out: &std::path::Path, failpoint: Option<&str>| {
+        let mut job = JOB.to_vec();
+        job.extend(["--output", out.to_str().expect("a UTF-8 path"), "--force"]);
+        (0..4)
+            .map(|p| {
+                let mut command = cluster.command(megaflux, &p.to_string(), &job, "1");
+                if let (3, Some(point)) = (p, failpoint) {
+                    command.env("MEGAFLUX_FAILPOINT", point);
+                }
+                command.spawn().expect("a cluster process starts")
+            })
+            .collect::<Vec<_>>()
+    };
+    let base_out = cluster.dir.join("base.jsonl");
+    let outputs = wait_all_within(run(&base_out, None), LIMIT);
+    for o in &outputs {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let base = summary(&outputs[0]);
+    let base_lines = sorted_lines(&base_out);
+    for point in ["restart-connect", "restart-agree"] {
+        let out = cluster.dir.join(format!("{point}.jsonl"));
+        let mut children = run(&out, Some(point));
+        std::thread::sleep(Duration::from_millis(2500));
+        let mut first = children.remove(1);
+        first.kill().expect("kill -9");
+        let _ = first.wait();
+        let mut outputs = wait_all_within(children, LIMIT);
+        let what = format!("process 1 killed, process 3 lost at {point}");
+        let third = outputs.pop().expect("process 3's output");
+        let said = String::from_utf8_lossy(&third.stderr).to_string();
+        assert!(said.contains(point), "{what}: process 3 exited elsewhere: {said}");
+        for o in &outputs {
+            assert!(
+                o.status.success(),
+                "{what}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        let s = summary(&outputs[0]);
+        assert_eq!(s["output_digest"], base["output_digest"], "{what}");
+        assert_eq!(s["records_in"], base["records_in"], "{what}");
+        assert_eq!(sorted_lines(&out), base_lines, "{what}: the output file");
+        let crashes = s["crashes"].as_array().cloned().unwrap_or_default();
+        let lost: Vec<&serde_json::Value> = crashes.iter().map(|c| &c["processes"]).collect();
+        assert_eq!(
+            lost,
+            [&serde_json::json!([1]), &serde_json::json!([3])],
+            "{what}: {s}"
+        );
+        // The first restart never formed; the second did.
+        assert!(crashes[0]["restart_ms"].is_null(), "{what}: {s}");
+        assert!(crashes[1]["restart_ms"].as_f64().is_some(), "{what}: {s}");
+        assert_eq!(s["workers"], 2, "{what}: {s}");
+    }
+}
