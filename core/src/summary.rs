@@ -490,9 +490,7 @@ fn shipped(reports: &[WorkerReport], plans: &[&MigrationRecord]) -> (Vec<Transfe
             Some(&i) => &mut each[i],
             None => &mut rest,
         };
-        acc.bytes += v.bytes;
-        acc.chunks += v.chunks;
-        acc.bins += v.bins;
+        *acc += *v;
     }
     (each, rest)
 }

@@ -90,6 +90,13 @@ fn a_process_started_again_with_join_is_taken_in_and_bins_rebalance_onto_it() {
         let crashes = s["crashes"].as_array().cloned().unwrap_or_default();
         assert_eq!(crashes.len(), 1, "{what}: {s}");
         assert_eq!(crashes[0]["processes"], serde_json::json!([2]), "{what}");
+        if round == 0 {
+            // The crash's recovery ran in the computation the join ended: the summary, of
+            // the whole run, still has it.
+            let recovery = &crashes[0]["recovery"];
+            assert_eq!(recovery["cancelled"], false, "{what}: {s}");
+            assert!(recovery["bytes"].as_u64().unwrap_or(0) > 0, "{what}: {s}");
+        }
         let joins = s["joins"].as_array().cloned().unwrap_or_default();
         assert_eq!(joins.len(), 1, "{what}: {s}");
         assert_eq!(joins[0]["process"], 2, "{what}");

@@ -42,6 +42,8 @@ pub(crate) struct ControlPlane {
     failures: Arc<Failures>,
     /// Workers of this process (the first ones of the job).
     local: usize,
+    /// A rebalance to start once the output has reached a time, and why.
+    deferred: Option<(String, Time)>,
 }
 
 impl ControlPlane {
@@ -79,6 +81,7 @@ impl ControlPlane {
             base: None,
             failures,
             local: config.workers,
+            deferred: None,
         }
     }
 
@@ -88,9 +91,10 @@ impl ControlPlane {
         self.driver.restore_standbys(why, now_s);
     }
 
-    /// Spreads the bins over every live worker ([`PlanDriver::rebalance`]).
-    pub(crate) fn rebalance(&mut self, why: &str, now_s: f64) {
-        self.driver.rebalance(why, now_s);
+    /// Spreads the bins over every live worker ([`PlanDriver::rebalance`]) once the output
+    /// has reached `time`.
+    pub(crate) fn rebalance_from(&mut self, why: &str, time: Time) {
+        self.deferred = Some((why.to_string(), time));
     }
 
     /// The plan driver, to read its records.
@@ -135,6 +139,9 @@ impl ControlPlane {
     /// One turn of worker 0's loop, `now_s` into the run, with the output frontier at
     /// `frontier`: takes commands and whatever is due, and sends the instructions.
     pub(crate) fn turn(&mut self, handle: &ControlHandle, now_s: f64, frontier: Time) {
+        if let Some((why, _)) = self.deferred.take_if(|(_, at)| frontier >= *at) {
+            self.driver.rebalance(&why, now_s);
+        }
         let time = self.time();
         for (id, command) in handle.drain() {
             self.take(command, Some(id), now_s, time);

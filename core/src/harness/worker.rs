@@ -310,7 +310,10 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
         if generation.joined.is_empty() {
             plane.restore_standbys(&why, start.elapsed().as_secs_f64());
         } else {
-            plane.rebalance(&why, start.elapsed().as_secs_f64());
+            // Once the new computation has caught up: a move at its first time would hold
+            // every output back until the process that joined, still starting, took the bin.
+            let caught_up = epochs.time_of(epochs.reached(start.elapsed()));
+            plane.rebalance_from(&why, caught_up);
         }
     }
     tracing::info!(target: "megaflux::job", phase = "started", worker = index, peers, base);
@@ -333,6 +336,11 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
         &mut rss,
         start,
     );
+    if measured.is_err()
+        && let Some(plane) = plane.as_ref()
+    {
+        shared.generation.keep_plans(plane.driver().records().listed);
+    }
     let driver = measured.and_then(|()| {
         finish(
             worker,
@@ -346,10 +354,13 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
         )
     });
     let driver = driver.inspect_err(|_| {
-        // Worker 0's latencies so far go on in the next computation, if there is one.
+        // Worker 0's latencies and plans so far, and what every worker shipped, go on in the
+        // next computation, if there is one.
         if index == 0 {
             shared.generation.keep_measured(latencies.recorder.epochs());
         }
+        let local = index % config.workers;
+        shared.generation.keep_shipped(local, &flow.transfers.borrow());
     })?;
     drop(flow.data);
     if peers == config.workers && !job.drains() {
@@ -390,7 +401,7 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
         outputs,
         records_in,
         preloaded,
-        transfers: flow.transfers.borrow().iter().map(|(t, v)| (*t, *v)).collect(),
+        transfers: shipped_in_the_run(shared.generation, index % config.workers, &flow.transfers),
         rss_peak: rss.as_ref().and_then(|_| rss::peak()),
         rss_samples: rss.map(RssSamples::into_samples).unwrap_or_default(),
         takeovers: flow
@@ -405,7 +416,11 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
     let Some(driver) = driver else {
         return Ok(None);
     };
-    let (records, failures) = (driver.records(), driver.failures());
+    let (mut records, failures) = (driver.records(), driver.failures());
+    let mut plans = shared.generation.earlier().plans;
+    plans.append(&mut records.listed);
+    plans.truncate(crate::driver::KEPT_PLANS);
+    records.listed = plans;
     let recoveries = failures.iter().filter_map(|f| f.recovery.as_ref());
     latencies.report_plans(records.iter().chain(recoveries), config.epoch, Some(end_s));
     // A stopped run covers fewer epochs than it was configured for.
@@ -432,6 +447,23 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
     summary.joins = shared.generation.join_summaries(start, done_at);
     super::restart::attach_recoveries(&mut summary.crashes, &mut summary.joins, &summary.migrations);
     Ok(Some(summary))
+}
+
+/// What local worker `local` shipped in the whole run: in the computations before this
+/// one, and in `this`.
+fn shipped_in_the_run(
+    generation: &Generation,
+    local: usize,
+    this: &crate::operator::TransferLog,
+) -> Vec<(Time, crate::operator::TransferTotals)> {
+    let mut earlier = generation.earlier().shipped;
+    if let Some(log) = earlier.get_mut(local) {
+        for (time, t) in this.borrow().iter() {
+            *log.entry(*time).or_default() += *t;
+        }
+        return log.iter().map(|(t, v)| (*t, *v)).collect();
+    }
+    this.borrow().iter().map(|(t, v)| (*t, *v)).collect()
 }
 
 /// Why the `--output` file can no longer be written, if it cannot.

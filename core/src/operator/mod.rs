@@ -143,6 +143,14 @@ pub struct TransferTotals {
     pub chunks: u64,
 }
 
+impl std::ops::AddAssign for TransferTotals {
+    fn add_assign(&mut self, other: Self) {
+        self.bins += other.bins;
+        self.bytes += other.bytes;
+        self.chunks += other.chunks;
+    }
+}
+
 /// Per-worker log of shipped state, by the time of the move.
 pub type TransferLog = Rc<RefCell<std::collections::BTreeMap<Time, TransferTotals>>>;
 

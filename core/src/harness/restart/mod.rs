@@ -17,6 +17,7 @@ mod agree;
 pub(super) mod failpoint;
 mod mesh;
 
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -30,10 +31,11 @@ use super::{RunConfig, RunError};
 use crate::Time;
 use crate::abort::Abort;
 use crate::bins::list;
+use crate::driver::MigrationRecord;
 use crate::job::Job;
 use crate::job::Takes;
 use crate::membership::Restart;
-use crate::operator::{Handout, Observers, Survived};
+use crate::operator::{Handout, Observers, Survived, TransferTotals};
 use crate::source::{Location, Source};
 use crate::summary::{CrashSummary, JoinSummary, MigrationSummary, RecoverySummary};
 /// How long the survivors' workers have to leave a broken computation and hand out their
@@ -112,10 +114,23 @@ pub(super) struct Generation {
     pub(super) committed: Option<Committed>,
     /// Worker 0's measured epochs, each with when it completed, across computations.
     measured: Mutex<Vec<(u64, u64)>>,
+    /// Worker 0's plans of the earlier computations, and what each local worker shipped
+    /// in them: the summary covers the whole run.
+    earlier: Mutex<Earlier>,
     /// Every restart so far, the one that started this computation last.
     crashes: Mutex<Vec<Crash>>,
     /// The processes that joined the job at the restart that started this computation.
     pub(super) joined: Vec<usize>,
+}
+
+/// What the computations before the running one did, for the summary.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Earlier {
+    /// Worker 0's plans, in the order they finished; those a restart cut short marked
+    /// `cancelled`.
+    pub(super) plans: Vec<MigrationRecord>,
+    /// Per local worker, the bins it shipped, by the time of the move.
+    pub(super) shipped: Vec<BTreeMap<Time, TransferTotals>>,
 }
 
 /// One restart, for the loss of processes or for processes that joined, as process 0 saw
@@ -142,6 +157,10 @@ impl Generation {
             keep,
             committed,
             measured: Mutex::default(),
+            earlier: Mutex::new(Earlier {
+                plans: Vec::new(),
+                shipped: vec![BTreeMap::new(); workers],
+            }),
             crashes: Mutex::default(),
             joined: Vec::new(),
         }
@@ -193,9 +212,37 @@ impl Generation {
                     .map(|mut m| std::mem::take(&mut *m))
                     .unwrap_or_default(),
             ),
+            earlier: Mutex::new(self.earlier.lock().map(|e| e.clone()).unwrap_or_default()),
             crashes: Mutex::new(crashes),
             joined,
         }
+    }
+
+    /// Worker 0 left this computation with `plans` (listed, the running one last): they
+    /// go on in the summary, a plan not completed as cut short.
+    pub(super) fn keep_plans(&self, plans: Vec<MigrationRecord>) {
+        if let Ok(mut earlier) = self.earlier.lock() {
+            earlier.plans.extend(plans.into_iter().map(|mut p| {
+                p.cancelled |= p.completed_s.is_none();
+                p
+            }));
+        }
+    }
+
+    /// Local worker `local` left this computation having shipped `shipped`.
+    pub(super) fn keep_shipped(&self, local: usize, shipped: &BTreeMap<Time, TransferTotals>) {
+        if let Ok(mut earlier) = self.earlier.lock()
+            && let Some(log) = earlier.shipped.get_mut(local)
+        {
+            for (time, t) in shipped {
+                *log.entry(*time).or_default() += *t;
+            }
+        }
+    }
+
+    /// What the computations before this one did.
+    pub(super) fn earlier(&self) -> Earlier {
+        self.earlier.lock().map(|e| e.clone()).unwrap_or_default()
     }
 
     /// Local worker `local` left the computation with `handed`.
