@@ -50,14 +50,17 @@ struct State {
     since: Option<std::time::Instant>,
     /// Processes that joined the job (by their index at the job's start) for it to take in.
     joined: Vec<usize>,
-    /// Whether the computation has formed: a join waits for it (a computation that forms
-    /// cannot be left).
+    /// Whether the computation has formed: a join waits for it (leaving a computation that
+    /// forms costs another restart; a crash cannot wait, a join can).
     formed: bool,
 }
 
 impl State {
+    /// Whether the computation is to be left for a restart. A join waits for it to form,
+    /// and is not taken once a local worker finished (the job ends without it).
     fn restarts(&self) -> bool {
-        !self.lost.is_empty() || self.order.is_some() || (self.formed && !self.joined.is_empty())
+        let join = self.formed && self.finished == 0 && !self.joined.is_empty();
+        !self.lost.is_empty() || self.order.is_some() || join
     }
 }
 
@@ -162,6 +165,11 @@ impl Abort {
         if let Ok(mut state) = self.state.lock()
             && state.error.is_none()
         {
+            // A process that joined and was not taken in yet: this computation goes on.
+            if !self.originals.contains(&process) {
+                state.joined.retain(|p| *p != process);
+                return;
+            }
             if !state.lost.contains(&process) {
                 state.lost.push(process);
             }
@@ -189,6 +197,10 @@ impl Abort {
         if let Ok(mut state) = self.state.lock()
             && state.error.is_none()
         {
+            // News of a join the order of this computation took in already.
+            if self.originals.contains(&process) && !state.lost.contains(&process) {
+                return;
+            }
             if !state.joined.contains(&process) {
                 state.joined.push(process);
             }
@@ -410,4 +422,56 @@ fn attribute(info: &PanicHookInfo<'_>) -> bool {
         return true;
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster() -> Arc<Abort> {
+        let abort = Abort::of_generation(1, vec!["a:1".into(), "b:1".into()], vec![0, 2]);
+        abort.restartable();
+        abort
+    }
+
+    #[test]
+    fn a_join_waits_for_the_computation_to_form_and_is_not_taken_once_it_ends() {
+        let abort = cluster();
+        abort.join(1);
+        assert!(
+            !abort.is_stopped(),
+            "a computation that forms is not left for a join"
+        );
+        abort.formed();
+        assert!(abort.is_stopped());
+        assert_eq!(abort.wait().ok(), Some(Outcome::Restart));
+
+        let ending = cluster();
+        ending.formed();
+        ending.finished();
+        ending.join(1);
+        assert!(
+            !ending.restarting(),
+            "a join as the run ends would wait for workers done"
+        );
+    }
+
+    #[test]
+    fn news_of_processes_outside_the_computation_changes_nothing() {
+        let abort = cluster();
+        abort.formed();
+        // Process 2 is in this computation: its join was taken in by the order already.
+        abort.join(2);
+        assert!(!abort.is_stopped());
+        // Process 1 joined and went away before any order took it in.
+        let other = cluster();
+        other.join(1);
+        other.lose(1, RunError::Worker("gone".into()));
+        other.formed();
+        assert!(!other.is_stopped(), "{:?}", other.lost());
+        // Process 2, of this computation, lost: a restart.
+        other.lose(2, RunError::Worker("gone".into()));
+        assert_eq!(other.lost(), vec![2]);
+        assert_eq!(other.wait().ok(), Some(Outcome::Restart));
+    }
 }

@@ -250,8 +250,9 @@ pub struct Summary {
 pub struct JoinSummary {
     /// The place it took, by index at the job's start.
     pub process: usize,
-    /// When process 0 heard it ask, on the run's clock (seconds since the measured run
-    /// began).
+    /// When process 0 began the restart that took it in, on the run's clock (seconds since
+    /// the measured run began): at once when it asked, or once a computation forming then
+    /// had formed.
     pub asked_s: f64,
     /// From then until the new computation with it had formed and agreed where every bin
     /// is.

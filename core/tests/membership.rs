@@ -196,6 +196,16 @@ fn silent_connections_and_garbage_do_not_keep_a_member_out() {
     drop(failures0);
 }
 
+/// Waits until the coordinator counts `process` among the job's (it registers a member on
+/// its own thread).
+fn taken_in(c: &Coordinator, process: usize) {
+    let since = std::time::Instant::now();
+    while !c.live().contains(&process) {
+        assert!(since.elapsed() < PATIENCE, "process {process} never registered");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn refused(got: &Receiver<Event>) -> String {
     match got.recv_timeout(PATIENCE).unwrap() {
         Event::Refused { reason } => reason,
@@ -217,10 +227,12 @@ fn a_process_joins_only_in_a_lost_place_of_a_job_that_restarts() {
     let committed = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let c = Coordinator::start(&address, JOB, (3, 2), WAIT, Some(committed), on).unwrap();
     let (_m1, _) = member(&address, 1, JOB, Arc::new(Failures::new(6)));
+    taken_in(&c, 1);
     // Process 2 has not started: joining is not starting.
     let (_early, got) = start_member(&address, 2, JOB, Arc::new(Failures::new(6)), true);
     assert!(refused(&got).contains("without --join"));
     let (m2, _) = member(&address, 2, JOB, Arc::new(Failures::new(6)));
+    taken_in(&c, 2);
     // A live place cannot be taken.
     let (_twin, got) = start_member(&address, 1, JOB, Arc::new(Failures::new(6)), true);
     assert!(refused(&got).contains("still runs"));
@@ -236,11 +248,61 @@ fn a_process_joins_only_in_a_lost_place_of_a_job_that_restarts() {
     // With it, it is taken in, and the next order counts it.
     let (_joiner, got2) = start_member(&address, 2, JOB, Arc::new(Failures::new(6)), true);
     assert_eq!(got0.recv_timeout(PATIENCE).unwrap(), Event::Join { process: 2 });
-    assert_eq!(c.outside(&[0, 1]), vec![2]);
+    assert_eq!(c.joined(), vec![2]);
     let order = c.restart(2, 55, &[], 9);
     assert_eq!(order.survivors, vec![0, 1, 2]);
     match got2.recv_timeout(PATIENCE).unwrap() {
         Event::Restart(heard) => assert_eq!(heard, order),
         other => panic!("expected the restart order, got {other:?}"),
     }
+}
+
+#[test]
+fn a_late_close_of_the_lost_connection_leaves_the_process_that_joined_alone() {
+    let address = free_address();
+    let (on, got0) = events();
+    let committed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let c = Coordinator::start(&address, JOB, (3, 2), WAIT, Some(committed), on).unwrap();
+    let (_m1, _) = member(&address, 1, JOB, Arc::new(Failures::new(6)));
+    let old = fake_member(&address, 2);
+    taken_in(&c, 2);
+    // Timely saw process 2 go before membership did: the restart leaves it out while its
+    // membership connection is still open.
+    c.restart(1, 40, &[2], 0);
+    let (_joiner, got2) = start_member(&address, 2, JOB, Arc::new(Failures::new(6)), true);
+    assert_eq!(got0.recv_timeout(PATIENCE).unwrap(), Event::Join { process: 2 });
+    // Now the old connection closes: no news of the process in its place.
+    drop(old);
+    match got0.recv_timeout(Duration::from_secs(2)) {
+        Err(_) => {}
+        Ok(event) => panic!("the old connection's close was taken for the joiner's: {event:?}"),
+    }
+    assert_eq!(c.joined(), vec![2]);
+    // The job ends before a restart takes it in: it is told so.
+    c.finish();
+    assert!(refused(&got2).contains("finished"));
+}
+
+#[test]
+fn a_finishing_job_takes_no_process_in() {
+    let address = free_address();
+    let (on, got0) = events();
+    let committed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let c = Coordinator::start(&address, JOB, (3, 2), WAIT, Some(committed), on).unwrap();
+    let (m1, _) = member(&address, 1, JOB, Arc::new(Failures::new(6)));
+    let (m2, _) = member(&address, 2, JOB, Arc::new(Failures::new(6)));
+    taken_in(&c, 1);
+    taken_in(&c, 2);
+    drop(m2);
+    assert_eq!(lost(got0.recv_timeout(PATIENCE).unwrap()).0, 2);
+    c.restart(1, 40, &[2], 0);
+    // Process 1 ends its run: the job is finishing.
+    m1.finish();
+    let since = std::time::Instant::now();
+    while c.live().contains(&1) {
+        assert!(since.elapsed() < PATIENCE, "process 1's bye never arrived");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (_joiner, got) = start_member(&address, 2, JOB, Arc::new(Failures::new(6)), true);
+    assert!(refused(&got).contains("finishing"));
 }

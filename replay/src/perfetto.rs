@@ -366,7 +366,7 @@ impl<W: Write> Exporter<W> {
                 joined,
             } => {
                 let name = crate::seek::restart_name(lost, joined, *generation);
-                let args = json!({"from": from, "survivors": survivors});
+                let args = json!({"from": from, "survivors": survivors, "lost": lost, "joined": joined});
                 self.instant(ts, pid, None, name, args)?;
             }
             Event::Lost { time, bins } => {

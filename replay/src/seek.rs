@@ -288,7 +288,8 @@ pub(crate) fn restart_name(lost: &str, joined: &str, generation: u32) -> String 
     match (lost.is_empty(), joined.is_empty()) {
         (false, true) => format!("process {lost} lost: restart {generation}"),
         (true, false) => format!("process {joined} joined: restart {generation}"),
-        _ => format!("process {lost} lost, {joined} joined: restart {generation}"),
+        (false, false) => format!("process {lost} lost, {joined} joined: restart {generation}"),
+        (true, true) => format!("restart {generation}"),
     }
 }
 

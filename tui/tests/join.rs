@@ -1,6 +1,6 @@
 //! A replacement joins a running job, through the real binary: three loopback processes,
 //! `--replicas 2`, `kill -9` of process 2, and the same command started again for its place
-//! with `--join`, a second after the crash (the survivors run on their own by then) or at
+//! with `--join`, 1.5 s after the crash (the survivors run on their own by then) or at
 //! once (while they restart). The job takes it in with another restart and rebalances bins
 //! onto it; every process exits 0 and the outputs equal those of a run without the crash.
 //! A process cannot join in a place that is still held.
@@ -9,7 +9,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Cluster, sorted_lines, summary, wait_all, wait_all_within};
+use common::{Cluster, sorted_lines, summary, wait_all_within};
 
 /// A short keycount; `--recovery all-at-once` so that the rebalance onto the process that
 /// joins ends well before the run does on a loaded machine.
@@ -52,7 +52,7 @@ fn a_process_started_again_with_join_is_taken_in_and_bins_rebalance_onto_it() {
     let base = summary(&outputs[0]);
     let base_lines = sorted_lines(&base_out);
 
-    for (round, join_after) in [1.0, 0.0].into_iter().enumerate() {
+    for (round, join_after) in [1.5, 0.0].into_iter().enumerate() {
         let out = cluster.dir.join(format!("joined{round}.jsonl"));
         let job = with_output(&out);
         let mut children: Vec<_> = (0..3).map(|p| spawn(p, &job)).collect();
@@ -66,7 +66,7 @@ fn a_process_started_again_with_join_is_taken_in_and_bins_rebalance_onto_it() {
         children.push(spawn(2, &joining));
         if round == 1 {
             // Process 1 still runs: its place cannot be taken, and it goes on.
-            let twin = wait_all(vec![spawn(1, &joining)]);
+            let twin = wait_all_within(vec![spawn(1, &joining)], LIMIT);
             let said = String::from_utf8_lossy(&twin[0].stderr).to_string();
             assert_eq!(twin[0].status.code(), Some(1), "{said}");
             assert!(said.contains("process 1 still runs in the job"), "{said}");

@@ -113,7 +113,7 @@ pub struct PlanTotals {
 
 impl PlanTotals {
     /// Counts `record` in (a `recovery` or not).
-    pub(super) fn add(&mut self, record: &MigrationRecord, recovery: bool) {
+    pub(crate) fn add(&mut self, record: &MigrationRecord, recovery: bool) {
         self.plans += 1;
         self.recoveries += u64::from(recovery);
         self.cancelled += u64::from(record.cancelled);

@@ -3,6 +3,7 @@
 //! restart order that counts it, and starts that computation with no bins (the restart
 //! rebalances onto it).
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::liveness::Current;
@@ -39,19 +40,20 @@ pub(super) fn check<J: Job + ?Sized>(
     Ok(())
 }
 
-/// Waits until process 0 takes this process (`me`, at `addresses[me]`) in, and returns the
-/// restart order that does; `Err` if it is refused, process 0 is lost, or no order comes
-/// within `config.cluster_wait`.
-pub(super) fn taken_in(
-    current: &Current,
-    config: &RunConfig,
-    addresses: &[String],
-    me: usize,
-) -> Result<Restart, RunError> {
+/// What membership's news goes to while this process waits to be taken in: set as the
+/// run's current computation.
+pub(super) fn waiting(current: &Current, config: &RunConfig, addresses: &[String]) -> Arc<Abort> {
     let abort = Abort::of_generation(config.workers, addresses.to_vec(), (0..addresses.len()).collect());
     if let Ok(mut c) = current.lock() {
-        *c = std::sync::Arc::downgrade(&abort);
+        *c = Arc::downgrade(&abort);
     }
+    abort
+}
+
+/// Waits until process 0 takes this process (`me`) in, and returns the restart order that
+/// does; `Err` if it is refused, process 0 is lost, or no order comes within
+/// `config.cluster_wait`. `abort` hears membership's news ([`waiting`]).
+pub(super) fn taken_in(abort: &Abort, config: &RunConfig, me: usize) -> Result<Restart, RunError> {
     let since = Instant::now();
     loop {
         let left = config.cluster_wait.saturating_sub(since.elapsed());

@@ -243,6 +243,8 @@ pub fn run_job<J: Job + ?Sized>(
     });
     let peers = config.workers * addresses.len().max(1);
     let current: liveness::Current = Arc::default();
+    // A process that joins hears of its order (or its refusal) from its first frame on.
+    let mut joining = config.join.then(|| join::waiting(&current, &config, &addresses));
     let liveness = liveness::Liveness::start(
         &config,
         &position,
@@ -257,11 +259,14 @@ pub fn run_job<J: Job + ?Sized>(
     let mut generation = Generation::first(config.workers, keep.clone(), committed);
     let mut survivors: Vec<usize> = (0..addresses.len()).collect();
     let mut config = Arc::new(config);
-    if config.join {
-        let order = join::taken_in(&current, &config, &addresses, position.process)?;
+    if let Some(waiting) = &joining {
+        let order = join::taken_in(waiting, &config, position.process)?;
         // The job's clock: records are due as on the processes already running.
         let clock = Duration::from_nanos(order.clock_ns);
         let _ = start.set(Instant::now().checked_sub(clock).unwrap_or_else(Instant::now));
+        if let Some(keep) = &keep {
+            keep.fetch_max(order.committed, std::sync::atomic::Ordering::AcqRel);
+        }
         generation = Generation::joining(config.workers, keep, order.generation, order.committed);
         survivors = order.survivors;
         config = Arc::new(restart::later_config(&config));
@@ -275,12 +280,16 @@ pub fn run_job<J: Job + ?Sized>(
         if let Ok(mut c) = current.lock() {
             *c = Arc::downgrade(&abort);
         }
+        // News that came while this process waited to be taken in, after its order.
+        if let Some(waiting) = joining.take() {
+            match waiting.wait_order(Duration::ZERO)? {
+                Some(order) if order.generation > generation.index => abort.ordered(order),
+                _ => {}
+            }
+        }
         // A process that joined after the last order was given is taken in by the next; one
         // lost since is left out of it.
         if let Some(coordinator) = liveness.as_ref().and_then(|l| l.coordinator()) {
-            for process in coordinator.outside(&survivors) {
-                abort.join(process);
-            }
             for process in coordinator.lost_among(&survivors) {
                 abort.lose(
                     process,
@@ -290,6 +299,9 @@ pub fn run_job<J: Job + ?Sized>(
                         cause: "it went away while the job restarted".into(),
                     },
                 );
+            }
+            for process in coordinator.joined() {
+                abort.join(process);
             }
         }
         let rank = survivors.iter().position(|p| *p == position.process).unwrap_or(0);
@@ -420,7 +432,7 @@ fn run_generation<J: Job + ?Sized>(
     };
     let guards = if restarted {
         match restart::execute(
-            addresses,
+            (addresses, generation.index),
             rank,
             workers,
             timely.worker.clone(),

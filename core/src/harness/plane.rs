@@ -97,6 +97,11 @@ impl ControlPlane {
         self.deferred = Some((why.to_string(), time));
     }
 
+    /// Whether a deferred rebalance has not started yet.
+    pub(crate) fn rebalance_waits(&self) -> bool {
+        self.deferred.is_some()
+    }
+
     /// The plan driver, to read its records.
     pub(crate) fn driver(&self) -> &PlanDriver {
         &self.driver
@@ -139,7 +144,9 @@ impl ControlPlane {
     /// One turn of worker 0's loop, `now_s` into the run, with the output frontier at
     /// `frontier`: takes commands and whatever is due, and sends the instructions.
     pub(crate) fn turn(&mut self, handle: &ControlHandle, now_s: f64, frontier: Time) {
-        if let Some((why, _)) = self.deferred.take_if(|(_, at)| frontier >= *at) {
+        // It waits for the running plan (a recovery, say) too.
+        let idle = !self.driver.busy();
+        if let Some((why, _)) = self.deferred.take_if(|(_, at)| idle && frontier >= *at) {
             self.driver.rebalance(&why, now_s);
         }
         let time = self.time();

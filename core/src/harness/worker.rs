@@ -306,14 +306,15 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
         && shared.generation.index > 0
     {
         let generation = shared.generation;
-        let why = super::restart::recovery_purpose(generation.index, &generation.joined);
-        if generation.joined.is_empty() {
-            plane.restore_standbys(&why, start.elapsed().as_secs_f64());
-        } else {
-            // Once the new computation has caught up: a move at its first time would hold
-            // every output back until the process that joined, still starting, took the bin.
+        let purpose = |joined| super::restart::recovery_purpose(generation.index, joined);
+        // Bins left with one copy get their standbys at once.
+        plane.restore_standbys(&purpose(&[]), start.elapsed().as_secs_f64());
+        if !generation.joined.is_empty() {
+            // Bins move onto a process that joined once the new computation has caught up
+            // (and the standbys are restored): a move at its first time would hold every
+            // output back until that process, still starting, took the bin.
             let caught_up = epochs.time_of(epochs.reached(start.elapsed()));
-            plane.rebalance_from(&why, caught_up);
+            plane.rebalance_from(&purpose(&generation.joined), caught_up);
         }
     }
     tracing::info!(target: "megaflux::job", phase = "started", worker = index, peers, base);
@@ -336,10 +337,13 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
         &mut rss,
         start,
     );
-    if measured.is_err()
-        && let Some(plane) = plane.as_ref()
-    {
-        shared.generation.keep_plans(plane.driver().records().listed);
+    if let Some(plane) = plane.as_ref() {
+        if !plane.rebalance_waits() {
+            shared.generation.rebalanced();
+        }
+        if measured.is_err() {
+            shared.generation.keep_plans(plane.driver().records().listed);
+        }
     }
     let driver = measured.and_then(|()| {
         finish(
@@ -419,7 +423,9 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
     let (mut records, failures) = (driver.records(), driver.failures());
     let mut plans = shared.generation.earlier().plans;
     plans.append(&mut records.listed);
-    plans.truncate(crate::driver::KEPT_PLANS);
+    for past in plans.drain(crate::driver::KEPT_PLANS.min(plans.len())..) {
+        records.unlisted.add(&past, false);
+    }
     records.listed = plans;
     let recoveries = failures.iter().filter_map(|f| f.recovery.as_ref());
     latencies.report_plans(records.iter().chain(recoveries), config.epoch, Some(end_s));

@@ -6,7 +6,7 @@ use std::net::TcpStream;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::coordinator::{HELLO_WAIT, Slot, State};
+use super::coordinator::{Conn, HELLO_WAIT, Slot, State};
 use super::wire::{Frame, FrameReader, Read1, write_frame};
 use super::{Event, HEARTBEAT};
 
@@ -18,6 +18,7 @@ const JOIN_WAIT: Duration = Duration::from_secs(3);
 /// the hello, or `None` (refused, silent, gone).
 pub(super) fn hello(
     state: &State,
+    id: u64,
     reader: &mut FrameReader,
     stream: &mut TcpStream,
 ) -> Option<(usize, Vec<Frame>)> {
@@ -49,25 +50,9 @@ pub(super) fn hello(
                 "process {process} runs another job than process 0 (check that every process runs the same command, with the same -n)"
             ))
         } else if joins {
-            // The coordinator may not have seen the process whose place this one takes go.
-            let since = Instant::now();
-            let mut beat = Instant::now();
-            loop {
-                match register_join(state, process, stream) {
-                    Some(Refusal::Busy(_)) if since.elapsed() < JOIN_WAIT => {
-                        // It hears from process 0 meanwhile, or would take it for lost.
-                        if beat.elapsed() >= HEARTBEAT {
-                            beat = Instant::now();
-                            let _ = write_frame(stream, &Frame::Beat);
-                        }
-                        std::thread::sleep(HEARTBEAT / 5)
-                    }
-                    Some(Refusal::Busy(why) | Refusal::No(why)) => break Some(why),
-                    None => break None,
-                }
-            }
+            admit_join(state, (id, process), stream)
         } else {
-            register(state, process, stream)
+            register(state, (id, process), stream)
         };
         if let Some(reason) = refuse {
             tracing::warn!(target: "megaflux::membership", process, %reason, "refused a member");
@@ -83,16 +68,19 @@ pub(super) fn hello(
     None
 }
 
-/// Takes `process` in; why not, if it cannot be.
-fn register(state: &State, process: usize, stream: &TcpStream) -> Option<String> {
+/// Takes `process` in on connection `id`; why not, if it cannot be.
+fn register(state: &State, (id, process): (u64, usize), stream: &TcpStream) -> Option<String> {
     let Ok(mut slots) = state.slots.lock() else {
         return Some("the coordinator's state was poisoned".into());
     };
     match slots.get_mut(process) {
-        Some(slot @ Slot::Waiting) => keep(slot, stream, Slot::Live).err(),
+        Some(slot @ Slot::Waiting) => keep(slot, (id, stream), Slot::Live).err(),
         Some(_) if process == 0 => Some("process 0 is the coordinator's own".into()),
-        Some(Slot::Lost) => Some(format!(
+        Some(Slot::Lost) if state.committed.is_some() => Some(format!(
             "process {process} was lost from the running job: start it again with --join to take its place"
+        )),
+        Some(Slot::Lost) => Some(format!(
+            "process {process} was lost, and the job does not restart after a crash"
         )),
         Some(_) => Some(format!("process {process} is connected already, or was lost")),
         None => Some(format!(
@@ -108,8 +96,30 @@ enum Refusal {
     No(String),
 }
 
-/// Takes `process` in for a lost one's place (`--join`); why not, if it cannot be.
-fn register_join(state: &State, process: usize, stream: &TcpStream) -> Option<Refusal> {
+/// Takes `process` in on connection `id` for a lost one's place (`--join`), waiting up to
+/// [`JOIN_WAIT`] for the coordinator to see the process whose place it takes go; why not,
+/// if it cannot be.
+fn admit_join(state: &State, (id, process): (u64, usize), stream: &mut TcpStream) -> Option<String> {
+    let since = Instant::now();
+    let mut beat = Instant::now();
+    loop {
+        match register_join(state, (id, process), stream) {
+            Some(Refusal::Busy(_)) if since.elapsed() < JOIN_WAIT => {
+                // It hears from process 0 meanwhile, or would take it for lost.
+                if beat.elapsed() >= HEARTBEAT {
+                    beat = Instant::now();
+                    let _ = write_frame(stream, &Frame::Beat);
+                }
+                std::thread::sleep(HEARTBEAT / 5)
+            }
+            Some(Refusal::Busy(why) | Refusal::No(why)) => return Some(why),
+            None => return None,
+        }
+    }
+}
+
+/// Takes `process` in on connection `id` for a lost one's place, if it can be now.
+fn register_join(state: &State, (id, process): (u64, usize), stream: &TcpStream) -> Option<Refusal> {
     let no = |why: String| Some(Refusal::No(why));
     if state.committed.is_none() {
         return no(
@@ -119,8 +129,12 @@ fn register_join(state: &State, process: usize, stream: &TcpStream) -> Option<Re
     let Ok(mut slots) = state.slots.lock() else {
         return no("the coordinator's state was poisoned".into());
     };
+    // A process said bye: the job is finishing, and a restart now would lose its bins.
+    if slots.iter().skip(1).any(|s| matches!(s, Slot::Gone)) {
+        return no("the job is finishing: it takes no process in any more".into());
+    }
     match slots.get_mut(process) {
-        Some(slot @ Slot::Lost) => keep(slot, stream, Slot::Joined).err().map(Refusal::No),
+        Some(slot @ Slot::Lost) => keep(slot, (id, stream), Slot::Joined).err().map(Refusal::No),
         Some(_) if process == 0 => no("process 0 is the coordinator's own: it cannot join".into()),
         Some(Slot::Live(_) | Slot::Joined(_)) => Some(Refusal::Busy(format!(
             "process {process} still runs in the job: only a lost process's place can be joined"
@@ -136,11 +150,11 @@ fn register_join(state: &State, process: usize, stream: &TcpStream) -> Option<Re
     }
 }
 
-/// Puts the connection `stream` in `slot`, as `as_slot` makes it.
-fn keep(slot: &mut Slot, stream: &TcpStream, as_slot: fn(TcpStream) -> Slot) -> Result<(), String> {
-    let writer = stream
+/// Puts connection `id`, `stream`, in `slot`, as `as_slot` makes it.
+fn keep(slot: &mut Slot, (id, stream): (u64, &TcpStream), as_slot: fn(Conn) -> Slot) -> Result<(), String> {
+    let stream = stream
         .try_clone()
         .map_err(|e| format!("the coordinator cannot keep the connection: {e}"))?;
-    *slot = as_slot(writer);
+    *slot = as_slot(Conn { id, stream });
     Ok(())
 }

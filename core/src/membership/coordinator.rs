@@ -29,22 +29,39 @@ const WRITE_WAIT: Duration = Duration::from_millis(200);
 pub(super) enum Slot {
     /// Not connected yet.
     Waiting,
-    /// Connected and heard recently; the stream is for writing.
-    Live(TcpStream),
+    /// Connected and heard recently.
+    Live(Conn),
     /// Taken in for a lost place (`--join`), and in no restart order yet.
-    Joined(TcpStream),
+    Joined(Conn),
     /// Said bye: nothing more is expected of it.
     Gone,
     /// Lost from a running job: a process may join in its place.
     Lost,
 }
 
+/// A member's connection: which one (a process's place may be taken by another, whose
+/// connection is another), and the stream to write to.
+pub(super) struct Conn {
+    pub(super) id: u64,
+    pub(super) stream: TcpStream,
+}
+
 impl Slot {
     /// The connection to write to, if connected.
     fn stream(&mut self) -> Option<&mut TcpStream> {
         match self {
-            Slot::Live(stream) | Slot::Joined(stream) => Some(stream),
+            Slot::Live(c) | Slot::Joined(c) => Some(&mut c.stream),
             _ => None,
+        }
+    }
+
+    /// Whether news of connection `id` (of none: the process never connected) is news of
+    /// whoever holds this place now.
+    fn held_by(&self, id: Option<u64>) -> bool {
+        match (self, id) {
+            (Slot::Live(c) | Slot::Joined(c), Some(id)) => c.id == id,
+            (Slot::Waiting, None) => true,
+            _ => false,
         }
     }
 }
@@ -126,9 +143,9 @@ impl Coordinator {
             }
             for (process, slot) in slots.iter_mut().enumerate() {
                 match std::mem::replace(slot, Slot::Gone) {
-                    Slot::Live(stream) | Slot::Joined(stream) => {
+                    Slot::Live(c) | Slot::Joined(c) => {
                         survivors.push(process);
-                        *slot = Slot::Live(stream);
+                        *slot = Slot::Live(c);
                     }
                     other => *slot = other,
                 }
@@ -151,21 +168,35 @@ impl Coordinator {
         }
     }
 
-    /// The processes taken in but not among `survivors` (the processes of the running
-    /// computation): those that joined since it was ordered.
-    pub fn outside(&self, survivors: &[usize]) -> Vec<usize> {
+    /// The processes connected and in the job (not those that joined and wait to be taken
+    /// in).
+    pub fn live(&self) -> Vec<usize> {
         let Ok(slots) = self.state.slots.lock() else {
             return Vec::new();
         };
         slots
             .iter()
             .enumerate()
-            .filter(|(p, s)| matches!(s, Slot::Live(_) | Slot::Joined(_)) && !survivors.contains(p))
+            .filter(|(_, s)| matches!(s, Slot::Live(_)))
             .map(|(p, _)| p)
             .collect()
     }
 
-    /// The processes among `survivors` lost since (the order that named them was given).
+    /// The processes that joined and are in no restart order yet.
+    pub fn joined(&self) -> Vec<usize> {
+        let Ok(slots) = self.state.slots.lock() else {
+            return Vec::new();
+        };
+        slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| matches!(s, Slot::Joined(_)))
+            .map(|(p, _)| p)
+            .collect()
+    }
+
+    /// The processes among `survivors` lost since the order that named them was given
+    /// (a place another process joined in since counts: the one named is gone).
     pub fn lost_among(&self, survivors: &[usize]) -> Vec<usize> {
         let Ok(slots) = self.state.slots.lock() else {
             return Vec::new();
@@ -173,7 +204,7 @@ impl Coordinator {
         survivors
             .iter()
             .copied()
-            .filter(|p| matches!(slots.get(*p), Some(Slot::Lost)))
+            .filter(|p| matches!(slots.get(*p), Some(Slot::Lost | Slot::Joined(_))))
             .collect()
     }
 
@@ -181,9 +212,18 @@ impl Coordinator {
     pub fn finish(&self) {
         self.state.done.store(true, Ordering::Release);
         if let Ok(mut slots) = self.state.slots.lock() {
+            // A process that joined and was never taken in is told why it will not be.
+            let refused = Frame::Refused {
+                reason: "the job finished before it could take this process in".into(),
+            };
             for slot in slots.iter_mut() {
+                let frame = if matches!(slot, Slot::Joined(_)) {
+                    &refused
+                } else {
+                    &Frame::Bye
+                };
                 if let Some(stream) = slot.stream() {
-                    let _ = write_frame(stream, &Frame::Bye);
+                    let _ = write_frame(stream, frame);
                 }
                 *slot = Slot::Gone;
             }
@@ -241,7 +281,7 @@ fn accept(state: &Arc<State>, listener: TcpListener) {
 /// Serves one connection: its hello, then its beats, failures and bye.
 fn serve(state: &State, id: u64, mut stream: TcpStream) {
     let mut reader = FrameReader::default();
-    let hello = super::admit::hello(state, &mut reader, &mut stream);
+    let hello = super::admit::hello(state, id, &mut reader, &mut stream);
     if let Ok(mut pending) = state.pending.lock() {
         pending.retain(|(p, _)| *p != id);
     }
@@ -258,7 +298,7 @@ fn serve(state: &State, id: u64, mut stream: TcpStream) {
                     (state.on_event)(Event::Failed { worker });
                 }
                 Frame::Bye => {
-                    set_gone(state, process);
+                    set_gone(state, process, id);
                     return;
                 }
                 _ => {}
@@ -279,26 +319,30 @@ fn serve(state: &State, id: u64, mut stream: TcpStream) {
             Ok(Read1::Closed) => "its connection closed".to_string(),
             Err(e) => e.to_string(),
         };
-        lose(state, process, cause);
+        lose(state, process, Some(id), cause);
         return;
     }
 }
 
-fn set_gone(state: &State, process: usize) {
+/// Connection `id` of `process` said bye.
+fn set_gone(state: &State, process: usize, id: u64) {
     if let Ok(mut slots) = state.slots.lock()
         && let Some(slot) = slots.get_mut(process)
+        && slot.held_by(Some(id))
     {
         *slot = Slot::Gone;
     }
 }
 
 /// `process` is lost, unless it already said bye or the run is over.
-fn lose(state: &State, process: usize, cause: String) {
+/// `id`: the connection lost, or `None` for a process that never connected; news of a
+/// connection whose place another took since is no news.
+fn lose(state: &State, process: usize, id: Option<u64>, cause: String) {
     let Ok(mut slots) = state.slots.lock() else { return };
     let Some(slot) = slots.get_mut(process) else {
         return;
     };
-    if matches!(slot, Slot::Gone | Slot::Lost) || state.done.load(Ordering::Acquire) {
+    if !slot.held_by(id) || state.done.load(Ordering::Acquire) {
         return;
     }
     *slot = Slot::Lost;
@@ -322,7 +366,7 @@ fn beat(state: &State, started: Instant, wait: Duration) {
         if let Ok(mut slots) = state.slots.lock() {
             for (process, slot) in slots.iter_mut().enumerate() {
                 match slot {
-                    Slot::Live(stream) | Slot::Joined(stream) => {
+                    Slot::Live(Conn { stream, .. }) | Slot::Joined(Conn { stream, .. }) => {
                         // A failed write shows up on the member's reader, as a close or silence.
                         let _ = write_frame(stream, &Frame::Beat);
                         if let Some(time) = committed {
@@ -340,7 +384,7 @@ fn beat(state: &State, started: Instant, wait: Duration) {
                 state.address,
                 wait.as_secs()
             );
-            lose(state, process, cause);
+            lose(state, process, None, cause);
         }
     }
 }

@@ -119,8 +119,11 @@ pub(super) struct Generation {
     earlier: Mutex<Earlier>,
     /// Every restart so far, the one that started this computation last.
     crashes: Mutex<Vec<Crash>>,
-    /// The processes that joined the job at the restart that started this computation.
+    /// The processes that joined the job at the restart that started this computation
+    /// (or at an earlier one whose rebalance onto them never started).
     pub(super) joined: Vec<usize>,
+    /// Whether the rebalance onto `joined` started.
+    rebalanced: std::sync::atomic::AtomicBool,
 }
 
 /// What the computations before the running one did, for the summary.
@@ -163,6 +166,7 @@ impl Generation {
             }),
             crashes: Mutex::default(),
             joined: Vec::new(),
+            rebalanced: Default::default(),
         }
     }
 
@@ -183,8 +187,17 @@ impl Generation {
         &self,
         (index, from): (u32, Time),
         crash_seen: Instant,
-        (lost, joined): (Vec<usize>, Vec<usize>),
+        (lost, mut joined): (Vec<usize>, Vec<usize>),
     ) -> Self {
+        // Processes this computation took in but never rebalanced onto (it was left first)
+        // are still to be.
+        if !self.rebalanced.load(std::sync::atomic::Ordering::Acquire) {
+            for p in &self.joined {
+                if !joined.contains(p) && !lost.contains(p) {
+                    joined.push(*p);
+                }
+            }
+        }
         let handed = self
             .handed
             .lock()
@@ -215,7 +228,13 @@ impl Generation {
             earlier: Mutex::new(self.earlier.lock().map(|e| e.clone()).unwrap_or_default()),
             crashes: Mutex::new(crashes),
             joined,
+            rebalanced: Default::default(),
         }
+    }
+
+    /// The rebalance onto the processes that joined has started.
+    pub(super) fn rebalanced(&self) {
+        self.rebalanced.store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// Worker 0 left this computation with `plans` (listed, the running one last): they
@@ -297,7 +316,9 @@ impl Generation {
             .collect()
     }
 
-    /// The summary of every process that joined, as [`Generation::crash_summaries`].
+    /// The summary of every process that joined, as [`Generation::crash_summaries`]: for
+    /// each, the last restart that took it in (an earlier one was left before it
+    /// rebalanced onto it).
     pub(super) fn join_summaries(
         &self,
         start: Instant,
@@ -308,6 +329,7 @@ impl Generation {
         for (i, c) in crashes.iter().enumerate() {
             let asked_s = c.detected.saturating_duration_since(start).as_secs_f64();
             for process in &c.joined {
+                joins.retain(|j: &JoinSummary| j.process != *process);
                 joins.push(JoinSummary {
                     process: *process,
                     asked_s,

@@ -225,7 +225,8 @@ impl Dash {
                 let why = match (lost.is_empty(), joined.is_empty()) {
                     (false, true) => format!("process {lost} lost"),
                     (true, false) => format!("process {joined} joined"),
-                    _ => format!("process {lost} lost, process {joined} joined"),
+                    (false, false) => format!("process {lost} lost, process {joined} joined"),
+                    (true, true) => "a restart".to_string(),
                 };
                 Some((
                     if lost.is_empty() {
