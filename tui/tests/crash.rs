@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use std::path::Path;
 
-use common::{Cluster, example, sorted_lines, summary, wait_all, wait_all_within};
+use common::{Cluster, assert_same_outputs, example, sorted_lines, summary, wait_all, wait_all_within};
 
 /// Kills per workload: `MEGAFLUX_KILLS` for a longer loop.
 fn kills(default: usize) -> usize {
@@ -92,21 +92,7 @@ fn survives_kills_of(
         let _ = killed.wait();
         let outputs = wait_all(children);
         let what = format!("{name}: round {round} (seed {seed}), process {victim} killed at {at:.2} s");
-        for o in &outputs {
-            assert!(
-                o.status.success(),
-                "{what}: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-        }
-        let s = summary(&outputs[0]);
-        assert_eq!(s["output_digest"], base["output_digest"], "{what}");
-        assert_eq!(s["outputs"], base["outputs"], "{what}");
-        assert_eq!(
-            s["records_in"], base["records_in"],
-            "{what}: every record counted once"
-        );
-        assert_eq!(sorted_lines(&out), base_lines, "{what}: the output file");
+        let s = assert_same_outputs(&outputs, &base, (&out, &base_lines), &what);
         let crashes = s["crashes"].as_array().cloned().unwrap_or_default();
         assert_eq!(crashes.len(), 1, "{what}: {s}");
         assert_eq!(crashes[0]["processes"], serde_json::json!([victim]), "{what}");

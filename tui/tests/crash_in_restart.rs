@@ -9,7 +9,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Cluster, sorted_lines, summary, wait_all_within};
+use common::{Cluster, assert_same_outputs, sorted_lines, summary, wait_all_within};
 
 const JOB: &[&str] = &[
     "run",
@@ -63,17 +63,7 @@ fn a_process_lost_while_the_job_restarts_is_left_out_of_one_more_restart() {
         let third = outputs.pop().expect("process 3's output");
         let said = String::from_utf8_lossy(&third.stderr).to_string();
         assert!(said.contains(point), "{what}: process 3 exited elsewhere: {said}");
-        for o in &outputs {
-            assert!(
-                o.status.success(),
-                "{what}: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-        }
-        let s = summary(&outputs[0]);
-        assert_eq!(s["output_digest"], base["output_digest"], "{what}");
-        assert_eq!(s["records_in"], base["records_in"], "{what}");
-        assert_eq!(sorted_lines(&out), base_lines, "{what}: the output file");
+        let s = assert_same_outputs(&outputs, &base, (&out, &base_lines), &what);
         let crashes = s["crashes"].as_array().cloned().unwrap_or_default();
         let lost: Vec<&serde_json::Value> = crashes.iter().map(|c| &c["processes"]).collect();
         assert_eq!(

@@ -9,7 +9,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Cluster, sorted_lines, summary, wait_all_within};
+use common::{Cluster, assert_same_outputs, sorted_lines, summary, wait_all_within};
 
 /// A short keycount; `--recovery all-at-once` so that the rebalance onto the process that
 /// joins ends well before the run does on a loaded machine.
@@ -73,20 +73,9 @@ fn a_process_started_again_with_join_is_taken_in_and_bins_rebalance_onto_it() {
         }
         let outputs = wait_all_within(children, LIMIT);
         let what = format!("round {round}: joined {join_after} s after the crash");
-        for o in &outputs {
-            assert!(
-                o.status.success(),
-                "{what}: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-        }
+        let s = assert_same_outputs(&outputs, &base, (&out, &base_lines), &what);
         let joiner = String::from_utf8_lossy(&outputs[2].stderr).to_string();
         assert!(joiner.contains("joining the running job"), "{what}: {joiner}");
-        let s = summary(&outputs[0]);
-        assert_eq!(s["output_digest"], base["output_digest"], "{what}");
-        assert_eq!(s["outputs"], base["outputs"], "{what}");
-        assert_eq!(s["records_in"], base["records_in"], "{what}");
-        assert_eq!(sorted_lines(&out), base_lines, "{what}: the output file");
         let crashes = s["crashes"].as_array().cloned().unwrap_or_default();
         assert_eq!(crashes.len(), 1, "{what}: {s}");
         assert_eq!(crashes[0]["processes"], serde_json::json!([2]), "{what}");

@@ -171,26 +171,23 @@ impl Coordinator {
     /// The processes connected and in the job (not those that joined and wait to be taken
     /// in).
     pub fn live(&self) -> Vec<usize> {
-        let Ok(slots) = self.state.slots.lock() else {
-            return Vec::new();
-        };
-        slots
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| matches!(s, Slot::Live(_)))
-            .map(|(p, _)| p)
-            .collect()
+        self.places(|s| matches!(s, Slot::Live(_)))
     }
 
     /// The processes that joined and are in no restart order yet.
     pub fn joined(&self) -> Vec<usize> {
+        self.places(|s| matches!(s, Slot::Joined(_)))
+    }
+
+    /// The processes whose place is as `wanted` says.
+    fn places(&self, wanted: impl Fn(&Slot) -> bool) -> Vec<usize> {
         let Ok(slots) = self.state.slots.lock() else {
             return Vec::new();
         };
         slots
             .iter()
             .enumerate()
-            .filter(|(_, s)| matches!(s, Slot::Joined(_)))
+            .filter(|(_, s)| wanted(s))
             .map(|(p, _)| p)
             .collect()
     }
@@ -198,14 +195,8 @@ impl Coordinator {
     /// The processes among `survivors` lost since the order that named them was given
     /// (a place another process joined in since counts: the one named is gone).
     pub fn lost_among(&self, survivors: &[usize]) -> Vec<usize> {
-        let Ok(slots) = self.state.slots.lock() else {
-            return Vec::new();
-        };
-        survivors
-            .iter()
-            .copied()
-            .filter(|p| matches!(slots.get(*p), Some(Slot::Lost | Slot::Joined(_))))
-            .collect()
+        let gone = self.places(|s| matches!(s, Slot::Lost | Slot::Joined(_)));
+        survivors.iter().copied().filter(|p| gone.contains(p)).collect()
     }
 
     /// The run ended normally here: tells every member, and stops watching.

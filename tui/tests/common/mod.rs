@@ -163,3 +163,31 @@ pub fn wait_all(children: Vec<Child>) -> Vec<Output> {
         .map(|c| c.wait_with_output().expect("a process ends"))
         .collect()
 }
+
+/// Checks a run that lost processes against `base`, the summary of the same run without
+/// the loss: every process of `outputs` exited 0, and process 0's summary has the same
+/// digest, outputs and records in, and its `--output` file at `out` the lines `base_lines`
+/// (sorted). `what` names the run in failures. Returns process 0's summary.
+pub fn assert_same_outputs(
+    outputs: &[Output],
+    base: &Value,
+    (out, base_lines): (&Path, &[String]),
+    what: &str,
+) -> Value {
+    for o in outputs {
+        assert!(
+            o.status.success(),
+            "{what}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let s = summary(&outputs[0]);
+    assert_eq!(s["output_digest"], base["output_digest"], "{what}");
+    assert_eq!(s["outputs"], base["outputs"], "{what}");
+    assert_eq!(
+        s["records_in"], base["records_in"],
+        "{what}: every record counted once"
+    );
+    assert_eq!(sorted_lines(out), base_lines, "{what}: the output file");
+    s
+}
