@@ -19,11 +19,12 @@ pub trait StateSize {
     fn bytes(&self) -> usize;
 }
 
-/// Everything a bin's state must be to live in a migrateable operator: encodable to move,
-/// creatable empty, and measurable for observers.
-pub trait BinState: Serialize + DeserializeOwned + Default + StateSize + 'static {}
+/// Everything a bin's state must be to live in a migrateable operator: encodable to move
+/// to another process, sendable to move to another worker of this one as it is, creatable
+/// empty, and measurable for observers.
+pub trait BinState: Serialize + DeserializeOwned + Default + StateSize + Send + 'static {}
 
-impl<S: Serialize + DeserializeOwned + Default + StateSize + 'static> BinState for S {}
+impl<S: Serialize + DeserializeOwned + Default + StateSize + Send + 'static> BinState for S {}
 
 impl StateSize for () {
     fn keys(&self) -> usize {

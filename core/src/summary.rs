@@ -60,11 +60,16 @@ pub struct MigrationSummary {
     pub steps: usize,
     /// Bin changes issued (fewer than planned if cancelled or cut short by the run's end).
     pub bins_moved: usize,
-    /// Serialized state its steps shipped, in bytes, over every worker (a bin sent to two
-    /// new holders counts twice).
+    /// State its steps shipped, in bytes, over every worker (a bin sent to two new holders
+    /// counts twice): serialized for bins that travelled encoded, in memory for bins handed
+    /// to another worker of the same process as they are.
     pub bytes_moved: u64,
-    /// The state messages (chunks) that state travelled in.
+    /// The state messages (chunks) the encoded bins travelled in.
     pub chunks: u64,
+    /// Bin changes handed to a worker of the same process as they are, neither encoded nor
+    /// cut into chunks.
+    #[serde(default)]
+    pub bins_handed: u64,
     /// Per-record latency of the epochs due from `issued_s` to one epoch after
     /// `completed_s` (or to the run's end).
     pub latency_ns_during: DuringLatency,
@@ -144,11 +149,15 @@ pub struct UnlistedPlans {
     pub steps: u64,
     /// Bin changes they issued.
     pub bins_moved: u64,
-    /// Serialized state their steps shipped, in bytes, over every worker: whatever was
-    /// shipped at a time no listed plan issued a step at (only plan steps ship state).
+    /// State their steps shipped, in bytes, over every worker (as `bytes_moved` of a listed
+    /// plan): whatever was shipped at a time no listed plan issued a step at (only plan steps
+    /// ship state).
     pub bytes_moved: u64,
-    /// The state messages (chunks) that state travelled in.
+    /// The state messages (chunks) the encoded bins travelled in.
     pub chunks: u64,
+    /// Bin changes handed to a worker of the same process as they are.
+    #[serde(default)]
+    pub bins_handed: u64,
 }
 
 /// The failures a summary does not list one by one (those past the first
@@ -381,6 +390,7 @@ pub(crate) fn summarize(
                 bins_moved: r.bins_moved,
                 bytes_moved: totals.bytes,
                 chunks: totals.chunks,
+                bins_handed: totals.handed,
                 rss_before_bytes: rss_before(r.issued_s),
                 rss_peak_bytes: rss_between(r.issued_s, to_s),
                 cancelled: r.cancelled,
@@ -456,6 +466,7 @@ pub(crate) fn summarize(
             bins_moved: plans_unlisted.bins_moved,
             bytes_moved: unlisted_shipped.bytes,
             chunks: unlisted_shipped.chunks,
+            bins_handed: unlisted_shipped.handed,
         },
         failures_unlisted: UnlistedFailures {
             failures: failures_unlisted.failures,

@@ -48,6 +48,9 @@ struct Case {
     /// Plans the real driver runs: (start, strategy, target, pipelined).
     plans: Vec<(Time, Plan, Target, bool)>,
     steps: Vec<u8>,
+    /// Workers per process for handing bins over as they are (moves between these groups
+    /// travel encoded); `None`: every bin travels encoded.
+    per_process: Option<usize>,
 }
 
 /// Per operator and bin: (worker, hash of the encoded bin) for every worker holding it.
@@ -91,6 +94,9 @@ fn run(op: Op, case: &Case, workers: usize, real: bool) -> Outcome {
     let holds: Arc<Mutex<Vec<String>>> = Arc::default();
     let holds_sink = Arc::clone(&holds);
     let case = Arc::new(case.clone());
+    let handoffs = case
+        .per_process
+        .map(|p| Arc::new(megaflux::operator::Handoffs::new(p)));
     let (sink, held_sink, end_sink, shared) = (
         Arc::clone(&results),
         Arc::clone(&held),
@@ -102,6 +108,7 @@ fn run(op: Op, case: &Case, workers: usize, real: bool) -> Outcome {
         let peers = worker.peers();
         let mut config = StatefulConfig::replicated(Bins::new(BINS).unwrap(), peers, peers);
         config.failures = Arc::clone(&shared);
+        config.handoffs = handoffs.clone();
         let sink = Arc::clone(&sink);
         let (common::Inputs { left, right, control }, probe) = common::dataflow(worker, op, &config, sink);
         let end = common::last_time(&case.left, &case.right, case.moves.iter().map(|m| m.0)) + 1;
@@ -475,6 +482,7 @@ fn arb_case() -> impl Strategy<Value = Case> {
         (0u64..4, any::<bool>(), proptest::option::of(0u64..6), 0u64..4),
         plans,
         proptest::collection::vec(0u8..3, 40),
+        proptest::option::of(1usize..5),
     )
         .prop_map(
             |(
@@ -484,6 +492,7 @@ fn arb_case() -> impl Strategy<Value = Case> {
                 (recovery_delay, recovery_fluid, rejoin_delay, detect_delay),
                 plans,
                 steps,
+                per_process,
             )| Case {
                 left,
                 right,
@@ -495,6 +504,7 @@ fn arb_case() -> impl Strategy<Value = Case> {
                 detect_delay,
                 plans,
                 steps,
+                per_process,
             },
         )
 }

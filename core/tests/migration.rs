@@ -1,12 +1,15 @@
 //! Property tests: any migration schedule gives, at every time, the same multiset of outputs
 //! as no migration and as a plain sequential model, on 1, 2 and 4 workers, with bins split
-//! into chunks of any size; and every change of a bin's owner really moved the bin.
+//! into chunks of any size or handed between workers of one process as they are; and every
+//! change of a bin's owner really moved the bin, handed over exactly when both owners share a
+//! process.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
 use megaflux::config::{next_placement, single, uniform};
+use megaflux::operator::Handoffs;
 use megaflux::plan::Strategy as Plan;
 use megaflux::{Bins, ControlInst, StatefulConfig, Time};
 use proptest::prelude::*;
@@ -27,6 +30,9 @@ struct Case {
     steps: Vec<u8>,
     /// The largest state message: small ones split every bin into many chunks.
     chunk_bytes: usize,
+    /// Workers per process for handing bins over as they are (the test runs in one process;
+    /// moves between these groups travel encoded). `None`: every bin travels encoded.
+    per_process: Option<usize>,
 }
 
 /// What the F operators shipped in one run, over all workers.
@@ -34,6 +40,7 @@ struct Case {
 struct Shipped {
     bins: u64,
     chunks: u64,
+    handed: u64,
 }
 
 fn run(op: Op, case: &Case, workers: usize, with_control: bool) -> BTreeMap<Time, Vec<Out>> {
@@ -52,11 +59,13 @@ fn run_counting(
     let sink = Arc::clone(&results);
     let shipped_sink = Arc::clone(&shipped);
     let case = Arc::new(case.clone());
+    let handoffs = case.per_process.map(|p| Arc::new(Handoffs::new(p)));
     let guards = timely::execute(timely::Config::process(workers), move |worker| {
         let index = worker.index();
         let peers = worker.peers();
         let mut config = StatefulConfig::uniform(Bins::new(BINS).unwrap(), peers);
         config.chunk_bytes = case.chunk_bytes;
+        config.handoffs = handoffs.clone();
         let transfers = Rc::clone(&config.transfers);
         let sink = Arc::clone(&sink);
         let (
@@ -108,6 +117,7 @@ fn run_counting(
         for t in transfers.borrow().values() {
             total.bins += t.bins;
             total.chunks += t.chunks;
+            total.handed += t.handed;
         }
     })
     .expect("timely starts");
@@ -127,13 +137,14 @@ fn run_counting(
 
 /// How many times a bin changes owner under `control` on `workers` workers: the bins each
 /// time's instructions leave on another worker than before that time (the instructions of
-/// one time apply in `ControlInst` order, as `next_placement` applies them).
-fn owner_changes(control: &[(Time, ControlInst)], workers: usize) -> u64 {
+/// one time apply in `ControlInst` order, as `next_placement` applies them); and of them,
+/// those whose old and new owner share a process of `per_process` workers.
+fn owner_changes(control: &[(Time, ControlInst)], workers: usize, per_process: Option<usize>) -> (u64, u64) {
     let mut placement = single(&uniform(BINS, workers));
     let mut times: Vec<Time> = control.iter().map(|(t, _)| *t).collect();
     times.sort_unstable();
     times.dedup();
-    let mut changes = 0;
+    let (mut changes, mut within) = (0, 0);
     for t in times {
         let mut insts: Vec<ControlInst> = control
             .iter()
@@ -141,14 +152,19 @@ fn owner_changes(control: &[(Time, ControlInst)], workers: usize) -> u64 {
             .map(|(_, i)| i.clone())
             .collect();
         let next = next_placement(&placement, &mut insts, workers);
-        changes += placement
+        for (a, b) in placement
             .iter()
             .zip(&next)
             .filter(|(a, b)| a.primary != b.primary)
-            .count() as u64;
+        {
+            changes += 1;
+            if let Some(p) = per_process {
+                within += u64::from(a.primary as usize / p == b.primary as usize / p);
+            }
+        }
         placement = next;
     }
-    changes
+    (changes, within)
 }
 
 fn arb_case(max_workers: u32) -> impl Strategy<Value = Case> {
@@ -163,13 +179,15 @@ fn arb_case(max_workers: u32) -> impl Strategy<Value = Case> {
         proptest::collection::vec((0u64..26, inst), 0..30),
         proptest::collection::vec(0u8..3, 30),
         prop_oneof![Just(megaflux::operator::DEFAULT_CHUNK_BYTES), 1usize..200],
+        proptest::option::of(1usize..5),
     )
-        .prop_map(|(left, right, control, steps, chunk_bytes)| Case {
+        .prop_map(|(left, right, control, steps, chunk_bytes, per_process)| Case {
             left,
             right,
             control,
             steps,
             chunk_bytes,
+            per_process,
         })
 }
 
@@ -203,15 +221,18 @@ fn check_plans(op: Op, case: &Case, plans: &Plans) -> Result<(), TestCaseError> 
     Ok(())
 }
 
-/// Every change of owner shipped its bin once; small chunks split bins (an empty bin's
-/// encoding has a few bytes already).
+/// Every change of owner shipped its bin once, handed over as it is exactly when both
+/// owners share a process; small chunks split the encoded bins (an empty bin's encoding has
+/// a few bytes already).
 fn check_shipped(case: &Case, workers: usize, shipped: Shipped) -> Result<(), TestCaseError> {
-    let changes = owner_changes(&case.control, workers);
+    let (changes, within) = owner_changes(&case.control, workers, case.per_process);
     prop_assert_eq!(shipped.bins, changes, "bins shipped, {} workers", workers);
-    prop_assert!(shipped.chunks >= shipped.bins);
-    if case.chunk_bytes < 4 && changes > 0 {
+    prop_assert_eq!(shipped.handed, within, "bins handed over, {} workers", workers);
+    let encoded = shipped.bins - shipped.handed;
+    prop_assert!(shipped.chunks >= encoded);
+    if case.chunk_bytes < 4 && encoded > 0 {
         prop_assert!(
-            shipped.chunks > shipped.bins,
+            shipped.chunks > encoded,
             "{:?} with chunks of {} bytes",
             shipped,
             case.chunk_bytes
@@ -288,9 +309,17 @@ fn bins_ping_pong_every_time() {
         control,
         steps: vec![0; 40],
         chunk_bytes: 3,
+        per_process: None,
     };
     for op in [Op::Sum, Op::Window, Op::Append] {
         let expected = model(op, &case.left, &case.right, 2);
         assert_eq!(run(op, &case, 2, true), expected);
+        let handed = Case {
+            per_process: Some(2),
+            ..case.clone()
+        };
+        let (outputs, shipped) = run_counting(op, &handed, 2, true);
+        assert_eq!(outputs, expected);
+        assert_eq!((shipped.handed, shipped.chunks), (shipped.bins, 0));
     }
 }

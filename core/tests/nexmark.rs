@@ -85,6 +85,7 @@ fn schedule(workers: u32) -> Vec<(Time, ControlInst)> {
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Mode {
     Native,
+    /// Moves handed between the workers as they are (one process).
     Moves,
     /// Pipelined plans, state in chunks of this many bytes.
     Pipelined(usize),
@@ -102,6 +103,7 @@ fn run(
     let sink = Arc::clone(&results);
     let shipped_sink = Arc::clone(&shipped);
     let native = mode == Mode::Native;
+    let handoffs = (mode == Mode::Moves).then(|| Arc::new(megaflux::operator::Handoffs::new(workers)));
     let guards = timely::execute(timely::Config::process(workers), move |worker| {
         let (index, peers) = (worker.index(), worker.peers());
         let mut data = InputHandleVec::<Time, Event>::new();
@@ -110,6 +112,7 @@ fn run(
         if let Mode::Pipelined(chunk_bytes) = mode {
             config.chunk_bytes = chunk_bytes;
         }
+        config.handoffs = handoffs.clone();
         let transfers = std::rc::Rc::clone(&config.transfers);
         let job = NexmarkJob::new(query);
         let run = Arc::new(RunConfig {

@@ -31,6 +31,7 @@ use crate::control::ControlHandle;
 use crate::error::ConfigError;
 use crate::failure::Failures;
 use crate::job::{Job, Jobs};
+use crate::operator::Handoffs;
 use crate::sink::Sink;
 use crate::source::{InputError, Source};
 use crate::summary::Summary;
@@ -382,6 +383,7 @@ fn run_generation<J: Job + ?Sized>(
     let cluster = !addresses.is_empty();
     let peers = config.workers * addresses.len().max(1);
     let failures = Arc::new(Failures::new(peers));
+    let handoffs = Arc::new(Handoffs::new(config.workers));
     let waiting = (0..addresses.len())
         .filter(|p| *p != rank)
         .map(|p| format!("process {p} ({})", addresses[p]))
@@ -405,6 +407,7 @@ fn run_generation<J: Job + ?Sized>(
             control: &control,
             start: &start,
             failures: &failures,
+            handoffs: &handoffs,
             abort: &run_abort,
             sink: &sink,
             generation: &gen_run,

@@ -27,7 +27,7 @@ use crate::driver::PlanDriver;
 use crate::failure::Failures;
 use crate::job::{Job, Operators};
 use crate::latency::{Dues, LatencyRecorder, ListedDues};
-use crate::operator::{StatefulConfig, TakeoverLog, TransferLog};
+use crate::operator::{Handoffs, StatefulConfig, TakeoverLog, TransferLog};
 use crate::rss;
 use crate::sampler::{self, Sampler};
 use crate::sink::Sink;
@@ -45,6 +45,8 @@ pub(super) struct Shared<'a> {
     /// milliseconds late then catches up on its overdue epochs instead of lagging for good.
     pub(super) start: &'a OnceLock<Instant>,
     pub(super) failures: &'a Arc<Failures>,
+    /// Where this process's workers hand each other moving bins as they are.
+    pub(super) handoffs: &'a Arc<Handoffs>,
     pub(super) abort: &'a Abort,
     /// The `--output` file, which worker 0 of the first process takes.
     pub(super) sink: &'a Mutex<Option<Sink>>,
@@ -130,6 +132,7 @@ impl<R: timely::ExchangeData + Clone> Dataflow<R> {
         stateful.committed = shared.generation.keep.clone();
         stateful.chunk_bytes = config.chunk_bytes;
         stateful.failures = Arc::clone(shared.failures);
+        stateful.handoffs = Some(Arc::clone(shared.handoffs));
         // Built before the dataflow: the operators learn from it whether to time themselves.
         let sampler = sampler::wanted().then(|| Sampler::new(worker, stateful.observers.clone()));
         let mut data = InputHandleVec::new();

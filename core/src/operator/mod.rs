@@ -17,6 +17,7 @@
 //! output also stays the same when a worker fails at any point (see `crate::failure`).
 
 mod apply;
+mod handoff;
 mod native;
 mod observe;
 mod pending;
@@ -48,6 +49,7 @@ use crate::config::{ControlInst, History, Placement, Role, replicated, single, u
 use crate::failure::Failures;
 use crate::size::BinState;
 
+pub use handoff::Handoffs;
 pub use native::{native_binary, native_unary};
 pub use observe::{BinSize, DigestSampler, Frontiers, Holds, Observers, OperatorProbe};
 pub use seed::{HandedBin, Handout, Seed, Survived, survivors};
@@ -98,6 +100,14 @@ impl<S> Bin<S> {
     pub fn scheduled(&self) -> impl Iterator<Item = Time> + '_ {
         self.scheduled.iter().copied()
     }
+
+    /// Its size in memory, as observers see it: the state's, and its scheduled times.
+    pub(crate) fn held_bytes(&self) -> usize
+    where
+        S: crate::size::StateSize,
+    {
+        self.state.bytes() + self.scheduled.len() * std::mem::size_of::<Time>()
+    }
 }
 
 /// Settings shared by every migrateable operator of a job.
@@ -127,6 +137,10 @@ pub struct StatefulConfig {
     /// time before it is written for good. `Some`: every copy of a bin keeps its outputs
     /// from this time on, for a restart to give again; `None`: outputs are not kept.
     pub committed: Option<Arc<AtomicU64>>,
+    /// Where bins moving between workers of one process wait for their receiver, as they
+    /// are (see `operator/handoff.rs`): one per process, shared by all its workers. `None`:
+    /// every bin travels encoded.
+    pub handoffs: Option<Arc<Handoffs>>,
 }
 
 /// A replica's first work in place of a failed one (its takeover): when, and the bin.
@@ -137,10 +151,15 @@ pub type TakeoverLog = Rc<RefCell<Vec<(Instant, u32)>>>;
 pub struct TransferTotals {
     /// Bin copies shipped (a bin sent to two new holders counts twice).
     pub bins: u64,
-    /// Their serialized size, in bytes.
+    /// Their size, in bytes: serialized for those that travelled encoded, in memory for
+    /// those handed over as they are.
     pub bytes: u64,
-    /// The state messages they were cut into.
+    /// The state messages the encoded ones were cut into.
     pub chunks: u64,
+    /// Of `bins`, those handed to a worker of the same process as they are (see
+    /// `operator/handoff.rs`): neither encoded nor cut into chunks.
+    #[serde(default)]
+    pub handed: u64,
 }
 
 impl std::ops::AddAssign for TransferTotals {
@@ -148,6 +167,7 @@ impl std::ops::AddAssign for TransferTotals {
         self.bins += other.bins;
         self.bytes += other.bytes;
         self.chunks += other.chunks;
+        self.handed += other.handed;
     }
 }
 
@@ -168,6 +188,7 @@ impl StatefulConfig {
             takeovers: TakeoverLog::default(),
             seed: None,
             committed: None,
+            handoffs: None,
         }
     }
 
@@ -206,9 +227,15 @@ pub(crate) fn pack_kept<S>(
     }
 }
 
-/// Bins that arrived on a worker and wait to be installed, by install time and bin: the
-/// state messages of each, still encoded.
-pub(crate) type Arriving = std::collections::BTreeMap<(Time, u32), Vec<Vec<u8>>>;
+/// Bins that arrived on a worker and wait to be installed, by install time and bin.
+pub(crate) type Arriving<S> = std::collections::BTreeMap<(Time, u32), Arrival<S>>;
+
+/// A bin that arrived: its state messages, still encoded, or the bin itself (handed over by
+/// a worker of this process).
+pub(crate) enum Arrival<S> {
+    Encoded(Vec<Vec<u8>>),
+    Handed(Bin<S>),
+}
 
 /// Bins shipped away, by move time and bin, with whether each left as a standby.
 pub(crate) type Shipped<S> = std::collections::BTreeMap<(Time, u32), (bool, Bin<S>)>;
@@ -254,8 +281,8 @@ pub(crate) struct Local<S> {
     /// Bins F shipped away for good since S last looked, with the times of their scheduled
     /// work: that work now belongs to the new owner, and S forgets it here.
     pub(crate) departed: RefCell<Vec<(u32, BTreeSet<Time>)>>,
-    /// Bins that arrived here, by the time S installs them and bin, still encoded.
-    pub(crate) arriving: RefCell<Arriving>,
+    /// Bins that arrived here, by the time S installs them and bin.
+    pub(crate) arriving: RefCell<Arriving<S>>,
     /// Bins F shipped away for good, by move time and bin, each with whether it leaves as a
     /// standby (`None` unless the job can restart): kept until the committed frontier
     /// passes their move time, because until then their state may be nowhere else. A
@@ -429,7 +456,7 @@ where
         move || seed::handout(&name, &local)
     };
     observe_table(config, name, &table, frontiers, standby, holds, handout);
-    let (routed, chunks) = route::build(
+    let routes = route::build(
         name,
         data,
         control.broadcast(),
@@ -437,7 +464,7 @@ where
         bin_key,
         Rc::clone(&local),
     );
-    state::build(name, routed, chunks, local, config, scheduled, logic)
+    state::build(name, routes, local, config, scheduled, logic)
 }
 
 /// Registers an operator's bin table and frontiers with the job's observers.
@@ -468,7 +495,7 @@ pub(crate) fn observe_table<S: BinState>(
                     out.push(BinSize {
                         bin: bin as u32,
                         keys: b.state.keys() as u64,
-                        bytes: (b.state.bytes() + b.scheduled.len() * std::mem::size_of::<Time>()) as u64,
+                        bytes: b.held_bytes() as u64,
                         standby: standby(bin as u32),
                     });
                 }

@@ -14,7 +14,9 @@
 //!   which is what lets the driver tell genuine transfers from lost ones;
 //! * in a job that can restart after a crash, a bin shipped away for good stays here
 //!   (`Local::shipped`) until the committed frontier passes its move: a crash drops what is
-//!   in flight, and until then this may be the bin's last whole copy.
+//!   in flight, and until then this may be the bin's last whole copy;
+//! * a bin moving for good to one worker of this process is handed over as it is, through
+//!   the operator's mailbox (see `operator/handoff.rs`); every other one travels encoded.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -30,12 +32,14 @@ use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 use timely::dataflow::operators::{Capability, InputCapability};
 use timely::progress::{Antichain, frontier::MutableAntichain};
 
+use super::handoff::Mailbox;
 use super::transfer::{Encoded, StateChunk, encode};
 use super::{Holds, Local, StatefulConfig, TransferLog};
 use crate::Time;
 use crate::bins::Bins;
 use crate::config::{ControlInst, NONE, Placement, Role, all_transfers, next_placement};
 use crate::failure::Failures;
+use crate::size::StateSize;
 
 /// Work held back until a frontier passes its time, with a capability for that time.
 type Held<T> = BTreeMap<Time, (Capability<Time>, Vec<T>)>;
@@ -84,7 +88,15 @@ struct Action {
     drop: bool,
 }
 
-/// Builds F. Returns the routed records and the outgoing state chunks.
+/// F's output streams: the routed records and the outgoing state chunks, with the mailbox
+/// of bins handed over in this process (when the job has one).
+pub(crate) type Routes<'s, R, S> = (
+    StreamVec<'s, Time, Routed<R>>,
+    StreamVec<'s, Time, StateChunk>,
+    Option<Arc<Mailbox<S>>>,
+);
+
+/// Builds F.
 pub(crate) fn build<'s, R, S, K>(
     name: &str,
     data: StreamVec<'s, Time, R>,
@@ -92,19 +104,19 @@ pub(crate) fn build<'s, R, S, K>(
     config: &StatefulConfig,
     bin_key: K,
     local: Rc<Local<S>>,
-) -> (StreamVec<'s, Time, Routed<R>>, StreamVec<'s, Time, StateChunk>)
+) -> Routes<'s, R, S>
 where
     R: Clone + 'static,
-    S: Serialize + DeserializeOwned + 'static,
+    S: Serialize + DeserializeOwned + StateSize + Send + 'static,
     K: Fn(&R) -> u64 + 'static,
 {
     let scope = data.scope();
     let peers = scope.peers();
     assert!(peers < 1 << BIN_SHIFT, "{name}: at most 2^24 workers");
     let mut builder = OperatorBuilder::new(format!("{name}.route"), scope);
-    local
-        .route
-        .replace(Some(scope.activator_for(builder.operator_info().address)));
+    let address = builder.operator_info().address;
+    let handoff = config.handoffs.as_ref().map(|h| h.mailbox::<S>(&address));
+    local.route.replace(Some(scope.activator_for(address)));
     let none = Vec::<(usize, Antichain<Time>)>::new;
     let mut data_in = builder.new_input_connection(data, Pipeline, none());
     let mut control_in = builder.new_input_connection(control, Pipeline, none());
@@ -118,6 +130,7 @@ where
         peers,
         bins: config.bins,
         chunk_bytes: config.chunk_bytes,
+        handoff: handoff.clone(),
         transfers: Rc::clone(&config.transfers),
         failures: Arc::clone(&config.failures),
         local,
@@ -161,7 +174,7 @@ where
         }
     });
 
-    (records, chunks)
+    (records, chunks, handoff)
 }
 
 /// F's state on one worker.
@@ -171,6 +184,7 @@ struct Router<R, S, K> {
     peers: usize,
     bins: Bins,
     chunk_bytes: usize,
+    handoff: Option<Arc<Mailbox<S>>>,
     transfers: TransferLog,
     failures: Arc<Failures>,
     local: Rc<Local<S>>,
@@ -190,7 +204,7 @@ struct Router<R, S, K> {
 impl<R, S, K> Router<R, S, K>
 where
     R: Clone,
-    S: Serialize + DeserializeOwned,
+    S: Serialize + DeserializeOwned + StateSize,
     K: Fn(&R) -> u64,
 {
     /// Takes control changes as they arrive. A failure of this worker takes effect here, at
@@ -371,7 +385,26 @@ where
                 };
                 // Its kept outputs go along (and stay here too if this copy stays).
                 super::pack_kept(&self.local.kept, action.bin, state, action.drop);
-                let state = &*state;
+                if let Some((mailbox, to)) = handing(self.handoff.as_ref(), &self.local, &action)
+                    && let Some(bin) = table[action.bin as usize].take()
+                {
+                    if !bin.scheduled.is_empty() {
+                        // Its work fires at the new owner; S forgets this worker's share.
+                        let departed = (action.bin, bin.scheduled.clone());
+                        self.local.departed.borrow_mut().push(departed);
+                        self.local.wake_state();
+                    }
+                    let size = Encoded {
+                        chunks: 0,
+                        bytes: bin.held_bytes() as u64,
+                    };
+                    give(cap, mailbox.hand(time, action.bin, to, bin));
+                    log_extracted(&self.transfers, &self.name, self.me, time, &action, size);
+                    continue;
+                }
+                let Some(state) = table[action.bin as usize].as_ref() else {
+                    continue;
+                };
                 if let Some((last, others)) = action.to.split_last() {
                     let encoded = encode(state, self.chunk_bytes, |seq, total, bytes| {
                         let chunk = |dest: u32, bytes: Vec<u8>| StateChunk {
@@ -435,7 +468,24 @@ where
     }
 }
 
-/// Counts one bin's copies in the worker's transfer log, and reports them.
+/// The mailbox and receiver when `action` hands its bin over as it is: the bin leaves this
+/// worker for good, for one worker of this process, and no shipped copy stays behind.
+fn handing<'a, S>(
+    handoff: Option<&'a Arc<Mailbox<S>>>,
+    local: &Local<S>,
+    action: &Action,
+) -> Option<(&'a Arc<Mailbox<S>>, u32)> {
+    let mailbox = handoff?;
+    match action.to.as_slice() {
+        [to] if action.drop && local.shipped.borrow().is_none() && mailbox.same_process(local.me, *to) => {
+            Some((mailbox, *to))
+        }
+        _ => None,
+    }
+}
+
+/// Counts one bin's copies in the worker's transfer log, and reports them (a bin handed over
+/// in this process counts no chunks, and its size in memory).
 fn log_extracted(log: &TransferLog, name: &str, me: u32, time: Time, action: &Action, encoded: Encoded) {
     let Encoded { chunks, bytes } = encoded;
     let chunks = u64::from(chunks);
@@ -449,6 +499,7 @@ fn log_extracted(log: &TransferLog, name: &str, me: u32, time: Time, action: &Ac
         totals.bins += 1;
         totals.bytes += bytes;
         totals.chunks += chunks;
+        totals.handed += u64::from(chunks == 0);
     }
 }
 

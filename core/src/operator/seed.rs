@@ -33,7 +33,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use super::transfer::decode;
-use super::{Bin, BinTable, Local, StatefulConfig, encoded};
+use super::{Arrival, Bin, BinTable, Local, StatefulConfig, encoded};
 use crate::Time;
 use crate::config::{NONE, Placement, Replicas, Role};
 use crate::size::BinState;
@@ -280,16 +280,21 @@ pub(crate) fn handout<S: BinState>(operator: &str, local: &Local<S>) -> BTreeMap
             (bin, held)
         })
         .collect();
-    for ((time, bin), parts) in local.arriving.borrow().iter() {
-        let mut arrived: Bin<S> = match decode(parts.clone()) {
-            Ok(b) => b,
-            Err(e) => panic!(
-                "{operator}: bin {bin} arrived corrupt at worker {}: {e}",
-                local.me
-            ),
-        };
+    for ((time, bin), arrival) in local.arriving.borrow_mut().iter_mut() {
         let standby = standby(*bin, *time);
-        let bytes = moved(operator, *bin, *time, &mut arrived);
+        let bytes = match arrival {
+            Arrival::Handed(arrived) => moved(operator, *bin, *time, arrived),
+            Arrival::Encoded(parts) => {
+                let mut arrived: Bin<S> = match decode(parts.clone()) {
+                    Ok(b) => b,
+                    Err(e) => panic!(
+                        "{operator}: bin {bin} arrived corrupt at worker {}: {e}",
+                        local.me
+                    ),
+                };
+                moved(operator, *bin, *time, &mut arrived)
+            }
+        };
         out.insert(
             *bin,
             HandedBin {

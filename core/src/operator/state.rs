@@ -36,14 +36,16 @@ use timely::dataflow::operators::{Capability, InputCapability};
 use timely::progress::{Antichain, frontier::MutableAntichain};
 
 use super::apply::{Applied, Hooks, apply_time};
+use super::handoff::{HANDED, Mailbox};
 use super::pending::Pending;
 use super::replica::{self, Ack, AckBoard, CHECK_REPLICAS, Holding, ack};
-use super::route::{DEST_SHIFT, Routed, order_key};
+use super::route::{DEST_SHIFT, Routed, Routes, order_key};
 use super::transfer::{Assembly, StateChunk, decode};
-use super::{Bin, Holds, Local, StatefulConfig, TakeoverLog};
+use super::{Arrival, Bin, Holds, Local, StatefulConfig, TakeoverLog};
 use crate::Time;
 use crate::config::{NONE, Placement, Role};
 use crate::failure::Failures;
+use crate::size::StateSize;
 
 /// Scheduled times of departed bins S forgets per activation. Few in debug builds (the
 /// tests'), so that the NEXMark tests move bins back before their old work is all forgotten.
@@ -85,8 +87,7 @@ impl<R> Default for Work<R> {
 /// Builds S. Returns the user output.
 pub(crate) fn build<'s, R, S, O, L>(
     name: &str,
-    records: StreamVec<'s, Time, Routed<R>>,
-    chunks: StreamVec<'s, Time, StateChunk>,
+    (records, chunks, handoff): Routes<'s, R, S>,
     local: Rc<Local<S>>,
     config: &StatefulConfig,
     seeded: Vec<(Time, u32)>,
@@ -94,7 +95,7 @@ pub(crate) fn build<'s, R, S, O, L>(
 ) -> StreamVec<'s, Time, O>
 where
     R: ExchangeData + Clone,
-    S: Serialize + DeserializeOwned + 'static,
+    S: Serialize + DeserializeOwned + StateSize + Send + 'static,
     O: Clone + Serialize + DeserializeOwned + 'static,
     L: FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>) + 'static,
 {
@@ -142,6 +143,7 @@ where
         work: Pending::new(),
         holding,
         assembly: Assembly::default(),
+        handoff,
         batch: Vec::new(),
         produced: Vec::new(),
         acks: Vec::new(),
@@ -230,6 +232,8 @@ struct State<R, O, S, L> {
     work: Pending<Work<R>>,
     holding: Holding<O>,
     assembly: Assembly,
+    /// Where bins handed over by workers of this process wait (see `operator/handoff.rs`).
+    handoff: Option<Arc<Mailbox<S>>>,
     batch: Vec<R>,
     /// The outputs and acks of the time being applied.
     produced: Vec<O>,
@@ -301,7 +305,7 @@ where
 
 impl<R, O: Clone, S, L> State<R, O, S, L>
 where
-    S: Serialize + DeserializeOwned,
+    S: Serialize + DeserializeOwned + StateSize,
     L: FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>),
 {
     fn receive_records(&mut self, cap: &InputCapability<Time>, batch: &mut Vec<Routed<R>>) {
@@ -315,20 +319,35 @@ where
 
     fn receive_chunks(&mut self, cap: &InputCapability<Time>, batch: &mut Vec<StateChunk>) {
         let Some(&time) = cap.least() else { return };
+        let me = self.local.me;
         for chunk in batch.drain(..) {
-            if let Some(bin) = self.assembly.add(time, chunk) {
-                tracing::debug!(
-                    target: "megaflux::migration",
-                    phase = "received", operator = %self.name, bin = bin.0, time, worker = self.local.me,
-                    bytes = bin.1.iter().map(Vec::len).sum::<usize>()
-                );
-                let ports = self.ports;
-                self.work
-                    .arrived(time, || capabilities(cap, time, ports))
-                    .installs
-                    .push(bin.0);
-                self.local.arriving.borrow_mut().insert((time, bin.0), bin.1);
-            }
+            let (bin, arrival, bytes) = if chunk.total == HANDED {
+                let Some(bin) = self.handoff.as_ref().and_then(|m| m.take(time, chunk.bin, me)) else {
+                    panic!(
+                        "{}: bin {} was handed to worker {me} at time {time} but is not in the mailbox \
+                         (the workers of a process must share one StatefulConfig::handoffs)",
+                        self.name, chunk.bin
+                    );
+                };
+                let bytes = bin.held_bytes();
+                (chunk.bin, Arrival::Handed(bin), bytes)
+            } else {
+                let Some((bin, parts)) = self.assembly.add(time, chunk) else {
+                    continue;
+                };
+                let bytes = parts.iter().map(Vec::len).sum::<usize>();
+                (bin, Arrival::Encoded(parts), bytes)
+            };
+            tracing::debug!(
+                target: "megaflux::migration",
+                phase = "received", operator = %self.name, bin, time, worker = me, bytes
+            );
+            let ports = self.ports;
+            self.work
+                .arrived(time, || capabilities(cap, time, ports))
+                .installs
+                .push(bin);
+            self.local.arriving.borrow_mut().insert((time, bin), arrival);
         }
     }
 
@@ -422,16 +441,24 @@ where
         let placement = Rc::clone(self.local.history.borrow().at(time));
         let mut table = self.local.table.borrow_mut();
         for bin_index in installs {
-            let Some(parts) = self.local.arriving.borrow_mut().remove(&(time, bin_index)) else {
+            let Some(arrival) = self.local.arriving.borrow_mut().remove(&(time, bin_index)) else {
                 continue;
             };
-            let bytes: usize = parts.iter().map(Vec::len).sum();
-            let bin: Bin<S> = match decode(parts) {
-                Ok(bin) => bin,
-                Err(e) => panic!(
-                    "{}: bin {bin_index} arrived corrupt at worker {me}: {e}",
-                    self.name
-                ),
+            let (bin, bytes): (Bin<S>, usize) = match arrival {
+                Arrival::Handed(bin) => {
+                    let bytes = bin.held_bytes();
+                    (bin, bytes)
+                }
+                Arrival::Encoded(parts) => {
+                    let bytes = parts.iter().map(Vec::len).sum();
+                    match decode(parts) {
+                        Ok(bin) => (bin, bytes),
+                        Err(e) => panic!(
+                            "{}: bin {bin_index} arrived corrupt at worker {me}: {e}",
+                            self.name
+                        ),
+                    }
+                }
             };
             // Scheduled work moves with the bin.
             forget_returning(&self.local, &mut self.work, bin_index);
