@@ -399,7 +399,7 @@ where
                         bytes: bin.held_bytes() as u64,
                     };
                     give(cap, mailbox.hand(time, action.bin, to, bin));
-                    log_extracted(&self.transfers, &self.name, self.me, time, &action, size);
+                    log_extracted(&self.transfers, &self.name, self.me, time, &action, size, true);
                     continue;
                 }
                 let Some(state) = table[action.bin as usize].as_ref() else {
@@ -419,7 +419,15 @@ where
                         }
                         give(cap, chunk(*last, bytes));
                     });
-                    log_extracted(&self.transfers, &self.name, self.me, time, &action, encoded);
+                    log_extracted(
+                        &self.transfers,
+                        &self.name,
+                        self.me,
+                        time,
+                        &action,
+                        encoded,
+                        false,
+                    );
                 }
                 if action.drop
                     && let Some(mut bin) = table[action.bin as usize].take()
@@ -484,9 +492,17 @@ fn handing<'a, S>(
     }
 }
 
-/// Counts one bin's copies in the worker's transfer log, and reports them (a bin handed over
-/// in this process counts no chunks, and its size in memory).
-fn log_extracted(log: &TransferLog, name: &str, me: u32, time: Time, action: &Action, encoded: Encoded) {
+/// Counts one bin's copies in the worker's transfer log, and reports them (a bin `handed`
+/// over in this process counts no chunks, and its size in memory).
+fn log_extracted(
+    log: &TransferLog,
+    name: &str,
+    me: u32,
+    time: Time,
+    action: &Action,
+    encoded: Encoded,
+    handed: bool,
+) {
     let Encoded { chunks, bytes } = encoded;
     let chunks = u64::from(chunks);
     let mut log = log.borrow_mut();
@@ -499,7 +515,7 @@ fn log_extracted(log: &TransferLog, name: &str, me: u32, time: Time, action: &Ac
         totals.bins += 1;
         totals.bytes += bytes;
         totals.chunks += chunks;
-        totals.handed += u64::from(chunks == 0);
+        totals.handed += u64::from(handed);
     }
 }
 
