@@ -4,13 +4,16 @@
 //! A bin moving between workers of one process does none of this: it is handed over as it
 //! is (`operator/handoff.rs`), one map insert and one remove per bin.
 //!
+//! Between processes each chunk is also a timely message: `chunk on the wire` is what timely's
+//! bincode makes of one chunk (serialized into a buffer and read back), per entry of the bin.
+//!
 //! `cargo bench -p megaflux --bench transfer`
 
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use megaflux::operator::DEFAULT_CHUNK_BYTES;
-use megaflux::operator::transfer::{decode, encode};
+use megaflux::operator::transfer::{StateChunk, decode, encode};
 use rustc_hash::FxHashMap;
 
 const KEYS: u64 = 62_500;
@@ -45,6 +48,21 @@ fn transfer(c: &mut Criterion) {
             decode::<FxHashMap<u64, u64>>,
             BatchSize::LargeInput,
         )
+    });
+    let chunk = StateChunk {
+        dest: 1,
+        bin: 0,
+        seq: 0,
+        total: 1,
+        bytes: chunks.concat(),
+    };
+    group.bench_function("chunk on the wire", |b| {
+        let mut wire = Vec::with_capacity(chunk.bytes.len() + 64);
+        b.iter(|| {
+            wire.clear();
+            bincode::serialize_into(&mut wire, black_box(&chunk)).map_err(|e| e.to_string())?;
+            bincode::deserialize::<StateChunk>(&wire).map_err(|e| e.to_string())
+        })
     });
     group.finish();
 }

@@ -348,7 +348,15 @@ where
 
     /// Ships (and drops) bins whose updates before their move time have all been applied
     /// here, through `give` with the capability of their time.
+    ///
+    /// At most about one chunk's worth of encoded state leaves per activation (and at least
+    /// one bin), then F asks to run again: timely sends an operator's output when its
+    /// activation ends, so a step of many bins goes out as many messages the receiver can
+    /// take in one by one, rather than as one message of every bin that must be written,
+    /// sent, read and decoded whole (128 MB for half of a 16M-key count) before S sees any.
     fn ship(&mut self, mut give: impl FnMut(&Capability<Time>, StateChunk)) {
+        let mut encoded_here = 0u64;
+        let budget = self.chunk_bytes.max(1) as u64;
         while let Some(mut entry) = self.outgoing.first_entry() {
             let time = *entry.key();
             if time > self.local.done.get() {
@@ -373,6 +381,11 @@ where
             let (cap, actions) = entry.get_mut();
             let mut table = self.local.table.borrow_mut();
             while let Some(action) = actions.pop() {
+                if encoded_here >= budget {
+                    actions.push(action);
+                    self.local.wake_route();
+                    break;
+                }
                 // A fail point between two bins of a step.
                 self.failures.tick(self.me);
                 if !self.local.alive_at(time, &self.failures) {
@@ -419,6 +432,7 @@ where
                         }
                         give(cap, chunk(*last, bytes));
                     });
+                    encoded_here += encoded.bytes * action.to.len() as u64;
                     log_extracted(
                         &self.transfers,
                         &self.name,
