@@ -17,6 +17,11 @@ use crate::error::ConfigError;
 /// unoptimised build cannot keep up with epochs that fine (its operators' cost per epoch
 /// is many times larger), so debug builds, the tests' among them, default to 1 ms.
 pub const DEFAULT_EPOCH_US: u64 = if cfg!(debug_assertions) { 1000 } else { 100 };
+/// The epoch of a run with adaptive epochs that does not choose one: 10 us. It is only the
+/// grain of the records' due times there (a batch takes every epoch due since the last),
+/// so it can be much finer than a fixed epoch; finer still costs worker 0 more steps when
+/// it records latency, one per epoch (100,000 a second at 10 us).
+pub const ADAPTIVE_EPOCH_US: u64 = 10;
 /// Width of one latency timeline window.
 pub const WINDOW: Duration = Duration::from_millis(250);
 

@@ -79,6 +79,24 @@ pub fn due_ns(i: u64, rate: u64) -> u64 {
     }
 }
 
+/// Consecutive measured epochs `first..=last` that completed `at_ns` after the start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Done {
+    /// The first epoch of the run.
+    pub first: Time,
+    /// Its last epoch.
+    pub last: Time,
+    /// When they completed, in nanoseconds after the start.
+    pub at_ns: u64,
+}
+
+impl Done {
+    /// Each epoch of the run with when it completed.
+    pub fn each(self) -> impl Iterator<Item = (Time, u64)> {
+        (self.first..=self.last).map(move |e| (e, self.at_ns))
+    }
+}
+
 /// The latency of every record, as its user feels it: from the moment it was due to the
 /// moment the output frontier passed its epoch, so the wait for its epoch to close counts
 /// (the Megaphone reference measures records from their due time too). It keeps the moment
@@ -86,8 +104,12 @@ pub fn due_ns(i: u64, rate: u64) -> u64 {
 pub struct LatencyRecorder {
     dues: Dues,
     len: EpochLen,
-    /// Per measured epoch, in order: the nanoseconds after the start at which it completed.
-    epochs: Vec<(Time, u64)>,
+    /// The measured epochs, in order, as runs of consecutive epochs that completed at the
+    /// same moment: one entry per turn of the loop that saw the output move, not one per
+    /// epoch (at 10 us epochs, 100,000 a second).
+    epochs: Vec<Done>,
+    /// Epochs recorded.
+    count: usize,
     /// The records of every epoch so far, and of the timeline window being filled.
     all: Histogram<u64>,
     window: Histogram<u64>,
@@ -147,6 +169,7 @@ impl LatencyRecorder {
             dues,
             len,
             epochs: Vec::new(),
+            count: 0,
             all: histogram(),
             window: histogram(),
         }
@@ -157,8 +180,16 @@ impl LatencyRecorder {
     /// (for [`LatencyRecorder::report_window`]) takes them too. Epochs are recorded in
     /// increasing order (the output passes them in order), which `between` relies on.
     pub fn record(&mut self, epoch: Time, done_ns: u64, windowed: bool) {
-        debug_assert!(self.epochs.last().is_none_or(|(last, _)| *last < epoch));
-        self.epochs.push((epoch, done_ns));
+        debug_assert!(self.epochs.last().is_none_or(|d| d.last < epoch));
+        match self.epochs.last_mut() {
+            Some(d) if d.last + 1 == epoch && d.at_ns == done_ns => d.last = epoch,
+            _ => self.epochs.push(Done {
+                first: epoch,
+                last: epoch,
+                at_ns: done_ns,
+            }),
+        }
+        self.count += 1;
         add_epoch(&mut self.all, &self.dues, self.len, epoch, done_ns);
         if windowed {
             add_epoch(&mut self.window, &self.dues, self.len, epoch, done_ns);
@@ -166,13 +197,13 @@ impl LatencyRecorder {
     }
 
     /// Every epoch recorded, with the nanoseconds after the start at which it completed.
-    pub fn epochs(&self) -> &[(Time, u64)] {
+    pub fn epochs(&self) -> &[Done] {
         &self.epochs
     }
 
     /// Number of epochs recorded.
     pub fn len(&self) -> usize {
-        self.epochs.len()
+        self.count
     }
 
     /// Whether nothing was recorded.
@@ -184,10 +215,12 @@ impl LatencyRecorder {
     pub fn between(&self, from: Time, to: Time) -> Percentiles {
         let mut h = histogram();
         // Epochs are recorded in order: find the range, do not scan the run.
-        let first = self.epochs.partition_point(|(e, _)| *e < from);
-        let end = self.epochs.partition_point(|(e, _)| *e <= to);
-        for (e, done) in self.epochs.get(first..end).unwrap_or_default() {
-            add_epoch(&mut h, &self.dues, self.len, *e, *done);
+        let first = self.epochs.partition_point(|d| d.last < from);
+        let end = self.epochs.partition_point(|d| d.first <= to);
+        for d in self.epochs.get(first..end).unwrap_or_default() {
+            for e in d.first.max(from)..=d.last.min(to) {
+                add_epoch(&mut h, &self.dues, self.len, e, d.at_ns);
+            }
         }
         Percentiles::of(&h)
     }
@@ -241,7 +274,7 @@ impl LatencyRecorder {
 
     /// The timeline, one entry per [`WINDOW`] of the run, over its epochs' records.
     pub fn timeline(&self) -> Vec<WindowStats> {
-        let Some(last) = self.epochs.iter().map(|(e, _)| *e).max() else {
+        let Some(last) = self.epochs.last().map(|d| d.last) else {
             return Vec::new();
         };
         let per_window = self.len.per_window();
@@ -251,7 +284,7 @@ impl LatencyRecorder {
         // the epochs are in order, so each window's epochs are together.
         let mut h = histogram();
         let mut current = None;
-        for (e, done) in &self.epochs {
+        for (e, done) in self.epochs.iter().flat_map(|d| d.each()) {
             let w = (e.saturating_sub(1) / per_window) as usize;
             if current != Some(w) {
                 if let Some(c) = current {
@@ -260,7 +293,7 @@ impl LatencyRecorder {
                 h.reset();
                 current = Some(w);
             }
-            add_epoch(&mut h, &self.dues, self.len, *e, *done);
+            add_epoch(&mut h, &self.dues, self.len, e, done);
         }
         if let Some(c) = current {
             stats[c] = Percentiles::of(&h);
@@ -633,5 +666,38 @@ mod tests {
         assert_eq!(tl.len(), 2);
         assert_eq!(tl[1].t_s, 0.25);
         assert_eq!(tl[0].latency_ns.count, 5000);
+    }
+
+    #[test]
+    fn epochs_done_together_are_kept_as_one_run_and_read_back_one_by_one() {
+        // 10 us epochs at 1M records/s: ten records each. Epochs 1-5 complete together at
+        // 60 us (a batch), 6 alone at 70 us, 7-8 together at 100 us.
+        let len = EpochLen::from_us(10).unwrap();
+        let mut r = LatencyRecorder::new(1_000_000, len);
+        for (e, at) in [
+            (1, 60_000),
+            (2, 60_000),
+            (3, 60_000),
+            (4, 60_000),
+            (5, 60_000),
+            (6, 70_000),
+            (7, 100_000),
+            (8, 100_000),
+        ] {
+            r.record(e, at, false);
+        }
+        let runs: Vec<(Time, Time, u64)> = r.epochs().iter().map(|d| (d.first, d.last, d.at_ns)).collect();
+        assert_eq!(runs, [(1, 5, 60_000), (6, 6, 70_000), (7, 8, 100_000)]);
+        assert_eq!(r.len(), 8);
+        assert_eq!(r.overall().count, 80);
+        // Record 0 waited 60 us; record 79 (due at 79 us) waited 21 us.
+        let first = r.between(1, 1);
+        assert!((59_900..=60_100).contains(&first.max), "{first:?}");
+        let last = r.between(8, 8);
+        assert_eq!(last.count, 10);
+        assert!((29_900..=30_100).contains(&last.max), "{last:?}");
+        // A span that cuts runs takes only its own epochs.
+        assert_eq!(r.between(5, 7).count, 30);
+        assert_eq!(r.timeline()[0].latency_ns.count, 80);
     }
 }

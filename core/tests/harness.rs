@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use megaflux::control::{Command, ControlHandle};
 use megaflux::epoch::EpochLen;
-use megaflux::harness::{Idle, Pace, RunConfig, Scripted, run};
+use megaflux::harness::{EpochMode, Idle, Pace, RunConfig, Scripted, run};
 use megaflux::plan::{Schedule, Strategy, Target};
 use megaflux::summary::Summary;
 
@@ -156,6 +156,59 @@ fn parked_workers_give_the_same_outputs() {
     assert_eq!(park.records_in, spin.records_in);
     assert_eq!(park.migrations.len(), 1);
     assert_eq!(park.migrations[0].bins_moved, spin.migrations[0].bins_moved);
+}
+
+/// Runs `config` writing its outputs to a file named for `tag`; its summary and the output
+/// lines (each output without its time), sorted.
+fn outputs_of(config: RunConfig, tag: &str) -> (Summary, Vec<String>) {
+    let path = std::env::temp_dir().join(format!("megaflux-harness-{tag}-{}.jsonl", std::process::id()));
+    let summary = summary_of(RunConfig {
+        output: Some(path.clone()),
+        replace_output: true,
+        ..config
+    });
+    let mut lines: Vec<String> = std::fs::read_to_string(&path)
+        .expect("the output file")
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    let _ = std::fs::remove_file(&path);
+    (summary, lines)
+}
+
+#[test]
+fn adaptive_epochs_measure_every_record_and_keep_a_counts_outputs() {
+    // 0.8 s at 20,000 records/s: 16,000 records, whose batches depend on how fast the
+    // loop turns; each record is measured once, in the window its epoch closes in.
+    let config = RunConfig {
+        duration: Duration::from_millis(800),
+        ..config("keycount")
+    };
+    let (fixed, fixed_lines) = outputs_of(config.clone(), "fixed");
+    let (adaptive, lines) = outputs_of(
+        RunConfig {
+            epoch_mode: EpochMode::Adaptive,
+            epoch: EpochLen::from_us(10).unwrap(),
+            migrations: vec![
+                "all-at-once@0.2:pack:1".parse().unwrap(),
+                "fluid@0.5:uniform".parse().unwrap(),
+            ],
+            ..config
+        },
+        "adaptive",
+    );
+    assert_eq!(adaptive.latency_ns.count, 16_000);
+    let counts: Vec<u64> = adaptive.timeline.iter().map(|w| w.latency_ns.count).collect();
+    assert_eq!(counts, [5000, 5000, 5000, 1000]);
+    assert_eq!(adaptive.records_in, fixed.records_in);
+    assert_eq!(adaptive.outputs, adaptive.records_in);
+    // A count's outputs do not depend on the times its records went in at, nor on where
+    // its bins were.
+    assert_eq!(lines.len(), fixed_lines.len());
+    assert!(lines == fixed_lines, "adaptive epochs changed a count's outputs");
+    let moves: Vec<usize> = adaptive.migrations.iter().map(|m| m.bins_moved).collect();
+    assert_eq!(moves, [128, 128]);
 }
 
 #[test]

@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use megaflux::epoch::EpochLen;
-use megaflux::harness::{self, Idle, Pacing, RunConfig, RunError, WorkerAt};
+use megaflux::epoch::{ADAPTIVE_EPOCH_US, EpochLen};
+use megaflux::harness::{self, EpochMode, Idle, Pacing, RunConfig, RunError, WorkerAt};
 use megaflux::job::{AnyJob, Jobs, registry::Takes};
 use megaflux::nexmark::NexmarkParams;
 use megaflux::plan::{MigrationSpec, Schedule};
@@ -152,10 +152,18 @@ struct RunArgs {
     #[arg(long, default_value = "spin", value_parser = flags::idle)]
     idle: Idle,
     /// Length of an epoch (the unit of logical time) in microseconds: a divisor of 1000.
-    /// Every record waits for its epoch to close, so finer epochs mean lower latency, at a
-    /// cost per epoch in every operator.
-    #[arg(long, value_name = "US", default_value_t = EpochLen::default().us(), value_parser = flags::epoch)]
-    epoch_us: u64,
+    /// With fixed epochs every record waits for its epoch to close, so finer epochs mean
+    /// lower latency, at a cost per epoch in every operator [default: 100 (1000 in a debug
+    /// build); 10 with --epochs adaptive].
+    #[arg(long, value_name = "US", value_parser = flags::epoch)]
+    epoch_us: Option<u64>,
+    /// How records become logical times: fixed (every epoch is a time of its own, closed
+    /// once its interval has passed: every run has the same times and digest) or adaptive
+    /// (each worker sends what came due since its last batch once that batch is out: a
+    /// record waits for a turn of the loop rather than half an epoch, and a loaded job
+    /// makes fewer, larger batches; the times, and so the digest, vary between runs).
+    #[arg(long, default_value = "fixed", value_parser = flags::epoch_mode)]
+    epochs: EpochMode,
     /// Largest state message in bytes.
     #[arg(long, default_value_t = megaflux::operator::DEFAULT_CHUNK_BYTES, value_parser = flags::chunk)]
     chunk_bytes: usize,
@@ -456,7 +464,12 @@ fn run_config(args: &RunArgs, dashboard: bool, job: &dyn AnyJob) -> Result<RunCo
         recovery: args.recovery,
         panics: args.panics.clone(),
         idle: args.idle,
-        epoch: EpochLen::from_us(args.epoch_us)?,
+        epoch: match (args.epoch_us, args.epochs) {
+            (Some(us), _) => EpochLen::from_us(us)?,
+            (None, EpochMode::Adaptive) => EpochLen::from_us(ADAPTIVE_EPOCH_US)?,
+            (None, EpochMode::Fixed) => EpochLen::default(),
+        },
+        epoch_mode: args.epochs,
         input,
         pacing: args.pace,
         speed: args.speed,

@@ -2,7 +2,7 @@
 //! expected.
 
 use megaflux::epoch::EpochLen;
-use megaflux::harness::{Idle, Pacing, WorkerAt};
+use megaflux::harness::{EpochMode, Idle, Pacing, WorkerAt};
 use megaflux::plan::{MigrationSpec, Schedule};
 use megaflux::source::Input;
 use megaflux::{Bins, ConfigError};
@@ -72,6 +72,10 @@ pub(crate) fn schedule(s: &str) -> Result<Schedule, String> {
 }
 
 pub(crate) fn idle(s: &str) -> Result<Idle, String> {
+    s.parse().map_err(|e: ConfigError| e.to_string())
+}
+
+pub(crate) fn epoch_mode(s: &str) -> Result<EpochMode, String> {
     s.parse().map_err(|e: ConfigError| e.to_string())
 }
 

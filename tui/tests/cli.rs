@@ -107,6 +107,7 @@ fn other_bad_values_are_rejected() {
     assert_usage_error(&["run", "--headless", "--epoch-us", "300"], "300 us");
     assert_usage_error(&["run", "--headless", "--epoch-us", "0"], "0 us");
     assert_usage_error(&["run", "--headless", "--epoch-us", "1ms"], "1ms");
+    assert_usage_error(&["run", "--headless", "--epochs", "sometimes"], "sometimes");
 }
 
 #[test]

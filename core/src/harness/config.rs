@@ -85,6 +85,10 @@ pub struct RunConfig {
     /// The length of an epoch, the unit of logical time (1 ms in traces without it).
     #[serde(rename = "epoch_us", default = "one_ms")]
     pub epoch: EpochLen,
+    /// Whether every epoch is a logical time of its own (the default) or each worker sends
+    /// what came due since its last batch once that batch is done.
+    #[serde(rename = "epochs", default, skip_serializing_if = "EpochMode::is_fixed")]
+    pub epoch_mode: EpochMode,
     /// Commands taken at given measured epochs, in order (a re-run's recorded commands). Not
     /// in trace headers: the re-run's trace logs them as commands, like any other.
     #[serde(skip)]
@@ -215,6 +219,48 @@ impl std::str::FromStr for Idle {
     }
 }
 
+/// How a worker's records become logical times.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EpochMode {
+    /// Every epoch is a logical time of its own and goes in once it closes: a record waits
+    /// for its epoch to close (half an epoch on average), and every run has the same times
+    /// (and so the same `output_digest`).
+    #[default]
+    Fixed,
+    /// Adaptive epochs: each worker sends, as one logical time, every record that came due
+    /// since its last batch, once the output has passed that batch. A batch is as long as
+    /// the job took with the last one: short when the job is light (a record waits for one
+    /// turn of the loop, not half an epoch), long when it is loaded (fewer times, each
+    /// costing its progress round once). A batch takes the time of its first epoch, so each
+    /// record goes in at or before its own epoch, and its latency (measured once the output
+    /// passes its epoch) is never taken before it is done. The times depend on how fast
+    /// the run went, and so does all that depends on them: `output_digest` (which hashes
+    /// each output with its time) and anything the job computes from logical times. A
+    /// count's outputs are the same.
+    Adaptive,
+}
+
+impl EpochMode {
+    fn is_fixed(&self) -> bool {
+        *self == EpochMode::Fixed
+    }
+}
+
+impl std::str::FromStr for EpochMode {
+    type Err = ConfigError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "fixed" => Ok(EpochMode::Fixed),
+            "adaptive" => Ok(EpochMode::Adaptive),
+            other => Err(ConfigError::Invalid(format!(
+                "`{other}` is not fixed or adaptive"
+            ))),
+        }
+    }
+}
+
 /// Epochs a [`Pace::Max`] run keeps unfinished at once: enough that workers which share cores
 /// (and so wait for the scheduler to meet) are not held up each epoch.
 pub const MAX_PACE_AHEAD: u64 = 100;
@@ -267,6 +313,7 @@ impl Default for RunConfig {
             pace: Pace::OpenLoop,
             idle: Idle::Spin,
             epoch: EpochLen::default(),
+            epoch_mode: EpochMode::Fixed,
             script: Vec::new(),
             input: None,
             pacing: Pacing::Rate,

@@ -4,13 +4,15 @@
 //! Measured epoch `e` (1-based, closing `e` epoch lengths after the start) has logical time
 //! `base + e`, where the preload's times come before `base`. Every worker sends its feed's
 //! records of each epoch (its share of a generator's, or, on worker 0, those it reads) and
-//! advances its input past it once they are all in.
+//! advances its input past it once they are all in. With adaptive epochs
+//! ([`EpochMode::Adaptive`]) a worker sends every due epoch at once, at the first one's
+//! time, and only once the output has passed what it sent before.
 
 use std::time::Duration;
 
 use timely::dataflow::{InputHandleVec, ProbeHandle};
 
-use super::{Idle, MAX_PACE_AHEAD, Pace, RunConfig};
+use super::{EpochMode, Idle, MAX_PACE_AHEAD, Pace, RunConfig};
 use crate::Time;
 use crate::epoch::EpochLen;
 use crate::source::{Feed, Fill, InputError};
@@ -29,6 +31,8 @@ pub(super) struct Epochs<R> {
     idle: Idle,
     /// More workers than cores in a [`Pace::Max`] run: waiting a moment beats spinning.
     parks: bool,
+    /// Adaptive epochs: the due epochs go in as one batch, once the last one is out.
+    adaptive: bool,
     feed: Feed<R>,
     /// The next epoch to send.
     next: u64,
@@ -49,6 +53,7 @@ impl<R: Clone + Send + 'static> Epochs<R> {
             pace: config.pace,
             idle: config.idle,
             parks: config.pace == Pace::Max && config.workers > cores,
+            adaptive: config.epoch_mode == EpochMode::Adaptive,
             feed,
             next: 1,
             last: config.epoch.in_duration(config.duration),
@@ -110,8 +115,12 @@ impl<R: Clone + Send + 'static> Epochs<R> {
     /// The last epoch due at `now`, with the output at `output`: open loop, every epoch
     /// whose interval has passed; as fast as it goes, the epochs the output has passed and
     /// a few more (while a plan runs, one more, so that its steps, each complete once the
-    /// output passes it, take a few epochs each rather than `MAX_PACE_AHEAD`).
+    /// output passes it, take a few epochs each rather than `MAX_PACE_AHEAD`). With
+    /// adaptive epochs, none while the output has not passed every epoch sent.
     pub(super) fn due(&self, now: Duration, output: Time, plan_running: bool) -> u64 {
+        if self.adaptive && output < self.next_time() {
+            return self.next - 1;
+        }
         let due = match self.pace {
             Pace::OpenLoop => self.len.in_duration(now),
             Pace::Max => {
@@ -133,14 +142,16 @@ impl<R: Clone + Send + 'static> Epochs<R> {
     }
 
     /// Sends this worker's records of every epoch up to `due` and advances the input past
-    /// them, up to an epoch whose records are not all read yet: it stays open.
+    /// them, up to an epoch whose records are not all read yet: it stays open. With adaptive
+    /// epochs they all go in at the first one's time (at or before each record's own).
     pub(super) fn send(&mut self, data: &mut InputHandleVec<Time, R>, due: u64) -> Result<(), InputError> {
         if self.next > due {
             return Ok(());
         }
+        let batch = self.next_time();
         while self.next <= due {
             let time = self.next_time();
-            data.advance_to(time);
+            data.advance_to(if self.adaptive { batch } else { time });
             let mut sent = 0;
             let fill = self.feed.fill(self.next, time, &mut |record| {
                 data.send(record);
@@ -173,5 +184,110 @@ impl<R: Clone + Send + 'static> Epochs<R> {
             Pace::Max if self.parks => MAX_PACE_PARK,
             Pace::Max => Duration::ZERO,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    use timely::dataflow::operators::{Input, Inspect, Probe};
+
+    use super::*;
+
+    /// Sends what `epochs` says is due at `now_us` with the output where `probe` is, and
+    /// steps until the output has passed it; the (time, record) pairs that went in.
+    fn turn(
+        worker: &mut timely::worker::Worker,
+        epochs: &mut Epochs<u64>,
+        data: &mut InputHandleVec<Time, u64>,
+        probe: &ProbeHandle<Time>,
+        seen: &Rc<RefCell<Vec<(Time, u64)>>>,
+        now_us: u64,
+        wait: bool,
+    ) -> Vec<(Time, u64)> {
+        let output = probe.with_frontier(|f| f.first().copied().unwrap_or(Time::MAX));
+        let due = epochs.due(Duration::from_micros(now_us), output, false);
+        epochs.send(data, due).expect("a generator never fails");
+        worker.step();
+        while wait && probe.less_than(&epochs.next_time()) {
+            worker.step();
+        }
+        std::mem::take(&mut *seen.borrow_mut())
+    }
+
+    /// 1M records/s in 10 us epochs: epoch `e` holds records `10(e-1)..10e`, record `i`
+    /// due `i` us into the run.
+    fn run(
+        mode: EpochMode,
+        check: impl FnOnce(&mut dyn FnMut(u64, bool) -> Vec<(Time, u64)>) + Send + Sync + 'static,
+    ) {
+        timely::execute_directly(move |worker| {
+            let seen = Rc::new(RefCell::new(Vec::new()));
+            let mut data = InputHandleVec::new();
+            let sink = Rc::clone(&seen);
+            let probe = worker.dataflow::<Time, _, _>(|scope| {
+                scope
+                    .input_from(&mut data)
+                    .inspect_core(move |event| {
+                        if let Ok((stamp, xs)) = event
+                            && let Some(t) = stamp.least()
+                        {
+                            sink.borrow_mut().extend(xs.iter().map(|x| (*t, *x)));
+                        }
+                    })
+                    .probe()
+                    .0
+            });
+            let len = EpochLen::from_us(10).expect("10 us divides a millisecond");
+            let config = RunConfig {
+                workers: 1,
+                rate: 1_000_000,
+                epoch: len,
+                epoch_mode: mode,
+                duration: Duration::from_millis(1),
+                ..RunConfig::default()
+            };
+            let feed = Feed::Generated {
+                make: Box::new(|i, _| i),
+                index: 0,
+                peers: 1,
+                rate: config.rate,
+                len,
+            };
+            let mut epochs = Epochs::new(&config, 0, 0, feed);
+            data.advance_to(epochs.next_time());
+            while probe.less_than(&epochs.next_time()) {
+                worker.step();
+            }
+            check(&mut |now_us, wait| turn(worker, &mut epochs, &mut data, &probe, &seen, now_us, wait));
+        });
+    }
+
+    #[test]
+    fn adaptive_epochs_send_what_is_due_at_its_first_epoch_once_the_last_batch_is_out() {
+        run(EpochMode::Adaptive, |turn| {
+            // 50 us in: epochs 1 to 5 are due, and go in together at epoch 1's time.
+            let first = turn(50, false);
+            assert_eq!(first, (0..50).map(|i| (1, i)).collect::<Vec<_>>());
+            // While that batch is not out, nothing more goes in, however much is due.
+            assert_eq!(turn(80, false), []);
+            // Once it is, what came due meanwhile goes in as the next batch, at epoch 6.
+            let mut second = turn(80, true);
+            second.extend(turn(80, true));
+            assert_eq!(second, (50..80).map(|i| (6, i)).collect::<Vec<_>>());
+        });
+    }
+
+    #[test]
+    fn fixed_epochs_send_each_epoch_at_its_own_time() {
+        run(EpochMode::Fixed, |turn| {
+            let first = turn(30, false);
+            assert_eq!(first, (0..30).map(|i| (i / 10 + 1, i)).collect::<Vec<_>>());
+            // Fixed epochs do not wait for the output.
+            let second = turn(50, false);
+            assert_eq!(second, (30..50).map(|i| (i / 10 + 1, i)).collect::<Vec<_>>());
+        });
     }
 }

@@ -9,7 +9,7 @@ use timely::dataflow::ProbeHandle;
 use crate::Time;
 use crate::driver::MigrationRecord;
 use crate::epoch::EpochLen;
-use crate::latency::LatencyRecorder;
+use crate::latency::{Done, LatencyRecorder};
 use crate::rss;
 use crate::summary::DuringLatency;
 
@@ -97,8 +97,8 @@ impl Latencies {
 
     /// Goes on from the epochs an earlier computation of the run measured, each with when
     /// it completed: the epochs after them count from here.
-    pub(super) fn resume(&mut self, measured: Vec<(u64, u64)>) {
-        for (epoch, done_ns) in measured {
+    pub(super) fn resume(&mut self, measured: Vec<Done>) {
+        for (epoch, done_ns) in measured.into_iter().flat_map(Done::each) {
             if epoch >= self.next {
                 self.recorder.record(epoch, done_ns, false);
                 self.next = epoch + 1;

@@ -20,8 +20,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 pub use config::{
-    CLUSTER_WAIT, Cluster, DEFAULT_RECOVERY, Idle, MAX_PACE_AHEAD, MAX_REPLICAS, Pace, Pacing, RunConfig,
-    Scripted, WorkerAt, cluster_position, validate,
+    CLUSTER_WAIT, Cluster, DEFAULT_RECOVERY, EpochMode, Idle, MAX_PACE_AHEAD, MAX_REPLICAS, Pace, Pacing,
+    RunConfig, Scripted, WorkerAt, cluster_position, validate,
 };
 
 use crate::Time;

@@ -449,8 +449,8 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
     summary.outputs_written = written;
     let done = latencies.recorder.epochs();
     let done_at = |from| {
-        let first = done.partition_point(|(e, _)| epochs.time_of(*e) < from);
-        done.get(first).map(|(_, ns)| *ns)
+        let first = done.partition_point(|d| epochs.time_of(d.last) < from);
+        done.get(first).map(|d| d.at_ns)
     };
     summary.crashes = shared.generation.crash_summaries(start, done_at);
     summary.joins = shared.generation.join_summaries(start, done_at);

@@ -34,6 +34,7 @@ use crate::bins::list;
 use crate::driver::MigrationRecord;
 use crate::job::Job;
 use crate::job::Takes;
+use crate::latency::Done;
 use crate::membership::Restart;
 use crate::operator::{Handout, Observers, Survived, TransferTotals};
 use crate::source::{Location, Source};
@@ -113,7 +114,7 @@ pub(super) struct Generation {
     /// Process 0's committed outputs, across generations.
     pub(super) committed: Option<Committed>,
     /// Worker 0's measured epochs, each with when it completed, across computations.
-    measured: Mutex<Vec<(u64, u64)>>,
+    measured: Mutex<Vec<Done>>,
     /// Worker 0's plans of the earlier computations, and what each local worker shipped
     /// in them: the summary covers the whole run.
     earlier: Mutex<Earlier>,
@@ -348,14 +349,14 @@ impl Generation {
     }
 
     /// Worker 0 left this computation having measured `epochs`.
-    pub(super) fn keep_measured(&self, epochs: &[(u64, u64)]) {
+    pub(super) fn keep_measured(&self, epochs: &[Done]) {
         if let Ok(mut m) = self.measured.lock() {
             *m = epochs.to_vec();
         }
     }
 
     /// The epochs an earlier computation measured (taken once).
-    pub(super) fn measured(&self) -> Vec<(u64, u64)> {
+    pub(super) fn measured(&self) -> Vec<Done> {
         self.measured
             .lock()
             .map(|mut m| std::mem::take(&mut *m))

@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""Runs megaflux and the Megaphone reference side by side, in one sitting, and prints the
+README's table.
+
+hashcount against the reference's `word_count --backend hashmap|hashmapnative`: the same
+keys, the same offered load (the reference's --rate is per worker), 2 workers, 256 bins.
+Each round runs, back to back, both systems' all-at-once run (half the bins to one worker
+at 1/3 of the run, back at 2/3), their fluid run (the same first move, back one bin per
+step) and their native twin. Latency is per record from its due time in both systems;
+"steady" is the median over the 250 ms windows away from the migrations, "max during" the
+largest window max in the 1.5 s after a migration starts.
+
+    tui/scripts/side-by-side.py --reference ../shared/reference --rounds 2
+
+Each `--variant` (megaflux flags, e.g. "--epochs adaptive") is a column of its own; the
+default is megaflux's defaults and `--epochs adaptive`.
+
+Only the standard library: it reads megaflux's summary (JSON on stdout) and the
+reference's tab-separated lines (`summary_timeline`, `control_time`, `migration_done`,
+`statm_RSS`). Every command it runs is printed to stderr before it runs.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+# A window starting within this long after a migration starts counts as "during" it.
+DURING_S = 1.5
+# Windows this close to a migration's start (before it), or to the run's start, are not
+# steady (the run warms up; a migration's effect starts slightly before its windows).
+SETTLE_S = 1.0
+WORKERS = 2
+
+
+def run(cmd):
+    print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"side-by-side: {cmd[0]} exited with {done.returncode}:\n{done.stderr[-2000:]}")
+    return done.stdout
+
+
+class Run:
+    """One run's latency windows (start s, p50, p99, max in ns), migration windows
+    (start s, end s) and peak RSS in bytes."""
+
+    def __init__(self, windows, migrations, rss_peak, duration):
+        self.windows = windows
+        self.migrations = migrations
+        self.rss_peak = rss_peak
+        self.duration = duration
+
+    def steady(self, field):
+        starts = [m[0] for m in self.migrations]
+        keep = []
+        for w in self.windows:
+            t = w["t"]
+            if t < SETTLE_S:
+                continue
+            if any(s - 0.5 <= t < s + DURING_S for s in starts):
+                continue
+            keep.append(w[field])
+        return statistics.median(keep) if keep else None
+
+    def max_during(self, start):
+        return max((w["max"] for w in self.windows if start <= w["t"] < start + DURING_S), default=None)
+
+
+def megaflux(binary, args, duration):
+    out = run([binary, "run", "--headless", *args])
+    summary = json.loads(out[out.index("{") : out.rindex("}") + 1])
+    windows = [{"t": w["t_s"], "p50": w["p50"], "p99": w["p99"], "max": w["max"]} for w in summary["timeline"]]
+    migrations = [(m["issued_s"], m.get("completed_s") or duration) for m in summary["migrations"]]
+    return Run(windows, migrations, summary.get("rss_peak_bytes"), duration)
+
+
+def reference(binary, args, duration, phases):
+    """`phases`: when each migration starts, in seconds (a fluid one is many steps)."""
+    out = run([binary, *args])
+    windows, controls, done, rss = [], [], [], []
+    for line in out.splitlines():
+        f = line.split("\t")
+        if f[0] == "summary_timeline":
+            windows.append({"t": int(f[1]) / 1e9, "p50": int(f[3]), "p99": int(f[6]), "max": int(f[8])})
+        elif f[0] == "control_time":
+            controls.append(int(f[1]) / 1e9)
+        elif f[0] == "migration_done":
+            done.append(int(f[1]) / 1e9)
+        elif f[0] == "statm_RSS":
+            rss.append(int(f[2]))
+    # A migration runs from its first control to its last step done before the next one.
+    migrations = []
+    for i, at in enumerate(phases):
+        nxt = phases[i + 1] if i + 1 < len(phases) else float("inf")
+        starts = [c for c in controls if at - 0.5 <= c < nxt]
+        if starts:
+            ends = [e for e in done if starts[0] <= e < nxt]
+            migrations.append((starts[0], max(ends) if ends else duration))
+    return Run(windows, migrations, max(rss) if rss else None, duration)
+
+
+def ms(ns):
+    return "–" if ns is None else (f"{ns / 1e6:.1f} ms" if ns >= 1e6 else f"{ns / 1e3:.0f} µs")
+
+
+def spike(r, i):
+    if i >= len(r.migrations):
+        return "–"
+    start, end = r.migrations[i]
+    took = end - start
+    return f"{ms(r.max_during(start))} {took * 1e3:.1f} ms" if took < 0.1 else f"{ms(r.max_during(start))} {took:.2f} s"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--reference", default=os.path.join(ROOT, "..", "shared", "reference"),
+                   help="directory holding the reference's word_count binary")
+    p.add_argument("--megaflux", default=os.path.join(ROOT, "target", "release", "megaflux"),
+                   help="the megaflux binary (build it with cargo build --release first)")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--keys", type=int, default=16_000_000)
+    p.add_argument("--rate", type=int, default=400_000, help="records/s over both workers")
+    p.add_argument("--duration", type=int, default=21, help="seconds, a multiple of 3")
+    p.add_argument("--variant", action="append",
+                   help="megaflux flags to run as a column of their own (repeatable; default: "
+                        "the defaults, and --epochs adaptive)")
+    p.add_argument("--json", help="also write every run's figures here")
+    p.add_argument("--from-json", help="run nothing: print the table of figures an earlier --json wrote")
+    a = p.parse_args()
+    a.variant = a.variant or ["", "--epochs adaptive"]
+    ref_bin = os.path.join(a.reference, "word_count")
+    for b in (ref_bin, a.megaflux) if not a.from_json else ():
+        if not os.access(b, os.X_OK):
+            sys.exit(f"side-by-side: {b} is not an executable file")
+    if a.duration % 3 or a.rounds < 1:
+        sys.exit("side-by-side: --duration must be a multiple of 3 and --rounds at least 1")
+    there, back = a.duration // 3, 2 * a.duration // 3
+    d = a.duration
+    phases = [there, back]
+    mf = ["--workload", "hashcount", "--keys", str(a.keys), "--rate", str(a.rate), "--duration", str(d),
+          "--workers", str(WORKERS)]
+    ref = ["--domain", str(a.keys), "--rate", str(a.rate // WORKERS), "--duration", str(d)]
+    variants = [v.split() for v in a.variant]
+    names = ["reference"] + [" ".join(["megaflux", *v]) for v in variants]
+    rounds = []
+    if a.from_json:
+        # The table of an earlier sitting, from the figures it wrote with --json.
+        with open(a.from_json) as f:
+            rounds = [{n: {k: Run(**v) for k, v in runs.items()} for n, runs in r.items()} for r in json.load(f)]
+        names = list(rounds[0])
+        a.rounds = len(rounds)
+    for _ in range(a.rounds if not a.from_json else 0):
+        r = {"reference": {
+            "sudden": reference(ref_bin, ["--backend", "hashmap", *ref, "--migration", "sudden", "--", f"-w{WORKERS}"], d, phases),
+            "fluid": reference(ref_bin, ["--backend", "hashmap", *ref, "--migration", "fluid", "--", f"-w{WORKERS}"], d, phases),
+            "native": reference(ref_bin, ["--backend", "hashmapnative", *ref, "--migration", "none", "--", f"-w{WORKERS}"], d, []),
+        }}
+        for name, v in zip(names[1:], variants):
+            r[name] = {
+                "sudden": megaflux(a.megaflux, [*mf, *v, "--migrate", f"all-at-once@{there}:pack:1",
+                                                "--migrate", f"all-at-once@{back}:uniform"], d),
+                "fluid": megaflux(a.megaflux, [*mf, *v, "--migrate", f"all-at-once@{there}:pack:1",
+                                               "--migrate", f"fluid@{back}:uniform"], d),
+                "native": megaflux(a.megaflux, [*mf, *v, "--native"], d),
+            }
+        rounds.append(r)
+
+    def steady(run):
+        return f"{ms(run.steady('p50'))} / {ms(run.steady('p99'))}"
+
+    rows = [
+        ("all-at-once there: max during, duration", lambda s: spike(s["sudden"], 0)),
+        ("all-at-once back: max during, duration", lambda s: spike(s["sudden"], 1)),
+        ("fluid back (one bin a step): max during, duration", lambda s: spike(s["fluid"], 1)),
+        ("steady p50 / p99, all-at-once run", lambda s: steady(s["sudden"])),
+        ("steady p50 / p99, fluid run", lambda s: steady(s["fluid"])),
+        ("steady p50 / p99, native", lambda s: steady(s["native"])),
+        ("peak RSS, all-at-once run",
+         lambda s: "–" if s["sudden"].rss_peak is None else f"{s['sudden'].rss_peak / 1e9:.2f} GB"),
+    ]
+    print(f"hashcount, {a.keys} keys, {a.rate} records/s, {WORKERS} workers, {d} s "
+          f"({a.rounds} round{'s' if a.rounds > 1 else ''}, one value per round)\n")
+    print("| | " + " | ".join(f"`{n}`" if n != "reference" else n for n in names) + " |")
+    print("|---" * (len(names) + 1) + "|")
+    for label, row in rows:
+        print(f"| {label} | " + " | ".join(", ".join(row(r[n]) for r in rounds) for n in names) + " |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump([{n: {k: vars(v) for k, v in runs.items()} for n, runs in r.items()} for r in rounds], f)
+
+
+if __name__ == "__main__":
+    main()
