@@ -196,7 +196,8 @@ impl LatencyRecorder {
         }
     }
 
-    /// Every epoch recorded, with the nanoseconds after the start at which it completed.
+    /// Every epoch recorded, as runs of consecutive epochs that completed together (each
+    /// with the nanoseconds after the start at which they did), in order.
     pub fn epochs(&self) -> &[Done] {
         &self.epochs
     }
@@ -690,7 +691,8 @@ mod tests {
         assert_eq!(runs, [(1, 5, 60_000), (6, 6, 70_000), (7, 8, 100_000)]);
         assert_eq!(r.len(), 8);
         assert_eq!(r.overall().count, 80);
-        // Record 0 waited 60 us; record 79 (due at 79 us) waited 21 us.
+        // Epoch 1's records (due 0-9 us) waited up to 60 us; epoch 8's (due 70-79 us) 21 to
+        // 30 us.
         let first = r.between(1, 1);
         assert!((59_900..=60_100).contains(&first.max), "{first:?}");
         let last = r.between(8, 8);

@@ -74,7 +74,10 @@ class Run:
 
 def megaflux(binary, args, duration):
     out = run([binary, "run", "--headless", *args])
-    summary = json.loads(out[out.index("{") : out.rindex("}") + 1])
+    try:
+        summary = json.loads(out[out.index("{") : out.rindex("}") + 1])
+    except ValueError:
+        sys.exit(f"side-by-side: megaflux {' '.join(args)} printed no summary:\n{out[-2000:]}")
     windows = [{"t": w["t_s"], "p50": w["p50"], "p99": w["p99"], "max": w["max"]} for w in summary["timeline"]]
     migrations = [(m["issued_s"], m.get("completed_s") or duration) for m in summary["migrations"]]
     return Run(windows, migrations, summary.get("rss_peak_bytes"), duration)
@@ -117,6 +120,42 @@ def spike(r, i):
     return f"{ms(r.max_during(start))} {took * 1e3:.1f} ms" if took < 0.1 else f"{ms(r.max_during(start))} {took:.2f} s"
 
 
+def one_round(a):
+    """Each system's all-at-once, fluid and native run, back to back: the reference's, then
+    each megaflux variant's."""
+    d = a.duration
+    there, back = d // 3, 2 * d // 3
+    ref_bin = os.path.join(a.reference, "word_count")
+
+    def ref(backend, migration, phases):
+        args = ["--backend", backend, "--domain", str(a.keys), "--rate", str(a.rate // WORKERS),
+                "--duration", str(d), "--migration", migration, "--", f"-w{WORKERS}"]
+        return reference(ref_bin, args, d, phases)
+
+    def mf(flags, second):
+        args = ["--workload", "hashcount", "--keys", str(a.keys), "--rate", str(a.rate), "--duration", str(d),
+                "--workers", str(WORKERS), *flags]
+        if second:
+            args += ["--migrate", f"all-at-once@{there}:pack:1", "--migrate", f"{second}@{back}:uniform"]
+        else:
+            args += ["--native"]
+        return megaflux(a.megaflux, args, d)
+
+    r = {"reference": {
+        "sudden": ref("hashmap", "sudden", [there, back]),
+        "fluid": ref("hashmap", "fluid", [there, back]),
+        "native": ref("hashmapnative", "none", []),
+    }}
+    for v in a.variant:
+        flags = v.split()
+        r[" ".join(["megaflux", *flags])] = {
+            "sudden": mf(flags, "all-at-once"),
+            "fluid": mf(flags, "fluid"),
+            "native": mf(flags, None),
+        }
+    return r
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--reference", default=os.path.join(ROOT, "..", "shared", "reference"),
@@ -134,42 +173,21 @@ def main():
     p.add_argument("--from-json", help="run nothing: print the table of figures an earlier --json wrote")
     a = p.parse_args()
     a.variant = a.variant or ["", "--epochs adaptive"]
-    ref_bin = os.path.join(a.reference, "word_count")
-    for b in (ref_bin, a.megaflux) if not a.from_json else ():
-        if not os.access(b, os.X_OK):
-            sys.exit(f"side-by-side: {b} is not an executable file")
-    if a.duration % 3 or a.rounds < 1:
-        sys.exit("side-by-side: --duration must be a multiple of 3 and --rounds at least 1")
-    there, back = a.duration // 3, 2 * a.duration // 3
-    d = a.duration
-    phases = [there, back]
-    mf = ["--workload", "hashcount", "--keys", str(a.keys), "--rate", str(a.rate), "--duration", str(d),
-          "--workers", str(WORKERS)]
-    ref = ["--domain", str(a.keys), "--rate", str(a.rate // WORKERS), "--duration", str(d)]
-    variants = [v.split() for v in a.variant]
-    names = ["reference"] + [" ".join(["megaflux", *v]) for v in variants]
-    rounds = []
     if a.from_json:
         # The table of an earlier sitting, from the figures it wrote with --json.
         with open(a.from_json) as f:
-            rounds = [{n: {k: Run(**v) for k, v in runs.items()} for n, runs in r.items()} for r in json.load(f)]
-        names = list(rounds[0])
-        a.rounds = len(rounds)
-    for _ in range(a.rounds if not a.from_json else 0):
-        r = {"reference": {
-            "sudden": reference(ref_bin, ["--backend", "hashmap", *ref, "--migration", "sudden", "--", f"-w{WORKERS}"], d, phases),
-            "fluid": reference(ref_bin, ["--backend", "hashmap", *ref, "--migration", "fluid", "--", f"-w{WORKERS}"], d, phases),
-            "native": reference(ref_bin, ["--backend", "hashmapnative", *ref, "--migration", "none", "--", f"-w{WORKERS}"], d, []),
-        }}
-        for name, v in zip(names[1:], variants):
-            r[name] = {
-                "sudden": megaflux(a.megaflux, [*mf, *v, "--migrate", f"all-at-once@{there}:pack:1",
-                                                "--migrate", f"all-at-once@{back}:uniform"], d),
-                "fluid": megaflux(a.megaflux, [*mf, *v, "--migrate", f"all-at-once@{there}:pack:1",
-                                               "--migrate", f"fluid@{back}:uniform"], d),
-                "native": megaflux(a.megaflux, [*mf, *v, "--native"], d),
-            }
-        rounds.append(r)
+            saved = json.load(f)
+        settings = saved["settings"]
+        rounds = [{n: {k: Run(**v) for k, v in runs.items()} for n, runs in r.items()} for r in saved["rounds"]]
+    else:
+        for b in (os.path.join(a.reference, "word_count"), a.megaflux):
+            if not os.access(b, os.X_OK):
+                sys.exit(f"side-by-side: {b} is not an executable file")
+        if a.duration % 3 or a.rounds < 1:
+            sys.exit("side-by-side: --duration must be a multiple of 3 and --rounds at least 1")
+        settings = {"keys": a.keys, "rate": a.rate, "duration": a.duration}
+        rounds = [one_round(a) for _ in range(a.rounds)]
+    names = list(rounds[0])
 
     def steady(run):
         return f"{ms(run.steady('p50'))} / {ms(run.steady('p99'))}"
@@ -184,15 +202,16 @@ def main():
         ("peak RSS, all-at-once run",
          lambda s: "–" if s["sudden"].rss_peak is None else f"{s['sudden'].rss_peak / 1e9:.2f} GB"),
     ]
-    print(f"hashcount, {a.keys} keys, {a.rate} records/s, {WORKERS} workers, {d} s "
-          f"({a.rounds} round{'s' if a.rounds > 1 else ''}, one value per round)\n")
+    print(f"hashcount, {settings['keys']} keys, {settings['rate']} records/s, {WORKERS} workers, "
+          f"{settings['duration']} s ({len(rounds)} round{'s' if len(rounds) > 1 else ''}, one value per round)\n")
     print("| | " + " | ".join(f"`{n}`" if n != "reference" else n for n in names) + " |")
     print("|---" * (len(names) + 1) + "|")
     for label, row in rows:
         print(f"| {label} | " + " | ".join(", ".join(row(r[n]) for r in rounds) for n in names) + " |")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump([{n: {k: vars(v) for k, v in runs.items()} for n, runs in r.items()} for r in rounds], f)
+            runs = [{n: {k: vars(v) for k, v in rs.items()} for n, rs in r.items()} for r in rounds]
+            json.dump({"settings": settings, "rounds": runs}, f)
 
 
 if __name__ == "__main__":

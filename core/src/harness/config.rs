@@ -86,7 +86,8 @@ pub struct RunConfig {
     #[serde(rename = "epoch_us", default = "one_ms")]
     pub epoch: EpochLen,
     /// Whether every epoch is a logical time of its own (the default) or each worker sends
-    /// what came due since its last batch once that batch is done.
+    /// what came due since its last batch once that batch is done. Adaptive epochs want a
+    /// fine `epoch` ([`crate::epoch::ADAPTIVE_EPOCH_US`], which the CLI takes unless told).
     #[serde(rename = "epochs", default, skip_serializing_if = "EpochMode::is_fixed")]
     pub epoch_mode: EpochMode,
     /// Commands taken at given measured epochs, in order (a re-run's recorded commands). Not

@@ -28,8 +28,9 @@ pub struct StateChunk {
     /// How many chunks the bin was cut into.
     pub total: u32,
     /// This chunk's part of the bin's bincode encoding (at most the chunk size). Serialized
-    /// as one byte string: as a sequence, bincode writes and reads it a byte at a time,
-    /// about 0.1 GB/s, which between processes cost more than the move's encoding.
+    /// as one byte string (the same bytes on the wire): as a sequence, bincode writes and
+    /// reads it a byte at a time, 2.58 ms a 1 MB chunk against 63 µs (`benches/transfer.rs`),
+    /// which between processes cost ten times the bin's encoding.
     #[serde(with = "serde_bytes")]
     pub bytes: Vec<u8>,
 }
