@@ -203,7 +203,8 @@ pub struct Summary {
     pub records_in: u64,
     /// Outputs at logical times up to the run's last epoch, over all workers.
     pub outputs: u64,
-    /// Order-independent hash of the multiset of (time, output) pairs, as hex.
+    /// Order-independent hash of the multiset of (time, output) pairs, as hex; with adaptive
+    /// epochs, whose times depend on how the batches fell, of the outputs alone.
     pub output_digest: String,
     /// Per-record latency over the measured run, in nanoseconds (see README, *Usage*).
     pub latency_ns: Percentiles,

@@ -80,6 +80,11 @@ impl Job for CountJob {
     fn drains(&self) -> bool {
         false
     }
+
+    /// A key's outputs are its counts 1, 2, ...: the same whatever time its records have.
+    fn allows_adaptive_epochs(&self) -> bool {
+        true
+    }
 }
 
 /// How the counting workloads keep their counts.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use megaflux::control::{Command, ControlHandle};
 use megaflux::epoch::EpochLen;
-use megaflux::harness::{EpochMode, Idle, Pace, RunConfig, Scripted, run};
+use megaflux::harness::{EpochMode, Idle, Pace, RunConfig, RunError, Scripted, run};
 use megaflux::plan::{Schedule, Strategy, Target};
 use megaflux::summary::Summary;
 
@@ -193,7 +193,7 @@ fn adaptive_epochs_measure_every_record_and_keep_a_counts_outputs() {
             // One step, issued at once: what it moves does not depend on how fast the run
             // goes (a fluid plan's 128 steps may not all finish in 0.8 s of a test build).
             migrations: vec!["all-at-once@0.2:pack:1".parse().unwrap()],
-            ..config
+            ..config.clone()
         },
         "adaptive",
     );
@@ -208,6 +208,33 @@ fn adaptive_epochs_measure_every_record_and_keep_a_counts_outputs() {
     assert!(lines == fixed_lines, "adaptive epochs changed a count's outputs");
     let moves: Vec<usize> = adaptive.migrations.iter().map(|m| m.bins_moved).collect();
     assert_eq!(moves, [128]);
+    // Its digest leaves out the times, which depend on how the batches fell: the same
+    // without the move (a digest with times would differ between these two runs).
+    let still = summary_of(RunConfig {
+        epoch_mode: EpochMode::Adaptive,
+        epoch: EpochLen::from_us(10).unwrap(),
+        ..config
+    });
+    assert_eq!(still.output_digest, adaptive.output_digest);
+    assert_ne!(fixed.output_digest, adaptive.output_digest);
+}
+
+#[test]
+fn jobs_that_read_times_are_refused_adaptive_epochs() {
+    for (workload, refused) in [("q4", true), ("q7", true), ("q3", false), ("hashcount", false)] {
+        let config = RunConfig {
+            epoch_mode: EpochMode::Adaptive,
+            duration: Duration::from_millis(100),
+            ..config(workload)
+        };
+        match run(config, ControlHandle::new()) {
+            Err(RunError::Config(e)) if refused => {
+                assert!(e.to_string().contains("--epochs fixed"), "{workload}: {e}");
+            }
+            Ok(Some(_)) if !refused => {}
+            other => panic!("{workload}: {:?}", other.map(|s| s.map(|s| s.output_digest))),
+        }
+    }
 }
 
 #[test]

@@ -108,6 +108,11 @@ fn other_bad_values_are_rejected() {
     assert_usage_error(&["run", "--headless", "--epoch-us", "0"], "0 us");
     assert_usage_error(&["run", "--headless", "--epoch-us", "1ms"], "1ms");
     assert_usage_error(&["run", "--headless", "--epochs", "sometimes"], "sometimes");
+    // Q4 reads its records' times: adaptive epochs would make its answers wrong.
+    assert_usage_error(
+        &["run", "--headless", "--workload", "q4", "--epochs", "adaptive"],
+        "q4 reads its records' logical times",
+    );
 }
 
 #[test]

@@ -28,13 +28,26 @@ use crate::summary::WorkerReport;
 pub(super) struct Digest {
     sums: Rc<RefCell<(u64, u64)>>,
     last_time: Rc<Cell<Time>>,
+    timed: bool,
+}
+
+/// An output's share of a digest: with its time (`timed`), or, under adaptive epochs,
+/// whose times depend on how the run's batches fell, without.
+fn output_hash<O: std::hash::Hash>(timed: bool, time: Time, out: &O) -> u64 {
+    if timed {
+        hash_key(&(time, out))
+    } else {
+        hash_key(out)
+    }
 }
 
 impl Digest {
-    pub(super) fn new() -> Self {
+    /// A digest of outputs with their times if `timed`.
+    pub(super) fn new(timed: bool) -> Self {
         Digest {
             sums: Rc::default(),
             last_time: Rc::new(Cell::new(Time::MAX)),
+            timed,
         }
     }
 
@@ -52,7 +65,7 @@ impl Digest {
         sink: Option<Option<Rc<RefCell<Sink>>>>,
         committed: Option<Option<Committed>>,
     ) {
-        let (sums, last_time) = (Rc::clone(&self.sums), Rc::clone(&self.last_time));
+        let (sums, last_time, timed) = (Rc::clone(&self.sums), Rc::clone(&self.last_time), self.timed);
         let here = committed.is_none();
         let counted = output.inspect_core(move |event| {
             if !here {
@@ -64,7 +77,7 @@ impl Digest {
             {
                 let mut d = sums.borrow_mut();
                 for out in batch.iter() {
-                    d.0 = d.0.wrapping_add(hash_key(&(time, out)));
+                    d.0 = d.0.wrapping_add(output_hash(timed, time, out));
                 }
                 d.1 += batch.len() as u64;
             }
@@ -79,11 +92,11 @@ impl Digest {
             // No file to write: each worker sends worker 0 only each time's sum.
             Some(committed) if !sinking => {
                 counted.clone().probe_with(probe);
-                commit_sums(sums_per_time(counted, last_time), committed).probe_with(probe);
+                commit_sums(sums_per_time(counted, last_time, timed), committed).probe_with(probe);
             }
             committed => {
                 counted.clone().probe_with(probe);
-                commit(counted, last_time, writer, committed.flatten()).probe_with(probe);
+                commit(counted, last_time, timed, writer, committed.flatten()).probe_with(probe);
             }
         }
     }
@@ -124,6 +137,7 @@ impl Committed {
 fn commit<'s, O: ExchangeData + Clone + std::hash::Hash>(
     outputs: StreamVec<'s, Time, O>,
     last_time: Rc<Cell<Time>>,
+    timed: bool,
     writer: Option<Rc<RefCell<Sink>>>,
     committed: Option<Committed>,
 ) -> StreamVec<'s, Time, ()> {
@@ -156,7 +170,7 @@ fn commit<'s, O: ExchangeData + Clone + std::hash::Hash>(
                         && let Ok(mut sums) = committed.sums.lock()
                     {
                         for out in &outputs {
-                            sums.0 = sums.0.wrapping_add(hash_key(&(time, out)));
+                            sums.0 = sums.0.wrapping_add(output_hash(timed, time, out));
                         }
                         sums.1 += outputs.len() as u64;
                     }
@@ -176,6 +190,7 @@ fn commit<'s, O: ExchangeData + Clone + std::hash::Hash>(
 fn sums_per_time<'s, O: ExchangeData + std::hash::Hash>(
     outputs: StreamVec<'s, Time, O>,
     last_time: Rc<Cell<Time>>,
+    timed: bool,
 ) -> StreamVec<'s, Time, (u64, u64)> {
     outputs.unary_frontier::<CapacityContainerBuilder<Vec<(u64, u64)>>, _, _, _>(
         timely::dataflow::channels::pact::Pipeline,
@@ -192,7 +207,7 @@ fn sums_per_time<'s, O: ExchangeData + std::hash::Hash>(
                         .entry(time)
                         .or_insert_with(|| (cap.delayed(&time, 0), (0, 0)));
                     for out in batches.flat_map(|b| b.iter()) {
-                        entry.1.0 = entry.1.0.wrapping_add(hash_key(&(time, out)));
+                        entry.1.0 = entry.1.0.wrapping_add(output_hash(timed, time, out));
                         entry.1.1 += 1;
                     }
                 });

@@ -236,9 +236,11 @@ pub enum EpochMode {
     /// costing its progress round once). A batch takes the time of its first epoch, so each
     /// record goes in at or before its own epoch, and its latency (measured once the output
     /// passes its epoch) is never taken before it is done. The times depend on how fast
-    /// the run went, and so does all that depends on them: `output_digest` (which hashes
-    /// each output with its time) and anything the job computes from logical times. A
-    /// count's outputs are the same.
+    /// the run went, so only jobs whose outputs do not read them may run so
+    /// ([`crate::job::Job::allows_adaptive_epochs`]: counts, maps, symmetric joins; not
+    /// windows or auction closings), and `output_digest` hashes the outputs without their
+    /// times. While the output keeps up a worker has one batch in flight; behind, it sends
+    /// up to four, each of at most 1 ms of due time.
     Adaptive,
 }
 

@@ -135,6 +135,15 @@ pub fn check_job<J: Job + ?Sized>(job: &J, config: &RunConfig) -> Result<(), Con
         join::check(job, config, &cluster_position(&config.timely_args)?)?;
     }
     let invalid = |m: String| Err(ConfigError::Invalid(m));
+    if config.epoch_mode == EpochMode::Adaptive && !job.allows_adaptive_epochs() {
+        return invalid(format!(
+            "--epochs adaptive: {} reads its records' logical times (windows, timeouts, or \
+             the order of records of different keys), and adaptive epochs send records at \
+             their batch's time, up to a batch before their own, so its outputs would be \
+             wrong; run it with --epochs fixed",
+            job.name()
+        ));
+    }
     match (job.source(config), &config.input) {
         (Source::Generated(_), Some(input)) => invalid(format!(
             "--input {}: {} makes its own records; --input is for jobs that read theirs",

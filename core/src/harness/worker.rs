@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use timely::dataflow::{InputHandleVec, ProbeHandle};
 use timely::worker::Worker;
 
-use super::Pacing;
 use super::collect::{Digest, Reports};
 use super::end::RunEnd;
 use super::epochs::Epochs;
@@ -18,6 +17,7 @@ use super::measure::{Latencies, RssSamples};
 use super::plane::ControlPlane;
 use super::preload::preload;
 use super::restart::{Disagreed, Generation, agree, hand_out};
+use super::{EpochMode, Pacing};
 use super::{RunConfig, RunError};
 use crate::Time;
 use crate::abort::Abort;
@@ -138,7 +138,7 @@ impl<R: timely::ExchangeData + Clone> Dataflow<R> {
         let mut data = InputHandleVec::new();
         let mut control = InputHandleVec::new();
         let probe = ProbeHandle::new();
-        let digest = Digest::new();
+        let digest = Digest::new(config.epoch_mode == EpochMode::Fixed);
         let mut end = RunEnd::new();
         let sink = (worker.index() == 0)
             .then(|| shared.sink.lock().ok().and_then(|mut s| s.take()))

@@ -135,6 +135,17 @@ pub trait Job: Send + Sync + 'static {
     fn drains(&self) -> bool {
         true
     }
+
+    /// Whether the job may run with adaptive epochs (`--epochs adaptive`), which send a
+    /// worker's due records in batches, each record at its batch's logical time: at or
+    /// before its own, and in another order against other workers' records than its own time
+    /// gives. Yes only if the outputs, their times aside, do not depend on that: per-key
+    /// counts, maps, symmetric joins. No (the default) when the logic gives times a meaning:
+    /// windows, timeouts, "the auction is known before its bids". A job that says no is
+    /// refused adaptive epochs before it starts.
+    fn allows_adaptive_epochs(&self) -> bool {
+        false
+    }
 }
 
 /// Makes the stateful operators of a job's dataflow: migrateable ones driven by the run's
