@@ -347,7 +347,14 @@ mod tests {
             let probe = ProbeHandle::new();
             let (w, p) = (writer.clone(), probe.clone());
             worker.dataflow::<Time, _, _>(|scope| {
-                commit(input.to_stream(scope), Rc::new(Cell::new(Time::MAX)), w, None).probe_with(&p);
+                commit(
+                    input.to_stream(scope),
+                    Rc::new(Cell::new(Time::MAX)),
+                    true,
+                    w,
+                    None,
+                )
+                .probe_with(&p);
             });
             if index == 0 {
                 input.advance_to(1);
