@@ -12,8 +12,8 @@ largest window max in the 1.5 s after a migration starts.
 
     tui/scripts/side-by-side.py --reference ../shared/reference --rounds 2
 
-Each `--variant` (megaflux flags, e.g. "--epochs adaptive") is a column of its own; the
-default is megaflux's defaults and `--epochs adaptive`.
+Each `--variant` (megaflux flags, e.g. "--epochs fixed") is a column of its own; the
+default is megaflux's defaults (adaptive epochs for hashcount) and `--epochs fixed`.
 
 Only the standard library: it reads megaflux's summary (JSON on stdout) and the
 reference's tab-separated lines (`summary_timeline`, `control_time`, `migration_done`,
@@ -168,11 +168,11 @@ def main():
     p.add_argument("--duration", type=int, default=21, help="seconds, a multiple of 3")
     p.add_argument("--variant", action="append",
                    help="megaflux flags to run as a column of their own (repeatable; default: "
-                        "the defaults, and --epochs adaptive)")
+                        "the defaults, and --epochs fixed)")
     p.add_argument("--json", help="also write every run's figures here")
     p.add_argument("--from-json", help="run nothing: print the table of figures an earlier --json wrote")
     a = p.parse_args()
-    a.variant = a.variant or ["", "--epochs adaptive"]
+    a.variant = a.variant or ["", "--epochs fixed"]
     if a.from_json:
         # The table of an earlier sitting, from the figures it wrote with --json.
         with open(a.from_json) as f:

@@ -154,16 +154,18 @@ struct RunArgs {
     /// Length of an epoch (the unit of logical time) in microseconds: a divisor of 1000.
     /// With fixed epochs every record waits for its epoch to close, so finer epochs mean
     /// lower latency, at a cost per epoch in every operator [default: 100 (1000 in a debug
-    /// build); 10 with --epochs adaptive].
+    /// build); 10 with adaptive epochs].
     #[arg(long, value_name = "US", value_parser = flags::epoch)]
     epoch_us: Option<u64>,
     /// How records become logical times: fixed (every epoch is a time of its own, closed
-    /// once its interval has passed: every run has the same times and digest) or adaptive
-    /// (each worker sends what came due since its last batch once that batch is out: a
-    /// record waits for a turn of the loop rather than half an epoch, and a loaded job
-    /// makes fewer, larger batches; the times, and so the digest, vary between runs).
-    #[arg(long, default_value = "fixed", value_parser = flags::epoch_mode)]
-    epochs: EpochMode,
+    /// once its interval has passed: every run has the same times), adaptive (each worker
+    /// sends what came due since its last batch once that batch is out: a record waits for
+    /// a turn of the loop rather than half an epoch, and a loaded job makes fewer, larger
+    /// batches; only for jobs whose outputs do not read times, and the digest leaves times
+    /// out), or auto: adaptive where allowed (keycount, hashcount, q1-q3, except in a
+    /// cluster that restarts after a crash), fixed for the rest.
+    #[arg(long, default_value = "auto", value_parser = flags::epochs)]
+    epochs: flags::Epochs,
     /// Largest state message in bytes.
     #[arg(long, default_value_t = megaflux::operator::DEFAULT_CHUNK_BYTES, value_parser = flags::chunk)]
     chunk_bytes: usize,
@@ -464,12 +466,6 @@ fn run_config(args: &RunArgs, dashboard: bool, job: &dyn AnyJob) -> Result<RunCo
         recovery: args.recovery,
         panics: args.panics.clone(),
         idle: args.idle,
-        epoch: match (args.epoch_us, args.epochs) {
-            (Some(us), _) => EpochLen::from_us(us)?,
-            (None, EpochMode::Adaptive) => EpochLen::from_us(ADAPTIVE_EPOCH_US)?,
-            (None, EpochMode::Fixed) => EpochLen::default(),
-        },
-        epoch_mode: args.epochs,
         input,
         pacing: args.pace,
         speed: args.speed,
@@ -490,6 +486,12 @@ fn run_config(args: &RunArgs, dashboard: bool, job: &dyn AnyJob) -> Result<RunCo
         HEADLESS_SECS
     };
     config.duration = Duration::from_secs_f64(args.duration.unwrap_or(default_secs));
+    config.epoch_mode = args.epochs.resolve(|| job.why_not_adaptive(&config).is_none());
+    config.epoch = match (args.epoch_us, config.epoch_mode) {
+        (Some(us), _) => EpochLen::from_us(us)?,
+        (None, EpochMode::Adaptive) => EpochLen::from_us(ADAPTIVE_EPOCH_US)?,
+        (None, EpochMode::Fixed) => EpochLen::default(),
+    };
     job.check(&config)?;
     Ok(config)
 }

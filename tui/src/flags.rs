@@ -75,8 +75,32 @@ pub(crate) fn idle(s: &str) -> Result<Idle, String> {
     s.parse().map_err(|e: ConfigError| e.to_string())
 }
 
-pub(crate) fn epoch_mode(s: &str) -> Result<EpochMode, String> {
-    s.parse().map_err(|e: ConfigError| e.to_string())
+/// `--epochs`: a mode, or `auto` (adaptive for the runs that allow it, fixed for the rest).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Epochs {
+    Auto,
+    Given(EpochMode),
+}
+
+impl Epochs {
+    /// The mode for a run that `allows` adaptive epochs (asked only for `auto`).
+    pub(crate) fn resolve(self, allows: impl FnOnce() -> bool) -> EpochMode {
+        match self {
+            Epochs::Auto if allows() => EpochMode::Adaptive,
+            Epochs::Auto => EpochMode::Fixed,
+            Epochs::Given(mode) => mode,
+        }
+    }
+}
+
+pub(crate) fn epochs(s: &str) -> Result<Epochs, String> {
+    match s {
+        "auto" => Ok(Epochs::Auto),
+        s => s
+            .parse()
+            .map(Epochs::Given)
+            .map_err(|e: ConfigError| format!("{e} (or auto)")),
+    }
 }
 
 pub(crate) fn pacing(s: &str) -> Result<Pacing, String> {

@@ -113,6 +113,30 @@ fn other_bad_values_are_rejected() {
         &["run", "--headless", "--workload", "q4", "--epochs", "adaptive"],
         "q4 reads its records' logical times",
     );
+    // Nor in a cluster that restarts after a crash: it resends records from a committed
+    // time, which an adaptive batch may straddle. (Refused before any process connects.)
+    let hosts = std::env::temp_dir().join(format!("megaflux-cli-hosts-{}", std::process::id()));
+    std::fs::write(&hosts, "127.0.0.1:1\n127.0.0.1:2\n").expect("a temporary file");
+    let hosts_arg = hosts.to_str().expect("a UTF-8 path");
+    assert_usage_error(
+        &[
+            "run",
+            "--headless",
+            "--replicas",
+            "2",
+            "--epochs",
+            "adaptive",
+            "--",
+            "-n",
+            "2",
+            "-p",
+            "1",
+            "-h",
+            hosts_arg,
+        ],
+        "restarts after a crash",
+    );
+    std::fs::remove_file(&hosts).ok();
 }
 
 #[test]

@@ -135,14 +135,10 @@ pub fn check_job<J: Job + ?Sized>(job: &J, config: &RunConfig) -> Result<(), Con
         join::check(job, config, &cluster_position(&config.timely_args)?)?;
     }
     let invalid = |m: String| Err(ConfigError::Invalid(m));
-    if config.epoch_mode == EpochMode::Adaptive && !job.allows_adaptive_epochs() {
-        return invalid(format!(
-            "--epochs adaptive: {} reads its records' logical times (windows, timeouts, or \
-             the order of records of different keys), and adaptive epochs send records at \
-             their batch's time, up to a batch before their own, so its outputs would be \
-             wrong; run it with --epochs fixed",
-            job.name()
-        ));
+    if config.epoch_mode == EpochMode::Adaptive
+        && let Some(why) = why_not_adaptive(job, config)
+    {
+        return invalid(format!("--epochs adaptive: {why}; run it with --epochs fixed"));
     }
     match (job.source(config), &config.input) {
         (Source::Generated(_), Some(input)) => invalid(format!(
@@ -162,6 +158,28 @@ pub fn check_job<J: Job + ?Sized>(job: &J, config: &RunConfig) -> Result<(), Con
         }
         _ => Ok(()),
     }
+}
+
+/// Why `job` may not run with adaptive epochs in the run `config` describes; `None` if it
+/// may. Adaptive epochs send records at their batch's time, up to a batch before their
+/// own: wrong for a job whose outputs read times ([`Job::allows_adaptive_epochs`]), and for
+/// a cluster that restarts after a crash, which sends the records again from the last
+/// committed time, which a batch may straddle.
+pub fn why_not_adaptive<J: Job + ?Sized>(job: &J, config: &RunConfig) -> Option<String> {
+    if !job.allows_adaptive_epochs() {
+        return Some(format!(
+            "{} reads its records' logical times (windows, timeouts, or the order of records \
+             of different keys), and adaptive epochs send records at their batch's time, up \
+             to a batch before their own, so its outputs would be wrong",
+            job.name()
+        ));
+    }
+    let processes = cluster_position(&config.timely_args).map_or(1, |c| c.processes);
+    restart::possible(job, config, processes).then(|| {
+        "this cluster restarts after a crash (--replicas 2 in several processes), sending \
+         records again from the last committed time, and adaptive batches may straddle it"
+            .to_string()
+    })
 }
 
 /// Starts timely's workers; in a cluster, gives up after `wait` if the other processes have

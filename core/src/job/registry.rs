@@ -21,6 +21,9 @@ pub trait AnyJob: Send + Sync {
     fn input(&self, run: &RunConfig) -> Takes;
     /// See [`Job::describe`].
     fn describe(&self, run: &RunConfig) -> Option<String>;
+    /// Why it may not run with adaptive epochs in the run `run` describes
+    /// ([`harness::why_not_adaptive`]); `None` if it may.
+    fn why_not_adaptive(&self, run: &RunConfig) -> Option<String>;
     /// Checks `run` for this job without starting anything: the settings, and that the job
     /// gets the input it needs (and only then).
     fn check(&self, run: &RunConfig) -> Result<(), ConfigError>;
@@ -56,6 +59,10 @@ impl<J: Job> AnyJob for J {
 
     fn describe(&self, run: &RunConfig) -> Option<String> {
         Job::describe(self, run)
+    }
+
+    fn why_not_adaptive(&self, run: &RunConfig) -> Option<String> {
+        harness::why_not_adaptive(self, run)
     }
 
     fn check(&self, run: &RunConfig) -> Result<(), ConfigError> {
