@@ -416,8 +416,12 @@ fn starting(job: &dyn AnyJob, config: &RunConfig, timed: bool) -> String {
         }
     };
     let state = job.describe(config).map(|d| format!(", {d}")).unwrap_or_default();
+    let epochs = match config.epoch_mode {
+        EpochMode::Adaptive => "adaptive epochs".to_string(),
+        EpochMode::Fixed => format!("fixed {} µs epochs", config.epoch.us()),
+    };
     let line = format!(
-        "{}{} {pace}{state}, {} bins, {} worker(s) per process",
+        "{}{} {pace}{state}, {} bins, {} worker(s) per process, {epochs}",
         config.workload,
         if config.native { " (native)" } else { "" },
         config.bins.count(),
