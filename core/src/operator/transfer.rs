@@ -160,6 +160,11 @@ impl<E: FnMut(u32, u32, Vec<u8>)> Write for Chunker<'_, E> {
 
 /// Reads a value back from its chunks, in order, dropping each chunk once it is read.
 pub fn decode<T: for<'de> Deserialize<'de>>(chunks: Vec<Vec<u8>>) -> Result<T, bincode::Error> {
+    // A bin of one chunk (hashcount's 62,500 entries of a 16M-key state) is read in place:
+    // bincode's slice reader skips the `Read` call per primitive.
+    if let [only] = chunks.as_slice() {
+        return bincode::deserialize(only);
+    }
     let mut chunks = chunks.into_iter();
     let current = chunks.next().unwrap_or_default();
     bincode::deserialize_from(Unchunker {
@@ -307,6 +312,11 @@ mod tests {
         let mut chunks = chunks_of(&value, 64);
         chunks.pop();
         assert!(decode::<Vec<u64>>(chunks).is_err());
+        // One chunk is read in place: cut short, it is an error too.
+        let mut one = chunks_of(&value, 1 << 20);
+        assert_eq!(one.len(), 1);
+        one[0].truncate(100);
+        assert!(decode::<Vec<u64>>(one).is_err());
     }
 
     #[test]
