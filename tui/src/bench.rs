@@ -66,6 +66,9 @@ pub struct BenchArgs {
     /// Worker threads.
     #[arg(long, default_value_t = 2)]
     workers: usize,
+    /// As `run --epochs`: auto (adaptive where allowed), fixed or adaptive.
+    #[arg(long, default_value = "auto", value_parser = crate::flags::epochs)]
+    epochs: crate::flags::Epochs,
     /// Where the migration goes at 1/3 of the run: pack:N, drain:W or another target.
     #[arg(long, default_value = "pack:1")]
     away: String,
@@ -282,6 +285,9 @@ fn run_args(args: &BenchArgs, cell: &Cell, summary: &Path, trace: &Path) -> Vec<
         flag("speed", args.speed.to_string());
     }
     flag("workers", args.workers.to_string());
+    if let crate::flags::Epochs::Given(mode) = args.epochs {
+        flag("epochs", mode.to_string());
+    }
     flag("bins", cell.bins.to_string());
     flag("keys", args.keys.to_string());
     flag("rate", cell.rate.to_string());
@@ -399,7 +405,12 @@ fn check(args: &BenchArgs, cell: &Cell, jobs: &Jobs) -> anyhow::Result<()> {
         },
         ..RunConfig::default()
     };
-    jobs.find(&cell.workload)?.check(&config)?;
+    let job = jobs.find(&cell.workload)?;
+    let config = RunConfig {
+        epoch_mode: args.epochs.resolve(|| job.why_not_adaptive(&config).is_none()),
+        ..config
+    };
+    job.check(&config)?;
     Ok(())
 }
 

@@ -77,6 +77,7 @@ fn bad_matrix_settings_exit_2() {
         ["--variants", "slow"],
         ["--workloads", "q9"],
         ["--variants", "fail:slowly"],
+        ["--epochs", "sometimes"],
     ] {
         let run = Command::new(env!("CARGO_BIN_EXE_megaflux"))
             .arg("bench")
@@ -86,4 +87,15 @@ fn bad_matrix_settings_exit_2() {
         assert_eq!(run.status.code(), Some(2));
         assert!(String::from_utf8_lossy(&run.stderr).contains(args[1]));
     }
+}
+
+#[test]
+fn adaptive_epochs_for_a_job_that_reads_times_fail_before_the_first_run() {
+    let run = Command::new(env!("CARGO_BIN_EXE_megaflux"))
+        .args(["bench", "--workloads", "hashcount,q4", "--epochs", "adaptive"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("q4 reads its records' logical times"), "{stderr}");
 }

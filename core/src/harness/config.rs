@@ -264,6 +264,16 @@ impl std::str::FromStr for EpochMode {
     }
 }
 
+/// What [`EpochMode`]'s `FromStr` reads back.
+impl std::fmt::Display for EpochMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            EpochMode::Fixed => "fixed",
+            EpochMode::Adaptive => "adaptive",
+        })
+    }
+}
+
 /// Epochs a [`Pace::Max`] run keeps unfinished at once: enough that workers which share cores
 /// (and so wait for the scheduler to meet) are not held up each epoch.
 pub const MAX_PACE_AHEAD: u64 = 100;
