@@ -161,7 +161,7 @@ struct RunArgs {
     /// once its interval has passed: every run has the same times), adaptive (each worker
     /// sends what came due since its last batch once that batch is out: a record waits for
     /// a turn of the loop rather than half an epoch, and a loaded job makes fewer, larger
-    /// batches; only for jobs whose outputs do not read times, and the digest leaves times
+    /// batches, of up to 1 ms; only for jobs whose outputs do not read times, and the digest leaves times
     /// out), or auto: adaptive where allowed (keycount, hashcount, q1-q3, except in a
     /// cluster that restarts after a crash), fixed for the rest.
     #[arg(long, default_value = "auto", value_parser = flags::epochs)]

@@ -99,7 +99,7 @@ pub(crate) fn epochs(s: &str) -> Result<Epochs, String> {
         s => s
             .parse()
             .map(Epochs::Given)
-            .map_err(|e: ConfigError| format!("{e} (or auto)")),
+            .map_err(|_: ConfigError| format!("`{s}` is not auto, fixed or adaptive")),
     }
 }
 

@@ -111,7 +111,7 @@ fn other_bad_values_are_rejected() {
     // Q4 reads its records' times: adaptive epochs would make its answers wrong.
     assert_usage_error(
         &["run", "--headless", "--workload", "q4", "--epochs", "adaptive"],
-        "q4 reads its records' logical times",
+        "q4 does not allow adaptive epochs",
     );
     // Nor in a cluster that restarts after a crash: it resends records from a committed
     // time, which an adaptive batch may straddle. (Refused before any process connects.)
@@ -285,4 +285,36 @@ fn attach_takes_host_names_and_needs_a_terminal() {
     assert_usage_error(&["attach", "localhost"], "HOST:PORT");
     assert_usage_error(&["attach", "localhost:99999"], "HOST:PORT");
     assert_usage_error(&["attach", "no-such-host.invalid:6650"], "no-such-host.invalid");
+}
+
+#[test]
+fn auto_epochs_are_adaptive_where_allowed_and_fixed_elsewhere() {
+    for (workload, epochs) in [
+        ("keycount", "adaptive epochs"),
+        ("q3", "adaptive epochs"),
+        // 100 µs in a release build, 1000 in a debug one.
+        ("q4", "00 µs epochs"),
+    ] {
+        let out = megaflux(&[
+            "run",
+            "--headless",
+            "--workload",
+            workload,
+            "--keys",
+            "1000",
+            "--rate",
+            "1000",
+            "--duration",
+            "0.5",
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{workload}: {stderr}");
+        let first = stderr.lines().next().unwrap_or_default();
+        assert!(first.ends_with(epochs), "{workload}: {first}");
+        assert_eq!(
+            first.contains(", fixed "),
+            workload == "q4",
+            "{workload}: {first}"
+        );
+    }
 }

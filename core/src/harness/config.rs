@@ -85,9 +85,10 @@ pub struct RunConfig {
     /// The length of an epoch, the unit of logical time (1 ms in traces without it).
     #[serde(rename = "epoch_us", default = "one_ms")]
     pub epoch: EpochLen,
-    /// Whether every epoch is a logical time of its own (the default) or each worker sends
-    /// what came due since its last batch once that batch is done. Adaptive epochs want a
-    /// fine `epoch` ([`crate::epoch::ADAPTIVE_EPOCH_US`], which the CLI takes unless told).
+    /// Whether every epoch is a logical time of its own (the library's default) or each
+    /// worker sends what came due since its last batch once that batch is done (the CLI's
+    /// `auto` where allowed). Adaptive epochs want a fine `epoch`
+    /// ([`crate::epoch::ADAPTIVE_EPOCH_US`], which the CLI takes unless told).
     #[serde(rename = "epochs", default, skip_serializing_if = "EpochMode::is_fixed")]
     pub epoch_mode: EpochMode,
     /// Commands taken at given measured epochs, in order (a re-run's recorded commands). Not
@@ -233,14 +234,14 @@ pub enum EpochMode {
     /// since its last batch, once the output has passed that batch. A batch is as long as
     /// the job took with the last one: short when the job is light (a record waits for one
     /// turn of the loop, not half an epoch), long when it is loaded (fewer times, each
-    /// costing its progress round once). A batch takes the time of its first epoch, so each
+    /// costing its progress round once), up to 1 ms; a worker behind by more has up to four
+    /// such batches in flight. A batch takes the time of its first epoch, so each
     /// record goes in at or before its own epoch, and its latency (measured once the output
     /// passes its epoch) is never taken before it is done. The times depend on how fast
     /// the run went, so only jobs whose outputs do not read them may run so
     /// ([`crate::job::Job::allows_adaptive_epochs`]: counts, maps, symmetric joins; not
     /// windows or auction closings), and `output_digest` hashes the outputs without their
-    /// times. While the output keeps up a worker has one batch in flight; behind, it sends
-    /// up to four, each of at most 1 ms of due time.
+    /// times.
     Adaptive,
 }
 

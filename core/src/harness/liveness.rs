@@ -118,7 +118,7 @@ fn fingerprint(config: &RunConfig) -> u64 {
     // different dataflows (which timely would wait on for ever) or compute something else.
     // Not the duration: a cluster drains, so processes may be given different lengths.
     let what = format!(
-        "{}|{}|{}|{}|{}|{}|{}|{:?}|{}|{}|{}",
+        "{}|{}|{}|{}|{}|{}|{}|{:?}|{:?}|{}|{}|{}",
         config.workload,
         config.workers,
         config.bins.count(),
@@ -127,6 +127,7 @@ fn fingerprint(config: &RunConfig) -> u64 {
         config.keys,
         config.rate,
         config.epoch,
+        config.epoch_mode,
         config.native,
         config.input.is_some(),
         config.output.is_some(),

@@ -168,9 +168,10 @@ pub fn check_job<J: Job + ?Sized>(job: &J, config: &RunConfig) -> Result<(), Con
 pub fn why_not_adaptive<J: Job + ?Sized>(job: &J, config: &RunConfig) -> Option<String> {
     if !job.allows_adaptive_epochs() {
         return Some(format!(
-            "{} reads its records' logical times (windows, timeouts, or the order of records \
-             of different keys), and adaptive epochs send records at their batch's time, up \
-             to a batch before their own, so its outputs would be wrong",
+            "{} does not allow adaptive epochs (Job::allows_adaptive_epochs): they send \
+             records at their batch's time, up to a batch before their own, which changes \
+             the outputs of a job that reads times (windows, timeouts, or the order of \
+             records of different keys)",
             job.name()
         ));
     }

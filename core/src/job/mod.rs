@@ -142,7 +142,8 @@ pub trait Job: Send + Sync + 'static {
     /// gives. Yes only if the outputs, their times aside, do not depend on that: per-key
     /// counts, maps, symmetric joins. No (the default) when the logic gives times a meaning:
     /// windows, timeouts, "the auction is known before its bids". A job that says no is
-    /// refused adaptive epochs before it starts.
+    /// refused `--epochs adaptive` before it starts, and `--epochs auto` (the CLI's
+    /// default) runs it with fixed epochs.
     fn allows_adaptive_epochs(&self) -> bool {
         false
     }
