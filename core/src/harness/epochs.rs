@@ -6,7 +6,8 @@
 //! records of each epoch (its share of a generator's, or, on worker 0, those it reads) and
 //! advances its input past it once they are all in. With adaptive epochs
 //! ([`EpochMode::Adaptive`]) a worker sends every due epoch at once, at the first one's
-//! time, and only once the output has passed what it sent before.
+//! time, once the output has passed what it sent before; a worker behind by a full batch
+//! (`MAX_BATCH_SPAN`) has up to `MAX_BATCHES_IN_FLIGHT` batches of at most that span out.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -43,7 +44,8 @@ pub(super) struct Epochs<R> {
     idle: Idle,
     /// More workers than cores in a [`Pace::Max`] run: waiting a moment beats spinning.
     parks: bool,
-    /// Adaptive epochs: the due epochs go in as one batch, once the last one is out.
+    /// Adaptive epochs: the due epochs go in as a batch once the last one is out (or, a full
+    /// batch behind, while up to `MAX_BATCHES_IN_FLIGHT` are).
     adaptive: bool,
     /// Adaptive epochs: the batches sent and not yet out, oldest first, each as the time
     /// the output reaches once it has passed the batch.
