@@ -41,7 +41,7 @@ use serde::{Deserialize, Serialize};
 use timely::ExchangeData;
 use timely::dataflow::StreamVec;
 use timely::dataflow::operators::Concat;
-use timely::dataflow::operators::vec::{Broadcast, Map};
+use timely::dataflow::operators::vec::Map;
 
 use crate::Time;
 use crate::bins::Bins;
@@ -459,12 +459,24 @@ where
     let routes = route::build(
         name,
         data,
-        control.broadcast(),
+        addressed(control, peers),
         config,
         bin_key,
         Rc::clone(&local),
     );
     state::build(name, routes, local, config, scheduled, logic)
+}
+
+/// Every control change once for each of `peers` workers, with the worker's index (F's
+/// control input exchanges on it). One operator, where timely's `broadcast` takes three
+/// (a copy per worker, an exchange and a map back): each is scheduled at every time, and an
+/// idle time's cost grows with the operators it passes through.
+fn addressed<'s>(
+    control: StreamVec<'s, Time, ControlInst>,
+    peers: usize,
+) -> StreamVec<'s, Time, (u64, ControlInst)> {
+    let peers = peers as u64;
+    control.flat_map(move |inst| (0..peers).map(move |w| (w, inst.clone())))
 }
 
 /// Registers an operator's bin table and frontiers with the job's observers.

@@ -26,7 +26,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::StreamVec;
-use timely::dataflow::channels::pact::Pipeline;
+use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::OutputBuilder;
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 use timely::dataflow::operators::{Capability, InputCapability};
@@ -100,7 +100,7 @@ pub(crate) type Routes<'s, R, S> = (
 pub(crate) fn build<'s, R, S, K>(
     name: &str,
     data: StreamVec<'s, Time, R>,
-    control: StreamVec<'s, Time, ControlInst>,
+    control: StreamVec<'s, Time, (u64, ControlInst)>,
     config: &StatefulConfig,
     bin_key: K,
     local: Rc<Local<S>>,
@@ -119,7 +119,10 @@ where
     local.route.replace(Some(scope.activator_for(address)));
     let none = Vec::<(usize, Antichain<Time>)>::new;
     let mut data_in = builder.new_input_connection(data, Pipeline, none());
-    let mut control_in = builder.new_input_connection(control, Pipeline, none());
+    // Each control change comes addressed to every worker (see `addressed`): the exchange
+    // delivers each copy to its worker.
+    let to_worker = Exchange::new(|(worker, _): &(u64, ControlInst)| *worker);
+    let mut control_in = builder.new_input_connection(control, to_worker, none());
     let (records_out, records) = builder.new_output_connection([(0, Antichain::from_elem(0))]);
     let (chunks_out, chunks) = builder.new_output_connection([(1, Antichain::from_elem(0))]);
     let mut records_out = OutputBuilder::<_, CapacityContainerBuilder<Vec<Routed<R>>>>::from(records_out);
@@ -209,9 +212,9 @@ where
 {
     /// Takes control changes as they arrive. A failure of this worker takes effect here, at
     /// once, wherever it is; one of another worker starts a round of takeovers.
-    fn hear(&mut self, cap: &InputCapability<Time>, batch: &mut Vec<ControlInst>) {
+    fn hear(&mut self, cap: &InputCapability<Time>, batch: &mut Vec<(u64, ControlInst)>) {
         let Some(&time) = cap.least() else { return };
-        for inst in batch.iter() {
+        for (_, inst) in batch.iter() {
             if let ControlInst::Fail { worker } = inst {
                 if *worker == self.me {
                     self.failures.fail_at(self.me, time);
@@ -227,7 +230,7 @@ where
             .pending_control
             .entry(time)
             .or_insert_with(|| (cap.delayed(&time, 1), Vec::new()));
-        entry.1.append(batch);
+        entry.1.extend(batch.drain(..).map(|(_, inst)| inst));
     }
 
     /// Control changes become final once the control frontier has passed them: each final
