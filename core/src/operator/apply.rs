@@ -15,7 +15,7 @@ pub(crate) trait Hooks<O> {
     fn missing(&mut self, _bin: u32) -> bool {
         false
     }
-    /// The bin has new work scheduled at `at`.
+    /// The bin's earliest scheduled work is now at `at`, after the time being applied.
     fn later(&mut self, at: Time, bin: u32);
     /// `logic` ran for the bin; its outputs are `out[from..]`.
     fn emitted(&mut self, _bin: u32, _out: &mut Vec<O>, _from: usize) {}
@@ -35,8 +35,18 @@ pub(crate) enum Applied {
 /// their arrival order). Outputs go to `out`, where [`Hooks::emitted`] may take them.
 ///
 /// Returns `Err(bin)` if records arrived for a bin this worker does not hold and the hooks
-/// did not expect it (a routing bug: the caller stops with context). Scheduled work of bins
-/// that moved away is skipped.
+/// did not expect it (a routing bug: the caller stops with context).
+///
+/// Scheduled work is entered one time per bin: a bin held here with scheduled work has an
+/// entry (a [`Hooks::later`], or a place in `scheduled` at the time it came due) at its
+/// earliest scheduled time, and after each run the bin's next time is entered if it has
+/// none. So installing a bin enters one time however many it has scheduled (Q4's bins carry
+/// thousands of auction closings), and what the caller keeps per future time stays at most
+/// one entry per bin.
+///
+/// `scheduled` may name bins whose work is not here: a bin that moved away leaves its entry
+/// behind (the new owner entered its own). A bin not held is skipped, and a bin held runs
+/// only for its own due work (`Bin::scheduled`), so such an entry adds nothing.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn apply_time<R, S, O, L, H>(
     time: Time,
@@ -70,9 +80,9 @@ where
         if !hooks.proceed(bin_index) {
             return Ok(Applied::Stopped);
         }
-        let mut due = false;
+        let mut listed = false;
         while scheduled.next_if_eq(&bin_index).is_some() {
-            due = true;
+            listed = true;
         }
         while let Some((_, r)) = records.next_if(|(k, _)| bin_of_key(*k) == bin_index) {
             batch.push(r);
@@ -87,9 +97,9 @@ where
             }
             return Err(bin_index);
         };
-        if due {
+        let mut due = false;
+        if listed {
             // Popping costs only the due entries; `split_off` would walk the later ones.
-            due = false;
             while bin.scheduled.first().is_some_and(|at| *at <= time) {
                 bin.scheduled.pop_first();
                 due = true;
@@ -98,16 +108,94 @@ where
         if batch.is_empty() && !due {
             continue;
         }
+        // The entry this run consumed was the bin's only one; otherwise its next time has one.
+        let entered = if due { None } else { bin.scheduled.first().copied() };
         let from = out.len();
         logic(time, bin, batch, out);
         batch.clear();
         for at in bin.fresh.drain(..) {
             if at <= time {
                 bin.scheduled.remove(&at);
-            } else {
-                hooks.later(at, bin_index);
             }
         }
+        if let Some(next) = bin.scheduled.first().copied()
+            && Some(next) != entered
+        {
+            hooks.later(next, bin_index);
+        }
         hooks.emitted(bin_index, out, from);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Later(Vec<(Time, u32)>);
+
+    impl Hooks<u64> for Later {
+        fn later(&mut self, at: Time, bin: u32) {
+            self.0.push((at, bin));
+        }
+    }
+
+    /// Counts its runs in the bin's state.
+    fn count(_: Time, bin: &mut Bin<u64>, _: &mut Vec<u64>, _: &mut Vec<u64>) {
+        bin.state += 1;
+    }
+
+    /// Applies `time` with no records; returns the times entered.
+    fn apply(time: Time, scheduled: Vec<u32>, table: &mut [Option<Bin<u64>>]) -> Vec<(Time, u32)> {
+        let (mut batch, mut out, mut later) = (Vec::new(), Vec::new(), Later(Vec::new()));
+        let applied = apply_time(
+            time,
+            Vec::new(),
+            scheduled,
+            table,
+            &mut batch,
+            &mut out,
+            &mut count,
+            &mut later,
+        );
+        assert_eq!(applied, Ok(Applied::All));
+        later.0
+    }
+
+    #[test]
+    fn a_bin_enters_only_its_next_scheduled_time() {
+        let mut bin = Bin::new(0);
+        bin.scheduled.extend([5, 9, 12]);
+        let mut table = vec![Some(bin)];
+        assert_eq!(apply(5, vec![0], &mut table), vec![(9, 0)]);
+        // Scheduling a time before the next enters it; one after does not.
+        let mut runs = |time, scheduled, at| {
+            let mut logic =
+                |_: Time, bin: &mut Bin<u64>, _: &mut Vec<u64>, _: &mut Vec<u64>| bin.schedule(at);
+            let (mut batch, mut out, mut later) = (Vec::new(), Vec::new(), Later(Vec::new()));
+            let records = vec![(0, 1)];
+            let applied = apply_time(
+                time, records, scheduled, &mut table, &mut batch, &mut out, &mut logic, &mut later,
+            );
+            assert_eq!(applied, Ok(Applied::All));
+            later.0
+        };
+        assert_eq!(runs(6, vec![], 7), vec![(7, 0)]);
+        assert_eq!(runs(6, vec![], 10), vec![]);
+        // At its due time the bin enters its next, entered or not before.
+        assert_eq!(runs(7, vec![0], 11), vec![(9, 0)]);
+    }
+
+    #[test]
+    fn entries_left_by_departed_bins_run_nothing() {
+        // Bin 0 moved away; bin 1 moved away and came back with its own work at 9 only.
+        let mut back = Bin::new(0);
+        back.scheduled.insert(9);
+        let mut table = vec![None, Some(back)];
+        assert_eq!(apply(5, vec![0, 1], &mut table), vec![]);
+        assert_eq!(table[1].as_ref().map(|b| b.state), Some(0));
+        // At 9 the bin runs once, the entry left from before merged with its own.
+        assert_eq!(apply(9, vec![1, 1, 0], &mut table), vec![]);
+        let back = table[1].as_ref().expect("bin 1 is held");
+        assert_eq!((back.state, back.scheduled.len()), (1, 0));
     }
 }

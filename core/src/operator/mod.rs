@@ -278,9 +278,6 @@ pub(crate) struct Local<S> {
     /// from here is the takeover. `takeover_round` counts the failures heard of.
     pub(crate) awaiting: RefCell<FxHashSet<u32>>,
     pub(crate) takeover_round: Cell<u64>,
-    /// Bins F shipped away for good since S last looked, with the times of their scheduled
-    /// work: that work now belongs to the new owner, and S forgets it here.
-    pub(crate) departed: RefCell<Vec<(u32, BTreeSet<Time>)>>,
     /// Bins that arrived here, by the time S installs them and bin.
     pub(crate) arriving: RefCell<Arriving<S>>,
     /// Bins F shipped away for good, by move time and bin, each with whether it leaves as a
@@ -313,7 +310,6 @@ impl<S> Local<S> {
             ended: Cell::new(0),
             awaiting: RefCell::default(),
             takeover_round: Cell::new(0),
-            departed: RefCell::default(),
             arriving: RefCell::default(),
             shipped: RefCell::new(None),
             kept: RefCell::new(None),

@@ -3,8 +3,8 @@
 //!
 //! Invariant: the held capabilities are at or before the earliest time with work, and there
 //! are none exactly when no work is left. One capability instead of one per time keeps
-//! timely's progress tracking independent of how many future times have work: Q4 schedules
-//! each open auction's closing at its own millisecond, ~10^5 distinct times ahead.
+//! timely's progress tracking independent of how many future times have work (each bin's
+//! next scheduled time, and the times of records waiting for their inputs' frontiers).
 
 use std::collections::BTreeMap;
 
@@ -86,23 +86,6 @@ impl<W: Default> Pending<W> {
         self.work.keys().next().copied()
     }
 
-    /// Lets `strip` remove some of the work at each of `times`; it returns whether the time
-    /// still has work, and the times left with none are dropped. [`Pending::settle`] then
-    /// moves the capabilities up.
-    pub(crate) fn forget(
-        &mut self,
-        times: impl IntoIterator<Item = Time>,
-        mut strip: impl FnMut(&mut W) -> bool,
-    ) {
-        for time in times {
-            if let Some(work) = self.work.get_mut(&time)
-                && !strip(work)
-            {
-                self.work.remove(&time);
-            }
-        }
-    }
-
     /// Drops all work and the capabilities.
     pub(crate) fn clear(&mut self) {
         self.work.clear();
@@ -115,20 +98,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn forgetting_drops_only_times_left_without_work() {
+    fn work_is_taken_in_time_order_and_merged_per_time() {
         // No capabilities outside a dataflow: `arrived` with none stands in for `later`.
         let mut pending = Pending::<Vec<u32>>::new();
-        pending.arrived(5, Vec::new).extend([1, 2]);
-        pending.arrived(7, Vec::new).push(1);
         pending.arrived(9, Vec::new).push(2);
-        let strip = |work: &mut Vec<u32>| {
-            work.retain(|bin| *bin != 1);
-            !work.is_empty()
-        };
-        // Time 8 has no work: nothing to strip there.
-        pending.forget([5, 7, 8], strip);
+        pending.arrived(5, Vec::new).push(1);
+        pending.arrived(5, Vec::new).push(2);
         assert_eq!(pending.first_time(), Some(5));
-        assert_eq!(pending.next(|_| true), Some((5, vec![2])));
+        assert_eq!(pending.next(|_| true), Some((5, vec![1, 2])));
         assert_eq!(pending.next(|_| true), Some((9, vec![2])));
         assert_eq!(pending.next(|_| true), None);
     }

@@ -404,12 +404,6 @@ where
                 if let Some((mailbox, to)) = handing(self.handoff.as_ref(), &self.local, &action)
                     && let Some(bin) = table[action.bin as usize].take()
                 {
-                    if !bin.scheduled.is_empty() {
-                        // Its work fires at the new owner; S forgets this worker's share.
-                        let departed = (action.bin, bin.scheduled.clone());
-                        self.local.departed.borrow_mut().push(departed);
-                        self.local.wake_state();
-                    }
                     let size = Encoded {
                         chunks: 0,
                         bytes: bin.held_bytes() as u64,
@@ -447,18 +441,9 @@ where
                     );
                 }
                 if action.drop
-                    && let Some(mut bin) = table[action.bin as usize].take()
+                    && let Some(bin) = table[action.bin as usize].take()
                 {
                     let mut shipped = self.local.shipped.borrow_mut();
-                    if !bin.scheduled.is_empty() {
-                        // A copy kept for a restart keeps its work too.
-                        let scheduled = match shipped.as_ref() {
-                            Some(_) => bin.scheduled.clone(),
-                            None => std::mem::take(&mut bin.scheduled),
-                        };
-                        self.local.departed.borrow_mut().push((action.bin, scheduled));
-                        self.local.wake_state();
-                    }
                     if let Some(shipped) = shipped.as_mut() {
                         let history = self.local.history.borrow();
                         let holders = history.at(time)[action.bin as usize];

@@ -47,10 +47,6 @@ use crate::config::{NONE, Placement, Role};
 use crate::failure::Failures;
 use crate::size::StateSize;
 
-/// Scheduled times of departed bins S forgets per activation. Few in debug builds (the
-/// tests'), so that the NEXMark tests move bins back before their old work is all forgotten.
-const FORGET_PER_ACTIVATION: usize = if cfg!(debug_assertions) { 1 } else { 1024 };
-
 /// How far the committed frontier moves (in logical times) before S drops the outputs it
 /// kept for the times before it: a trim walks every bin held.
 const TRIM_EVERY: Time = 256;
@@ -59,19 +55,13 @@ const TRIM_EVERY: Time = 256;
 struct Work<R> {
     /// Records with their order keys.
     records: Vec<(u64, R)>,
+    /// Bins whose earliest scheduled work is at this time (see `apply_time`). Some may
+    /// have moved away since, their work with them: applying skips those.
     scheduled: Vec<u32>,
     /// Bins arriving at this time: their bytes wait in `Local::arriving` (still serialized:
     /// decoding waits until the time is applied, so that receiving a bin never holds up the
     /// sender's next move; and a restart hands them out from there).
     installs: Vec<u32>,
-}
-
-impl<R> Work<R> {
-    /// Drops `bin`'s scheduled work; returns whether any work is left.
-    fn strip(&mut self, bin: u32) -> bool {
-        self.scheduled.retain(|b| *b != bin);
-        !(self.scheduled.is_empty() && self.records.is_empty() && self.installs.is_empty())
-    }
 }
 
 impl<R> Default for Work<R> {
@@ -172,7 +162,6 @@ where
                 state.holding.take_acks(board);
             }
             state.note_failures();
-            state.forget_departed();
             state.trim_kept();
 
             let mut output = output.activate();
@@ -360,30 +349,6 @@ where
         self.seen.round(&self.local);
     }
 
-    /// Forgets the scheduled work of bins F shipped away: it fires at their new owner. At
-    /// most [`FORGET_PER_ACTIVATION`] times per activation: a migration ships thousands of
-    /// scheduled times per bin (Q4's open auctions), and forgetting them all at once would
-    /// hold up the times waiting to be applied. Stale entries left meanwhile are skipped
-    /// when they come due, as a bin that is not here has nothing to do.
-    fn forget_departed(&mut self) {
-        let mut departed = self.local.departed.borrow_mut();
-        let mut budget = FORGET_PER_ACTIVATION;
-        while budget > 0
-            && let Some((bin, times)) = departed.last_mut()
-        {
-            let bin = *bin;
-            let now: Vec<Time> = std::iter::from_fn(|| times.pop_first()).take(budget).collect();
-            budget -= now.len();
-            if times.is_empty() {
-                departed.pop();
-            }
-            self.work.forget(now, |work| work.strip(bin));
-        }
-        if !departed.is_empty() {
-            self.local.wake_state();
-        }
-    }
-
     /// Drops the kept outputs of times the sink has committed, from every bin held here,
     /// each time the committed frontier moves.
     fn trim_kept(&mut self) {
@@ -460,9 +425,9 @@ where
                     }
                 }
             };
-            // Scheduled work moves with the bin.
-            forget_returning(&self.local, &mut self.work, bin_index);
-            for at in bin.scheduled.iter().copied() {
+            // Scheduled work moves with the bin: its earliest time is entered (`apply_time`
+            // enters each next one as the bin runs).
+            if let Some(at) = bin.scheduled.first().copied() {
                 if at <= time {
                     scheduled.push(bin_index);
                 } else {
@@ -572,16 +537,6 @@ where
             tracing::warn!(target: "megaflux::replica", phase = "stopped", operator = %self.name, worker = local.me, bins = held);
         }
         local.wake_route();
-    }
-}
-
-/// Forgets at once what is left of `bin`'s departed work, before the bin is installed here
-/// again: left for later, it would strip the returned bin's own scheduled work.
-fn forget_returning<R, S>(local: &Local<S>, work: &mut Pending<Work<R>>, bin: u32) {
-    let mut departed = local.departed.borrow_mut();
-    while let Some(i) = departed.iter().position(|(b, _)| *b == bin) {
-        let (_, times) = departed.swap_remove(i);
-        work.forget(times, |w| w.strip(bin));
     }
 }
 
