@@ -236,16 +236,17 @@ pub(crate) fn table<S: Serialize + DeserializeOwned + Default>(
     (Rc::new(RefCell::new(bins)), times)
 }
 
-/// The times seeded bins have work at: their scheduled work from `at` on (work scheduled
-/// before `at` was due while the old computation still ran; a time not yet fired then
-/// fires at `at`), and the times in `[at, resume)` whose kept outputs are given again,
-/// which become scheduled work of the bin so that S visits it then.
+/// The time each seeded bin's work starts at: its earliest scheduled work, or `at` if that
+/// was due before (work scheduled before `at` was due while the old computation still ran;
+/// a time not yet fired then fires at `at`). The times in `[at, resume)` whose kept outputs
+/// are given again become scheduled work of the bin so that S visits it then. Only the
+/// first time is entered: `apply_time` enters each next one as the bin runs.
 fn work_times<S>(bins: &mut BTreeMap<u32, Bin<S>>, at: Time) -> Vec<(Time, u32)> {
     let mut times = Vec::new();
     for (bin, b) in bins.iter_mut() {
         let again: Vec<Time> = b.kept.range(at..b.resume).map(|(t, _)| *t).collect();
         b.scheduled.extend(again);
-        times.extend(b.scheduled.iter().map(|t| ((*t).max(at), *bin)));
+        times.extend(b.scheduled.first().map(|t| ((*t).max(at), *bin)));
     }
     times.sort_unstable();
     times.dedup();
