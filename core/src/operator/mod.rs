@@ -388,7 +388,7 @@ impl<S> Local<S> {
 /// `bin_key` gives each record's bin key (see [`crate::bins`]); `logic` is called once per
 /// time and bin that has records or scheduled work, in time order, with that time's records
 /// of the bin, and pushes its outputs for that time into the vector it is given.
-/// `control` carries configuration changes; it is broadcast to every worker here.
+/// `control` carries configuration changes; every worker's F gets each of them.
 ///
 /// **Determinism contract.** `logic` must give the same outputs (the same multiset) whenever
 /// it is called with the same bin state, time and records in the same order: with two

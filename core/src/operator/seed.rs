@@ -22,7 +22,9 @@
 //!   holds; from `a` on it applies records as usual. The resume point travels with the
 //!   bin, so this holds wherever the bin moves after the restart;
 //! * F ships a bin moving at `t` only once its S is done before `t`, and the kept outputs'
-//!   times are S's pending work: a bin leaves only after those before `t` were given.
+//!   times are the bin's scheduled work (S enters the first, and each next as the bin runs,
+//!   so one of them is always S's pending work): a bin leaves only after those before `t`
+//!   were given.
 
 use std::collections::BTreeMap;
 
