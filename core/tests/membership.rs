@@ -2,7 +2,8 @@
 //! when it drops its connection or falls silent, never when it said bye; failures a member's
 //! process detects reach the coordinator; another job's process is refused; and a flood of
 //! silent connections does not keep a member out; a process joins only in a lost one's place
-//! of a job that restarts, and takes part in the next restart order.
+//! of a job that restarts, and takes part in the next restart order; one waiting for a held
+//! place is told when the job ends.
 
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
@@ -11,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use megaflux::failure::Failures;
-use megaflux::membership::wire::{Frame, write_frame};
+use megaflux::membership::wire::{Frame, FrameReader, Read1, write_frame};
 use megaflux::membership::{Coordinator, Event, Hello, Member, OnEvent};
 
 const JOB: u64 = 0xfeed;
@@ -305,4 +306,49 @@ fn a_finishing_job_takes_no_process_in() {
     }
     let (_joiner, got) = start_member(&address, 2, JOB, Arc::new(Failures::new(6)), true);
     assert!(refused(&got).contains("finishing"));
+}
+
+#[test]
+fn a_join_waiting_for_a_held_place_is_refused_when_the_job_ends() {
+    let address = free_address();
+    let (on, _got0) = events();
+    let committed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let c = Coordinator::start(&address, JOB, (3, 2), WAIT, Some(committed), on).unwrap();
+    let (_m1, _) = member(&address, 1, JOB, Arc::new(Failures::new(6)));
+    taken_in(&c, 1);
+    // A twin of process 1, which still runs: the coordinator waits for process 1 to go,
+    // beating to the twin meanwhile.
+    let mut twin = TcpStream::connect(&address).unwrap();
+    let join = Frame::Join {
+        job: JOB,
+        process: 1,
+        processes: 3,
+    };
+    write_frame(&mut twin, &join).unwrap();
+    twin.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    let mut reader = FrameReader::default();
+    let mut next = || -> Vec<Frame> {
+        let since = std::time::Instant::now();
+        loop {
+            assert!(since.elapsed() < PATIENCE, "the coordinator said nothing");
+            match reader.read(&mut twin) {
+                Ok(Read1::Frames(frames)) if !frames.is_empty() => return frames,
+                Ok(Read1::Frames(_)) => {}
+                Ok(Read1::Closed) => panic!("closed without a word"),
+                Err(e) => panic!("the connection failed: {e}"),
+            }
+        }
+    };
+    assert!(next().contains(&Frame::Beat));
+    // The job ends while the twin waits: it is told so, not left to the join wait.
+    drop(c);
+    let reason = loop {
+        if let Some(reason) = next().into_iter().find_map(|f| match f {
+            Frame::Refused { reason } => Some(reason),
+            _ => None,
+        }) {
+            break reason;
+        }
+    };
+    assert!(reason.contains("has ended"), "{reason}");
 }

@@ -12,7 +12,10 @@ use std::time::Duration;
 use common::{Cluster, assert_same_outputs, sorted_lines, summary, wait_all_within};
 
 /// A short keycount; `--recovery all-at-once` so that the rebalance onto the process that
-/// joins ends well before the run does on a loaded machine.
+/// joins ends well before the run does on a loaded machine. 10 s, so that the job outlives
+/// the twin's refusal with seconds to spare: a place held by a live process is refused only
+/// after the coordinator's join wait (3 s) from the twin's start, 2.5 s in, and a job that
+/// ended first would refuse it as finishing, or be gone.
 const JOB: &[&str] = &[
     "run",
     "--headless",
@@ -21,14 +24,14 @@ const JOB: &[&str] = &[
     "--rate",
     "20000",
     "--duration",
-    "6",
+    "10",
     "--replicas",
     "2",
     "--recovery",
     "all-at-once",
 ];
 
-/// Every process must be done well within this: the job runs 6 s after its preload.
+/// Every process must be done well within this: the job runs 10 s after its preload.
 const LIMIT: Duration = Duration::from_secs(90);
 
 #[test]

@@ -98,11 +98,15 @@ enum Refusal {
 
 /// Takes `process` in on connection `id` for a lost one's place (`--join`), waiting up to
 /// [`JOIN_WAIT`] for the coordinator to see the process whose place it takes go; why not,
-/// if it cannot be.
+/// if it cannot be. A job that ends meanwhile says so at once: its process 0 is about to
+/// exit, and a connection it leaves without a word reads as process 0 lost.
 fn admit_join(state: &State, (id, process): (u64, usize), stream: &mut TcpStream) -> Option<String> {
     let since = Instant::now();
     let mut beat = Instant::now();
     loop {
+        if state.done.load(Ordering::Acquire) {
+            return Some("the job has ended: it takes no process in any more".into());
+        }
         match register_join(state, (id, process), stream) {
             Some(Refusal::Busy(_)) if since.elapsed() < JOIN_WAIT => {
                 // It hears from process 0 meanwhile, or would take it for lost.
