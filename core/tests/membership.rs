@@ -214,6 +214,14 @@ fn refused(got: &Receiver<Event>) -> String {
     }
 }
 
+/// A coordinator at `address` for a job that restarts after a crash, and its events.
+fn restartable(address: &str) -> (Coordinator, Receiver<Event>) {
+    let (on, got) = events();
+    let committed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let c = Coordinator::start(address, JOB, (3, 2), WAIT, Some(committed), on).unwrap();
+    (c, got)
+}
+
 #[test]
 fn a_process_joins_only_in_a_lost_place_of_a_job_that_restarts() {
     // A job that does not restart takes no one in.
@@ -224,9 +232,7 @@ fn a_process_joins_only_in_a_lost_place_of_a_job_that_restarts() {
     assert!(refused(&got).contains("does not restart"));
 
     let address = free_address();
-    let (on, got0) = events();
-    let committed = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let c = Coordinator::start(&address, JOB, (3, 2), WAIT, Some(committed), on).unwrap();
+    let (c, got0) = restartable(&address);
     let (_m1, _) = member(&address, 1, JOB, Arc::new(Failures::new(6)));
     taken_in(&c, 1);
     // Process 2 has not started: joining is not starting.
@@ -261,9 +267,7 @@ fn a_process_joins_only_in_a_lost_place_of_a_job_that_restarts() {
 #[test]
 fn a_late_close_of_the_lost_connection_leaves_the_process_that_joined_alone() {
     let address = free_address();
-    let (on, got0) = events();
-    let committed = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let c = Coordinator::start(&address, JOB, (3, 2), WAIT, Some(committed), on).unwrap();
+    let (c, got0) = restartable(&address);
     let (_m1, _) = member(&address, 1, JOB, Arc::new(Failures::new(6)));
     let old = fake_member(&address, 2);
     taken_in(&c, 2);
@@ -287,9 +291,7 @@ fn a_late_close_of_the_lost_connection_leaves_the_process_that_joined_alone() {
 #[test]
 fn a_finishing_job_takes_no_process_in() {
     let address = free_address();
-    let (on, got0) = events();
-    let committed = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let c = Coordinator::start(&address, JOB, (3, 2), WAIT, Some(committed), on).unwrap();
+    let (c, got0) = restartable(&address);
     let (m1, _) = member(&address, 1, JOB, Arc::new(Failures::new(6)));
     let (m2, _) = member(&address, 2, JOB, Arc::new(Failures::new(6)));
     taken_in(&c, 1);
@@ -311,9 +313,7 @@ fn a_finishing_job_takes_no_process_in() {
 #[test]
 fn a_join_waiting_for_a_held_place_is_refused_when_the_job_ends() {
     let address = free_address();
-    let (on, _got0) = events();
-    let committed = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let c = Coordinator::start(&address, JOB, (3, 2), WAIT, Some(committed), on).unwrap();
+    let (c, _got0) = restartable(&address);
     let (_m1, _) = member(&address, 1, JOB, Arc::new(Failures::new(6)));
     taken_in(&c, 1);
     // A twin of process 1, which still runs: the coordinator waits for process 1 to go,
