@@ -142,6 +142,23 @@ pub struct ControlHandle {
     /// How far into the run the last measured epoch whose outputs are all out closed, in
     /// microseconds, as worker 0 last saw it.
     progress_us: Arc<AtomicU64>,
+    /// Where the drain stands, once the run drains (worker 0 updates it every second).
+    draining: Arc<Mutex<Option<DrainProgress>>>,
+}
+
+/// Where the drain of a run stands (see [`crate::job::Job::drain`]): the input ended at
+/// `input_end` (the last epoch's time), every output before `gate` is out, and the last
+/// look found `scheduled` work at or after it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct DrainProgress {
+    /// The logical time of the run's last epoch.
+    pub input_end: crate::Time,
+    /// The gate: every output before it is out, or on its way.
+    pub gate: crate::Time,
+    /// Work scheduled at or after the gate, as the last complete look found it.
+    pub scheduled: crate::operator::Scheduled,
+    /// Milliseconds since the drain began.
+    pub for_ms: u64,
 }
 
 impl Default for ControlHandle {
@@ -153,6 +170,7 @@ impl Default for ControlHandle {
             stop: Arc::default(),
             end: Arc::new(AtomicU64::new(u64::MAX)),
             progress_us: Arc::default(),
+            draining: Arc::default(),
         }
     }
 }
@@ -196,6 +214,17 @@ impl ControlHandle {
     pub(crate) fn set_progress(&self, done: Duration) {
         self.progress_us
             .store(done.as_micros().try_into().unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    /// Where the drain stands, once the run drains (on process 0).
+    pub fn draining(&self) -> Option<DrainProgress> {
+        self.draining.lock().ok().and_then(|d| *d)
+    }
+
+    pub(crate) fn set_draining(&self, progress: DrainProgress) {
+        if let Ok(mut d) = self.draining.lock() {
+            *d = Some(progress);
+        }
     }
 
     /// Queues a command and returns its id; it never blocks on the dataflow.

@@ -33,8 +33,10 @@ pub mod source;
 pub mod summary;
 pub mod workload;
 
-/// Logical time: epochs of scheduled input time (one millisecond each unless the run's
-/// [`epoch::EpochLen`] says otherwise).
+/// Logical time: epochs of scheduled input time, [`epoch::DEFAULT_EPOCH_US`] (100 µs) each
+/// in every build unless the run's [`epoch::EpochLen`] (`--epoch-us`) says otherwise. Say
+/// durations as durations ([`Bin::schedule_after`], [`Bin::ticks`], [`Bin::since`]) rather
+/// than as numbers of epochs: they then mean the same whatever the epoch.
 pub type Time = u64;
 
 pub use bins::Bins;

@@ -3,27 +3,33 @@
 //! the outputs of each logical time together, in time order, once all of them arrived.
 //!
 //! The stateful operators emit each output exactly once, whatever the migrations and
-//! failovers, so the file holds each exactly once too. Lines are written whole and flushed
-//! at least every [`FLUSH_EVERY`], so a crash leaves complete lines; a write that fails
-//! stops the job rather than lose outputs.
+//! failovers, so the file holds each exactly once too. Lines are written whole: the file
+//! only ever receives complete lines (a buffer of them, cut at a line's end), and a write
+//! that fails is undone to the last complete line before the job stops, so neither a crash
+//! nor a full disk leaves half a line. The buffer goes to the file at least every
+//! [`FLUSH_EVERY`] (worker 0 looks on every turn of its loop, outputs or not).
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-/// The sink flushes at least this often.
+/// The sink writes what it holds at least this often.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(200);
-/// Its write buffer.
+/// What it holds before it writes, at most (a longer line is written alone).
 const BUFFER_BYTES: usize = 1 << 20;
 
 /// The output file of a run.
 #[derive(Debug)]
 pub(crate) struct Sink {
     path: PathBuf,
-    out: BufWriter<File>,
+    file: File,
+    /// Whole lines not yet written.
+    buffer: Vec<u8>,
+    /// The file's length: every byte before it is a written, whole line.
+    written: u64,
     last_flush: Instant,
     lines: u64,
     /// Why writing stopped, once it did.
@@ -52,7 +58,9 @@ impl Sink {
         })?;
         Ok(Sink {
             path: path.to_path_buf(),
-            out: BufWriter::with_capacity(BUFFER_BYTES, file),
+            file,
+            buffer: Vec::with_capacity(BUFFER_BYTES),
+            written: 0,
             last_flush: Instant::now(),
             lines: 0,
             failed: None,
@@ -65,19 +73,46 @@ impl Sink {
             return;
         }
         for out in outputs {
-            let line = serde_json::to_writer(&mut self.out, out)
-                .map_err(|e| e.to_string())
-                .and_then(|()| self.out.write_all(b"\n").map_err(|e| e.to_string()));
-            if let Err(e) = line {
+            let line_start = self.buffer.len();
+            if let Err(e) = serde_json::to_writer(&mut self.buffer, out) {
+                self.buffer.truncate(line_start);
                 self.failed = Some(format!("writing --output {}: {e}", self.path.display()));
                 return;
             }
+            self.buffer.push(b'\n');
             self.lines += 1;
+            if self.buffer.len() >= BUFFER_BYTES {
+                self.flush();
+            }
         }
+        self.tick();
+    }
+
+    /// Writes what it holds if [`FLUSH_EVERY`] has passed since it last did.
+    pub(crate) fn tick(&mut self) {
         if self.last_flush.elapsed() >= FLUSH_EVERY {
-            self.last_flush = Instant::now();
-            if let Err(e) = self.out.flush() {
-                self.failed = Some(format!("writing --output {}: {e}", self.path.display()));
+            self.flush();
+        }
+    }
+
+    /// Writes every whole line it holds; a write that fails is cut back to the last whole
+    /// line in the file, and stops the sink.
+    fn flush(&mut self) {
+        self.last_flush = Instant::now();
+        if self.failed.is_some() || self.buffer.is_empty() {
+            return;
+        }
+        match self.file.write_all(&self.buffer) {
+            Ok(()) => {
+                self.written += self.buffer.len() as u64;
+                self.buffer.clear();
+            }
+            Err(e) => {
+                let undone = match self.file.set_len(self.written) {
+                    Ok(()) => String::new(),
+                    Err(t) => format!(" (and cutting it back to its last whole line failed: {t})"),
+                };
+                self.failed = Some(format!("writing --output {}: {e}{undone}", self.path.display()));
             }
         }
     }
@@ -89,11 +124,12 @@ impl Sink {
 
     /// Flushes everything to the disk; the number of lines written.
     pub(crate) fn finish(&mut self) -> Result<u64, String> {
+        self.flush();
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
-        let done = self.out.flush().and_then(|()| self.out.get_ref().sync_data());
-        done.map_err(|e| format!("writing --output {}: {e}", self.path.display()))?;
+        let synced = self.file.sync_data();
+        synced.map_err(|e| format!("writing --output {}: {e}", self.path.display()))?;
         Ok(self.lines)
     }
 }
@@ -120,5 +156,30 @@ mod tests {
         assert!(Sink::create(&path, true).is_ok());
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn what_it_holds_reaches_the_file_in_time_without_new_outputs() {
+        let dir = std::env::temp_dir().join(format!("megaflux-sink-tick-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("out.jsonl");
+        let mut sink = Sink::create(&path, true).unwrap();
+        sink.write(&[1u64, 2]);
+        std::thread::sleep(FLUSH_EVERY);
+        sink.tick();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "1\n2\n");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_write_that_fails_stops_the_sink_naming_the_file() {
+        let mut sink = Sink::create(Path::new("/dev/full"), true).unwrap();
+        sink.write(&[("u17".to_string(), 3u64)]);
+        let e = sink.finish().unwrap_err();
+        assert!(e.starts_with("writing --output /dev/full: "), "{e}");
+        assert_eq!(sink.failed(), Some(e.as_str()));
+        sink.write(&[("u2".to_string(), 1u64)]);
+        assert_eq!(sink.finish().unwrap_err(), e, "nothing more is taken");
     }
 }

@@ -252,6 +252,28 @@ pub struct Summary {
     /// the restart that took it in and the rebalance onto it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub joins: Vec<JoinSummary>,
+    /// How the work scheduled past the last epoch ran, for a job that drains
+    /// ([`crate::job::Job::drain`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain: Option<DrainSummary>,
+}
+
+/// The drain of a run: the work its operators scheduled for times after the last epoch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DrainSummary {
+    /// The logical time of the last epoch: the input's end.
+    pub input_end: Time,
+    /// Every output before this logical time is the run's; no work at or after it ran.
+    pub ended_at: Time,
+    /// Whether work before the drain's horizon was left undone: a stop, or `--duration`
+    /// reached, cut the drain.
+    pub cut: bool,
+    /// Bins (of every operator) that still had work scheduled at or after `ended_at`.
+    pub bins_pending: u64,
+    /// The earliest time of that work.
+    pub next_time: Option<Time>,
+    /// Seconds the drain took.
+    pub took_s: f64,
 }
 
 /// A process that joined the running job in a lost one's place, and the restart that took
@@ -325,6 +347,8 @@ pub(crate) struct WorkerReport {
     pub(crate) rss_peak: Option<u64>,
     /// First outputs of promoted replicas: (seconds into the run, bin).
     pub(crate) takeovers: Vec<(f64, u32)>,
+    /// The work this worker's bins still had scheduled when the run ended.
+    pub(crate) scheduled: crate::operator::Scheduled,
 }
 
 pub(crate) fn summarize(
@@ -485,6 +509,7 @@ pub(crate) fn summarize(
         outputs_written: None,
         crashes: Vec::new(),
         joins: Vec::new(),
+        drain: None,
     }
 }
 

@@ -77,8 +77,8 @@ impl Job for CountJob {
         })
     }
 
-    fn drains(&self) -> bool {
-        false
+    fn drain(&self) -> crate::job::Drain {
+        crate::job::Drain::Off
     }
 
     /// A key's outputs are its counts 1, 2, ...: the same whatever time its records have.

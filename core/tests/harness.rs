@@ -88,6 +88,8 @@ fn scripted_commands_are_taken_at_their_epochs_even_the_last() {
         let config = RunConfig {
             workers: 3,
             replicas: 2,
+            // Epochs of 1 ms: the script's epochs are the run's milliseconds.
+            epoch: EpochLen::MS,
             duration: Duration::from_millis(last),
             pace,
             script: vec![

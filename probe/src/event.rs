@@ -400,6 +400,22 @@ pub enum Event {
         #[serde(default)]
         joined: String,
     },
+    /// The input ended at logical time `input_end` and the run drains: every output before
+    /// `gate` is out, and `bins` bins had work scheduled at or after it, the earliest at
+    /// `next`, when last looked at (worker 0, every second of the drain, `for_ms` into it).
+    Draining {
+        /// The logical time of the run's last epoch.
+        input_end: u64,
+        /// Every output before it is out.
+        gate: u64,
+        /// Bins with work scheduled at or after the gate.
+        bins: u64,
+        /// The earliest time of that work.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        next: Option<u64>,
+        /// Milliseconds since the drain began.
+        for_ms: u64,
+    },
     /// Bins lost their last replica at `time` (`0-3,7`): the job stops.
     Lost {
         /// The logical time from which the bins have no replica.
@@ -588,6 +604,7 @@ impl Event {
             Event::Recovery { .. } => "recovery",
             Event::Restart { .. } => "restart",
             Event::Lost { .. } => "lost",
+            Event::Draining { .. } => "draining",
             Event::Recording { .. } => "recording",
             Event::Dropped { .. } => "dropped",
             Event::Keyframe { .. } => "keyframe",

@@ -205,6 +205,13 @@ fn convert(target: &str, f: &Fields) -> Option<Event> {
                 survivors: f.str("survivors")?,
                 joined: f.str("joined").unwrap_or_default(),
             },
+            "draining" => Event::Draining {
+                input_end: f.u64("input_end")?,
+                gate: f.u64("gate")?,
+                bins: f.u64("bins")?,
+                next: f.u64("next"),
+                for_ms: f.u64("for_ms")?,
+            },
             _ => return None,
         },
         "megaflux::state" => match f.str("kind")?.as_str() {

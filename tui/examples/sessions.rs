@@ -1,26 +1,29 @@
-//! Sessions per user: clicks (`user,ts_ms` lines, CSV) separated by less than [`GAP_MS`] of
-//! the run's logical time make one session; a session closes once the gap passes with no
-//! click, and outputs `(user, first_ms, last_ms, clicks)`.
+//! Sessions per user: clicks (`user,ts_ms` lines, CSV) separated by less than [`GAP`] of the
+//! run's logical time make one session; a session closes once the gap passes with no click,
+//! and outputs `(user, first_ms, last_ms, clicks)`.
 //!
-//! Each click schedules its session's closing for the time the gap ends (`Bin::schedule`):
-//! that scheduled work moves with the user's bin when it migrates, and survives a failover
-//! on the bin's standby. When the input ends, the run lets every open session close (jobs
-//! that read their records drain), so the last sessions are output too. With `--pace
-//! event-time` the logical time of a click is its event time (divided by `--speed`).
+//! Each click schedules its session's closing for when the gap ends
+//! (`Bin::schedule_after`): that scheduled work moves with the user's bin when it migrates,
+//! and survives a failover on the bin's standby. When the input ends, the run lets the open
+//! sessions close (the job drains for one gap: `Job::drain`), so the last sessions are
+//! output too. Durations are the same in every build and with any `--epoch-us`; with
+//! `--pace event-time` the logical time of a click is its event time (divided by
+//! `--speed`).
 //!
 //! `cargo run --release -p megaflux-tui --example sessions -- run --input clicks.csv
 //! --pace event-time --output sessions.jsonl`
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
+use std::time::Duration;
 
-use megaflux::job::{Job, Operators};
+use megaflux::job::{Drain, Job, Operators};
 use megaflux::timely::dataflow::StreamVec;
 use megaflux::{Bin, RunConfig, Source, Time, bins::hash_key, size::StateSize};
 use serde::{Deserialize, Serialize};
 
-/// A session ends after this long without a click, in milliseconds of logical time.
-const GAP_MS: u64 = 200;
+/// A session ends after this long without a click, in logical time.
+const GAP: Duration = Duration::from_millis(200);
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct Click {
@@ -72,12 +75,16 @@ impl Job for Sessions {
         Source::csv().event_time(|c: &Click| c.ts_ms)
     }
 
+    /// The last sessions close one gap after the last click.
+    fn drain(&self) -> Drain {
+        Drain::For(GAP)
+    }
+
     fn dataflow<'s>(
         &self,
         clicks: StreamVec<'s, Time, Click>,
         ops: &Operators<'s>,
     ) -> StreamVec<'s, Time, Closed> {
-        let gap = GAP_MS * ops.run().epoch.per_ms();
         ops.unary(
             clicks,
             "sessions",
@@ -90,7 +97,7 @@ impl Job for Sessions {
                 {
                     for user in entry.remove() {
                         if let Some(s) = bin.state.sessions.get(&user)
-                            && s.last_time + gap <= time
+                            && bin.since(s.last_time) >= GAP
                             && let Some(s) = bin.state.sessions.remove(&user)
                         {
                             out.push((user, s.first_ms, s.last_ms, s.clicks));
@@ -107,8 +114,8 @@ impl Job for Sessions {
                     session.last_ms = session.last_ms.max(click.ts_ms);
                     session.clicks += 1;
                     session.last_time = time;
-                    bin.state.closing.entry(time + gap).or_default().push(click.user);
-                    bin.schedule(time + gap);
+                    let closes = bin.schedule_after(GAP);
+                    bin.state.closing.entry(closes).or_default().push(click.user);
                 }
             },
         )

@@ -153,8 +153,8 @@ struct RunArgs {
     idle: Idle,
     /// Length of an epoch (the unit of logical time) in microseconds: a divisor of 1000.
     /// With fixed epochs every record waits for its epoch to close, so finer epochs mean
-    /// lower latency, at a cost per epoch in every operator [default: 100 (1000 in a debug
-    /// build); 10 with adaptive epochs].
+    /// lower latency, at a cost per epoch in every operator [default: 100, in every build;
+    /// 10 with adaptive epochs].
     #[arg(long, value_name = "US", value_parser = flags::epoch)]
     epoch_us: Option<u64>,
     /// How records become logical times: fixed (every epoch is a time of its own, closed
@@ -166,6 +166,12 @@ struct RunArgs {
     /// cluster that restarts after a crash), fixed for the rest.
     #[arg(long, default_value = "auto", value_parser = flags::epochs)]
     epochs: flags::Epochs,
+    /// How far the work a job scheduled past its input's end (sessions that close,
+    /// timeouts) runs once the input ended: `all` (until none is left), `off`, or seconds of
+    /// logical time [default: as the job says; `all` for a job of your own]. --duration caps
+    /// the run, the drain included.
+    #[arg(long, value_name = "all|off|SECS", value_parser = flags::drain)]
+    drain: Option<megaflux::job::Drain>,
     /// Largest state message in bytes.
     #[arg(long, default_value_t = megaflux::operator::DEFAULT_CHUNK_BYTES, value_parser = flags::chunk)]
     chunk_bytes: usize,
@@ -343,6 +349,12 @@ fn run(args: RunArgs, jobs: &Jobs) -> ExitCode {
         force: args.force,
     };
     let control = ControlHandle::new();
+    if !dashboard {
+        let first = harness::cluster_position(&config.timely_args).is_ok_and(|c| c.process == 0);
+        if let Err(e) = crate::signals::stop_on_signals(control.clone(), first) {
+            eprintln!("megaflux: warning: SIGINT and SIGTERM will kill the run at once ({e})");
+        }
+    }
     let observer = match observe::start(&config, &probe, &control) {
         Ok(o) => o,
         Err(e) => {
@@ -355,10 +367,18 @@ fn run(args: RunArgs, jobs: &Jobs) -> ExitCode {
     };
     eprintln!("megaflux: {}", starting(&*job, &config, args.duration.is_some()));
     let output = config.output.clone();
+    let epoch = config.epoch;
     let shown = if dashboard { Shown::Dashboard } else { Shown::Plain };
     let (ran, finished) = session::run(job, config, observer, shown, &probe, control);
     // After a dashboard, a person reads the summary: the JSON goes to --summary's file only.
     let ran = ran.and_then(|summary| {
+        if let Some(cut) = summary
+            .as_ref()
+            .and_then(|s| s.drain.as_ref())
+            .and_then(|d| crate::drain::cut(d, epoch))
+        {
+            eprintln!("megaflux: {cut}");
+        }
         if let (Some(s), Some(path)) = (&summary, &output)
             && let Some(lines) = s.outputs_written
         {
@@ -478,6 +498,7 @@ fn run_config(args: &RunArgs, dashboard: bool, job: &dyn AnyJob) -> Result<RunCo
         cluster_wait: Duration::from_secs_f64(args.cluster_wait),
         coordinator_port: args.coordinator_port,
         join: args.join,
+        drain: args.drain,
         ..RunConfig::default()
     };
     let reads = matches!(job.input(&config), Takes::Input { .. }) && config.input.is_some();

@@ -59,6 +59,10 @@ pub(crate) fn duration(s: &str) -> Result<f64, String> {
     }
 }
 
+pub(crate) fn drain(s: &str) -> Result<megaflux::job::Drain, String> {
+    s.parse().map_err(|e: ConfigError| e.to_string())
+}
+
 pub(crate) fn migration(s: &str) -> Result<MigrationSpec, String> {
     s.parse().map_err(|e: ConfigError| e.to_string())
 }

@@ -8,12 +8,14 @@
 pub mod bench;
 pub mod cli;
 pub mod dash;
+mod drain;
 mod flags;
 pub mod observe;
 mod outcome;
 pub mod replay;
 pub mod report;
 pub mod session;
+mod signals;
 
 pub use cli::main;
 

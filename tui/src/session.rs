@@ -14,6 +14,7 @@ use megaflux::harness::{RunConfig, cluster_position};
 use megaflux::job::AnyJob;
 use megaflux::summary::Summary;
 use megaflux_probe::collector::CollectorReport;
+use megaflux_probe::model::DrainView;
 
 use crate::dash::{self, model::Connection, model::Dash};
 use crate::observe::{Observer, ProbeArgs};
@@ -22,6 +23,8 @@ use crate::observe::{Observer, ProbeArgs};
 pub const LOOPBACK_ANY: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
 /// How often a progress line is redrawn.
 const PROGRESS_EVERY: Duration = Duration::from_millis(200);
+/// How often a line says where the drain stands.
+const DRAIN_EVERY_MS: u64 = 1000;
 
 /// How the job is shown while it runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,8 +59,8 @@ pub fn run(
             let recording = probe.record.as_ref().map(|p| p.display().to_string());
             with_dashboard(job, config, recording, probe.token.clone(), addr, control)
         }
-        (_, Shown::Progress) => with_progress(job, config, control),
-        _ => job.run(config, control).context("the run failed"),
+        (_, Shown::Progress) => with_progress(job, config, control, true),
+        _ => with_progress(job, config, control, false),
     };
     let summary = ran.as_ref().ok().and_then(Option::as_ref);
     let finished = observer.finish(summary.and_then(|s| serde_json::to_value(s).ok()));
@@ -99,19 +102,35 @@ fn with_dashboard(
     Ok(summary)
 }
 
-/// Runs the job on its own threads, drawing its progress on stderr (when that is a terminal).
+/// Runs the job on its own threads; with `bar`, draws its progress on stderr (when that is a
+/// terminal). A draining run says where its drain stands every second.
 fn with_progress(
     job: Arc<dyn AnyJob>,
     config: RunConfig,
     control: ControlHandle,
+    bar: bool,
 ) -> anyhow::Result<Option<Summary>> {
     let total_ms = config.duration.as_millis() as u64;
+    let epoch = config.epoch;
     let job = spawn(job, config, control.clone())?;
-    let draw = std::io::stderr().is_terminal();
+    let draw = bar && std::io::stderr().is_terminal();
     let started = std::time::Instant::now();
+    let mut told = None;
     while !job.is_finished() {
         std::thread::sleep(PROGRESS_EVERY);
-        if draw {
+        let drain = control.draining();
+        if let Some(d) = drain.filter(|d| told.is_none_or(|t: u64| d.for_ms >= t + DRAIN_EVERY_MS)) {
+            told = Some(d.for_ms);
+            let view = DrainView {
+                input_end: d.input_end,
+                gate: d.gate,
+                bins: d.scheduled.bins,
+                next: d.scheduled.next,
+                for_ms: d.for_ms,
+            };
+            let restart = if draw { "\r" } else { "" };
+            eprintln!("{restart}megaflux: {}", crate::drain::progress(&view, epoch));
+        } else if draw && drain.is_none() {
             eprint!(
                 "\r{}",
                 progress_line(control.progress().as_millis() as u64, total_ms, started.elapsed())

@@ -67,7 +67,7 @@ fn two_processes_match_one() {
     check_trace(&trace);
 
     let mut single: Vec<&str> = JOB.to_vec();
-    single.extend(["--workers", "2"]);
+    single.extend(["--workers", "2", "--epoch-us", common::CLUSTER_EPOCH_US]);
     let local = Command::new(env!("CARGO_BIN_EXE_megaflux"))
         .args(&single)
         .output()
@@ -193,7 +193,7 @@ fn scheduled_work_ends_with_the_run_in_a_cluster_too() {
     assert!(out1.status.success(), "{}", String::from_utf8_lossy(&out1.stderr));
     let two = summary(&out0);
     let mut single = job.to_vec();
-    single.extend(["--workers", "2"]);
+    single.extend(["--workers", "2", "--epoch-us", common::CLUSTER_EPOCH_US]);
     let one = Command::new(env!("CARGO_BIN_EXE_megaflux"))
         .args(&single)
         .output()

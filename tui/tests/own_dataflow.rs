@@ -373,7 +373,8 @@ fn a_two_process_cluster_reads_on_process_0_and_writes_every_output_there_once()
                 "--rate",
                 "20000",
             ])
-            .args(["--output", output, "--migrate", "fluid@0.2:pack:1", "--"])
+            .args(["--output", output, "--migrate", "fluid@0.2:pack:1"])
+            .args(["--epoch-us", common::CLUSTER_EPOCH_US, "--"])
             .args(["-n", "2", "-p", process, "-h"])
             .arg(&hosts)
             .current_dir(cwd)
@@ -388,7 +389,12 @@ fn a_two_process_cluster_reads_on_process_0_and_writes_every_output_there_once()
     assert!(out1.status.success(), "{}", String::from_utf8_lossy(&out1.stderr));
     assert!(!cwd.join("elsewhere.jsonl").exists(), "only process 0 writes");
     let clustered = check_counts(&cwd.join("cluster.jsonl"), &views);
-    let single = run_views(&binary, cwd, "single.jsonl", &[]);
+    let single = run_views(
+        &binary,
+        cwd,
+        "single.jsonl",
+        &["--epoch-us", common::CLUSTER_EPOCH_US],
+    );
     assert_eq!(check_counts(&cwd.join("single.jsonl"), &views), clustered);
     assert_eq!(digest(&out0.stdout), digest(&single.stdout));
 }

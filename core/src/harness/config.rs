@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::drain::Drain;
 use crate::bins::Bins;
 use crate::config::uniform;
 use crate::control::Command;
@@ -123,6 +124,10 @@ pub struct RunConfig {
     /// rather than start the job with the others.
     #[serde(skip)]
     pub join: bool,
+    /// How far the work scheduled past the last epoch runs (`--drain`); `None`: as far as
+    /// the job says ([`crate::job::Job::drain`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain: Option<Drain>,
 }
 
 /// How long a process of a cluster waits for the others to connect: processes started by
@@ -337,6 +342,7 @@ impl Default for RunConfig {
             cluster_wait: CLUSTER_WAIT,
             coordinator_port: None,
             join: false,
+            drain: None,
         }
     }
 }

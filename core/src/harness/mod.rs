@@ -4,6 +4,7 @@
 
 mod collect;
 mod config;
+pub mod drain;
 mod end;
 mod epochs;
 mod join;

@@ -11,6 +11,7 @@ use timely::dataflow::{InputHandleVec, ProbeHandle};
 use timely::worker::Worker;
 
 use super::collect::{Digest, Reports};
+use super::drain::{self, Drain};
 use super::end::RunEnd;
 use super::epochs::Epochs;
 use super::measure::{Latencies, RssSamples};
@@ -32,7 +33,7 @@ use crate::rss;
 use crate::sampler::{self, Sampler};
 use crate::sink::Sink;
 use crate::source::{Feed, Location, ReadSource, Source, Timing};
-use crate::summary::{Summary, WorkerReport, summarize};
+use crate::summary::{DrainSummary, Summary, WorkerReport, summarize};
 
 /// The run stopped early (its error is with the run's [`Abort`]).
 pub(super) struct Stopped;
@@ -131,6 +132,7 @@ impl<R: timely::ExchangeData + Clone> Dataflow<R> {
         }
         stateful.committed = shared.generation.keep.clone();
         stateful.chunk_bytes = config.chunk_bytes;
+        stateful.epoch = config.epoch;
         stateful.failures = Arc::clone(shared.failures);
         stateful.handoffs = Some(Arc::clone(shared.handoffs));
         // Built before the dataflow: the operators learn from it whether to time themselves.
@@ -201,14 +203,22 @@ pub(super) fn run_worker<J: Job + ?Sized>(
             let from = shared.generation.from;
             let c = &shared.config;
             let copies = (c.bins.count(), c.replicas, c.workers);
-            match agree(worker, copies, &handout.roles(from), shared.abort) {
-                Ok((placement, survived)) => {
+            let stateful = !handout.bins.is_empty();
+            match agree(worker, copies, &handout.roles(from), stateful, shared.abort) {
+                Ok(Some((placement, survived))) => {
                     if worker.index() == 0 {
                         shared.generation.formed(survived);
                     }
                     let me = worker.index() as u32;
                     let seed = handout.seed(from, |bin| placement[bin as usize].holds(me));
                     Some((placement, seed))
+                }
+                // A job without stateful operators: nothing to place, it starts afresh.
+                Ok(None) => {
+                    if worker.index() == 0 {
+                        shared.generation.formed(Default::default());
+                    }
+                    None
                 }
                 Err(Disagreed::Lost(bins)) => {
                     return Err(shared.fail(RunError::BinsLost { bins, time: from }));
@@ -348,6 +358,7 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
             shared.generation.keep_plans(plane.driver().records().listed);
         }
     }
+    let policy = config.drain.unwrap_or_else(|| job.drain());
     let driver = measured.and_then(|()| {
         finish(
             worker,
@@ -357,7 +368,7 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
             plane,
             &mut latencies,
             start,
-            job.drains(),
+            policy == Drain::Off,
         )
     });
     let driver = driver.inspect_err(|_| {
@@ -369,24 +380,36 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
         let local = index % config.workers;
         shared.generation.keep_shipped(local, &flow.transfers.borrow());
     })?;
-    drop(flow.data);
-    if peers == config.workers && !job.drains() {
-        // In one process, drop the dataflow rather than close its inputs: closing them
-        // would release all scheduled later work at once (Q4's auction closings, minutes
-        // ahead), which belongs to no measured epoch and costs seconds and gigabytes.
-        worker.drop_dataflow(main_dataflow);
-    } else {
-        // A job that drains runs its scheduled later work (a file's last sessions close).
-        // Across processes, one that drops its dataflow early would stall the others (their
-        // data for it is never taken in), and processes may be given different lengths: so
-        // a cluster closes its inputs and drains, later scheduled work included.
-        while !flow.probe.done() {
-            shared.step(worker)?;
-            if let Some(why) = sink_failed(&flow.sink) {
-                return Err(shared.fail(RunError::Output(why)));
-            }
+    // The work scheduled past the last epoch runs as far as the job's drain says, under a
+    // gate every worker holds: then the dataflow is left, whatever later times still have.
+    let last_time = epochs.time_of(epochs.last());
+    let drained_from = Instant::now();
+    let plan = drain::Plan {
+        index,
+        peers,
+        last_time,
+        drain: policy,
+        len: config.epoch,
+        deadline: start + config.duration,
+        control: shared.control,
+    };
+    let gated = drain::Gated {
+        data: &mut flow.data,
+        probe: &flow.probe,
+        end: &mut flow.end,
+        observers: &flow.stateful.observers,
+    };
+    let sink = flow.sink.clone();
+    let ended_at = drain::run(gated, plan, |park| {
+        shared.step_or_park(worker, park)?;
+        match sink_failed(&sink) {
+            Some(why) => Err(shared.fail(RunError::Output(why))),
+            None => Ok(()),
         }
-    }
+    })?;
+    let drain_took = drained_from.elapsed();
+    let scheduled = flow.stateful.observers.scheduled();
+    worker.drop_dataflow(main_dataflow);
     let written = match &flow.sink {
         Some(sink) => Some(
             sink.borrow_mut()
@@ -417,6 +440,7 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
             .iter()
             .map(|(at, bin)| (at.saturating_duration_since(start).as_secs_f64(), *bin))
             .collect(),
+        scheduled,
     };
     let reports = reports.exchange(report, || shared.step(worker))?;
 
@@ -447,6 +471,22 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
         end_s,
     );
     summary.outputs_written = written;
+    if policy != Drain::Off {
+        let pending = reports
+            .iter()
+            .fold(crate::operator::Scheduled::default(), |all, r| {
+                all.and(r.scheduled)
+            });
+        let horizon = policy.horizon(last_time, config.epoch);
+        summary.drain = Some(DrainSummary {
+            input_end: last_time,
+            ended_at,
+            cut: pending.next.is_some_and(|next| next < horizon),
+            bins_pending: pending.bins,
+            next_time: pending.next,
+            took_s: drain_took.as_secs_f64(),
+        });
+    }
     let done = latencies.recorder.epochs();
     let done_at = |from| {
         let first = done.partition_point(|d| epochs.time_of(d.last) < from);
@@ -475,10 +515,13 @@ fn shipped_in_the_run(
     this.borrow().iter().map(|(t, v)| (*t, *v)).collect()
 }
 
-/// Why the `--output` file can no longer be written, if it cannot.
+/// Why the `--output` file can no longer be written, if it cannot. Every turn of a loop
+/// asks, and so writes what the sink holds once it has held it long enough.
 fn sink_failed(sink: &Option<Rc<RefCell<Sink>>>) -> Option<String> {
-    sink.as_ref()
-        .and_then(|s| s.borrow().failed().map(str::to_string))
+    let sink = sink.as_ref()?;
+    let mut sink = sink.borrow_mut();
+    sink.tick();
+    sink.failed().map(str::to_string)
 }
 
 /// This worker's feed of records, and how worker 0 learns when they were due: a share of a
@@ -615,7 +658,7 @@ fn measured_loop<R: timely::ExchangeData + Clone>(
 /// Ends the run at its last epoch: the control plane's last failures and rejoins go out
 /// (a failed worker waits for its failure to be issued before it lets go of what it held),
 /// then the epochs up to the last complete and are measured. Outputs past the last epoch
-/// count only for a job that `drains`. Returns the plan driver on worker 0.
+/// count only for a job that drains (not `last_only`). Returns the plan driver on worker 0.
 #[allow(clippy::too_many_arguments)]
 fn finish<R: timely::ExchangeData + Clone>(
     worker: &mut Worker,
@@ -625,7 +668,7 @@ fn finish<R: timely::ExchangeData + Clone>(
     mut plane: Option<ControlPlane>,
     latencies: &mut Latencies,
     start: Instant,
-    drains: bool,
+    last_only: bool,
 ) -> Result<Option<PlanDriver>, Stopped> {
     let now_s = || start.elapsed().as_secs_f64();
     if let Some(plane) = plane.as_mut() {
@@ -648,7 +691,7 @@ fn finish<R: timely::ExchangeData + Clone>(
             plane.retire(flow.output(), now_s());
         }
     }
-    if !drains {
+    if last_only {
         flow.digest.end_at(last_time);
     }
     Ok(plane.map(|p| {

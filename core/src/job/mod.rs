@@ -48,6 +48,7 @@ pub use registry::{AnyJob, Jobs, Takes};
 use crate::Time;
 use crate::config::ControlInst;
 use crate::harness::RunConfig;
+pub use crate::harness::drain::Drain;
 use crate::operator::{Bin, StatefulConfig, native_unary, sides, stateful_unary};
 use crate::size::BinState;
 use crate::source::Source;
@@ -128,12 +129,17 @@ pub trait Job: Send + Sync + 'static {
         None
     }
 
-    /// Whether the end of a run lets the work its operators scheduled for later times (open
-    /// windows, timeouts) run, and counts and writes its outputs: yes for jobs that read
-    /// their records (a file's last sessions close), no for the generated workloads, whose
-    /// scheduled work reaches minutes past the end.
-    fn drains(&self) -> bool {
-        true
+    /// How long after the run's last epoch the work its operators scheduled for later times
+    /// (open windows, timeouts) still matters: the end of a run lets it run that far, and
+    /// counts and writes its outputs. [`Drain::All`] (the default) runs it until none is
+    /// left; a job whose work re-arms itself (a periodic timer) or reaches far ahead says
+    /// how far ([`Drain::For`]: a session window of 30 s drains 30 s), or [`Drain::Off`]
+    /// (the generated workloads, whose scheduled work reaches minutes past the end).
+    /// `--drain` overrides it, and `--duration` caps every run, the drain included: a drain
+    /// cut short writes every output of the times before where it stopped, and the summary
+    /// says what was left (`drain`).
+    fn drain(&self) -> Drain {
+        Drain::All
     }
 
     /// Whether the job may run with adaptive epochs (`--epochs adaptive`), which send a

@@ -199,8 +199,8 @@ impl Job for NexmarkJob {
         ))
     }
 
-    fn drains(&self) -> bool {
-        false
+    fn drain(&self) -> crate::job::Drain {
+        crate::job::Drain::Off
     }
 
     /// Q1 and Q2 map each bid, Q3 joins people and auctions whichever comes first; Q4 to Q8

@@ -32,7 +32,7 @@ use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashSet;
 
@@ -46,12 +46,13 @@ use timely::dataflow::operators::vec::Map;
 use crate::Time;
 use crate::bins::Bins;
 use crate::config::{ControlInst, History, Placement, Role, replicated, single, uniform};
+use crate::epoch::EpochLen;
 use crate::failure::Failures;
 use crate::size::BinState;
 
 pub use handoff::Handoffs;
 pub use native::{native_binary, native_unary};
-pub use observe::{BinSize, DigestSampler, Frontiers, Holds, Observers, OperatorProbe};
+pub use observe::{BinSize, DigestSampler, Frontiers, Holds, Observers, OperatorProbe, Scheduled};
 pub use seed::{HandedBin, Handout, Seed, Survived, survivors};
 pub use transfer::DEFAULT_CHUNK_BYTES;
 
@@ -75,6 +76,9 @@ pub struct Bin<S> {
     resume: Time,
     #[serde(skip)]
     fresh: Vec<Time>,
+    /// The time being applied, and the run's epoch: what durations are measured from and in.
+    #[serde(skip)]
+    clock: (Time, EpochLen),
 }
 
 impl<S> Bin<S> {
@@ -85,15 +89,44 @@ impl<S> Bin<S> {
             kept: std::collections::BTreeMap::new(),
             resume: 0,
             fresh: Vec::new(),
+            clock: (0, EpochLen::default()),
         }
     }
 
     /// Asks for the operator logic to run for this bin at `time` (for example a window's
     /// end), even if no record arrives then. Times not after the current time are ignored.
+    /// [`Bin::schedule_after`] takes a duration instead.
     pub fn schedule(&mut self, time: Time) {
         if self.scheduled.insert(time) {
             self.fresh.push(time);
         }
+    }
+
+    /// Asks for the operator logic to run for this bin `after` the time being applied (in
+    /// logical time, rounded up to whole epochs, at least one), and returns that time.
+    /// Durations mean the same whatever the run's epoch (`--epoch-us`), where a time plus a
+    /// number of epochs would not.
+    pub fn schedule_after(&mut self, after: Duration) -> Time {
+        let at = self.clock.0.saturating_add(self.ticks(after).max(1));
+        self.schedule(at);
+        at
+    }
+
+    /// The logical time being applied (the `time` the logic is called with).
+    pub fn now(&self) -> Time {
+        self.clock.0
+    }
+
+    /// Logical time in `span`, in this run's epochs, rounded up: `time + bin.ticks(gap)` is
+    /// the first time at least `gap` after `time`.
+    pub fn ticks(&self, span: Duration) -> Time {
+        self.clock.1.ticks(span)
+    }
+
+    /// How much logical time lies between `since` and the time being applied (zero for a
+    /// later `since`).
+    pub fn since(&self, since: Time) -> Duration {
+        self.clock.1.closes_at(self.clock.0.saturating_sub(since))
     }
 
     /// The times this bin has scheduled work for, earliest first.
@@ -141,6 +174,9 @@ pub struct StatefulConfig {
     /// are (see `operator/handoff.rs`): one per process, shared by all its workers. `None`:
     /// every bin travels encoded.
     pub handoffs: Option<Arc<Handoffs>>,
+    /// The run's epoch, the unit of logical time: what [`Bin::schedule_after`] and the
+    /// other durations of a bin are counted in.
+    pub epoch: EpochLen,
 }
 
 /// A replica's first work in place of a failed one (its takeover): when, and the bin.
@@ -189,6 +225,7 @@ impl StatefulConfig {
             seed: None,
             committed: None,
             handoffs: None,
+            epoch: EpochLen::default(),
         }
     }
 
@@ -430,6 +467,7 @@ where
         "{name}: the initial placement must name one or two of the {peers} workers for each of the {} bins",
         config.bins.count()
     );
+    let logic = clocked(config.epoch, logic);
     let (table, scheduled) = seed::table::<S>(config, name, me);
     let local = Rc::new(Local::new(me, &config.initial, Rc::clone(&table)));
     let frontiers = {
@@ -463,6 +501,18 @@ where
     state::build(name, routes, local, config, scheduled, logic)
 }
 
+/// `logic` with the bin's clock set first: the time being applied and the run's epoch, for
+/// its durations ([`Bin::schedule_after`]).
+pub(crate) fn clocked<S, R, O>(
+    epoch: EpochLen,
+    mut logic: impl FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>) + 'static,
+) -> impl FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>) + 'static {
+    move |time, bin, records, out| {
+        bin.clock = (time, epoch);
+        logic(time, bin, records, out)
+    }
+}
+
 /// Every control change once for each of `peers` workers, with the worker's index (F's
 /// control input exchanges on it). One operator, where timely's `broadcast` takes three
 /// (a copy per worker, an exchange and a map back): each is scheduled at every time, and an
@@ -487,12 +537,29 @@ pub(crate) fn observe_table<S: BinState>(
 ) {
     let sized = Rc::clone(table);
     let hashed = Rc::clone(table);
+    let planned = Rc::clone(table);
+    let standby = Rc::new(standby);
+    let is_standby = Rc::clone(&standby);
     let label = name.to_string();
     config.observers.register(OperatorProbe {
         name: name.to_string(),
         frontiers: Box::new(frontiers),
         holds: Box::new(holds),
         handout: Box::new(handout),
+        scheduled: Box::new(move || {
+            let mut all = Scheduled::default();
+            for (bin, held) in planned.borrow().iter().enumerate() {
+                if let Some(next) = held.as_ref().and_then(|b| b.scheduled.first())
+                    && !is_standby(bin as u32)
+                {
+                    all = all.and(Scheduled {
+                        bins: 1,
+                        next: Some(*next),
+                    });
+                }
+            }
+            all
+        }),
         // The digest hashes each bin as it would travel.
         digests: Box::new(move |out| {
             out.extend(encoded(&label, &hashed).map(|(bin, bytes)| (bin, crate::bins::hash_key(&bytes))));

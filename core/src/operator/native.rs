@@ -47,7 +47,7 @@ pub fn native_unary<'s, R, S, O, K, L>(
     config: &StatefulConfig,
     name: &str,
     bin_key: K,
-    mut logic: L,
+    logic: L,
 ) -> StreamVec<'s, Time, O>
 where
     R: ExchangeData + Clone,
@@ -56,6 +56,7 @@ where
     K: Fn(&R) -> u64 + 'static,
     L: FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>) + 'static,
 {
+    let mut logic = super::clocked(config.epoch, logic);
     let me = data.scope().index() as u32;
     let bins = config.bins;
     let owners: Vec<u32> = config.initial.iter().map(|r| r.primary).collect();

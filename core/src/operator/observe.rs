@@ -74,6 +74,31 @@ pub struct Holds {
     pub failed: (u64, u64, u64),
 }
 
+/// The work an operator has scheduled for later times on one worker: how many bins it is
+/// primary of have some, and the earliest time of any. What a drain waits for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Scheduled {
+    /// Bins with scheduled work (counted on their primary: a standby's copy is the same
+    /// work).
+    pub bins: u64,
+    /// The earliest time with scheduled work, if any bin has some.
+    pub next: Option<Time>,
+}
+
+impl Scheduled {
+    /// Both together: bins add up, the earliest time is the earlier one's.
+    pub fn and(self, other: Scheduled) -> Scheduled {
+        let next = match (self.next, other.next) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Scheduled {
+            bins: self.bins + other.bins,
+            next,
+        }
+    }
+}
+
 /// One operator as observers see it.
 pub struct OperatorProbe {
     /// The operator's name as the job gave it (the `operator` of trace events).
@@ -86,6 +111,8 @@ pub struct OperatorProbe {
     pub digests: DigestSampler,
     /// Reads what it may hold capabilities for here (see [`Holds`]).
     pub holds: Box<dyn Fn() -> Holds>,
+    /// Reads the work its bins here have scheduled for later times (see [`Scheduled`]).
+    pub scheduled: Box<dyn Fn() -> Scheduled>,
     /// Every bin it holds here or that arrived here and waits to be installed, encoded as it
     /// would travel (scheduled work and kept outputs included), each marked with its resume
     /// point, with its role: what a restart seeds a new computation with
@@ -136,6 +163,14 @@ impl Observers {
         for probe in self.probes.borrow().iter() {
             f(probe);
         }
+    }
+
+    /// The work every operator here has scheduled for later times.
+    pub fn scheduled(&self) -> Scheduled {
+        self.probes
+            .borrow()
+            .iter()
+            .fold(Scheduled::default(), |all, p| all.and((p.scheduled)()))
     }
 
     /// Makes the operators time their activations from now on (two clock reads each).

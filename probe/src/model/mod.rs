@@ -20,8 +20,8 @@ pub use bounds::{
 use bounds::{bounded_push, is_queue_place, text};
 pub use plans::{During, PlanView};
 pub use views::{
-    BinView, CommandView, FailureView, FrontierView, Held, Holders, LatencyWindow, Move, RestartView,
-    StandbyIndex, WorkerView,
+    BinView, CommandView, DrainView, FailureView, FrontierView, Held, Holders, LatencyWindow, Move,
+    RestartView, StandbyIndex, WorkerView,
 };
 
 /// Finished plans a latency window is merged into besides the running one, the latest
@@ -84,6 +84,9 @@ pub struct JobModel {
     /// Whether the job keeps two replicas per bin (its placement named a standby).
     #[serde(default)]
     pub replicated: bool,
+    /// The drain, once the input ended and the run drains (the latest word of it).
+    #[serde(default)]
+    pub draining: Option<DrainView>,
     /// Events applied.
     pub events: u64,
     /// The latest event's time.
@@ -331,6 +334,10 @@ impl JobModel {
             Event::JobFinished { worker, .. } => {
                 if self.known_worker(*worker) {
                     self.workers.entry(*worker).or_default().finished = true;
+                }
+                // Worker 0 finishes once the drain has ended.
+                if *worker == 0 {
+                    self.draining = None;
                 }
             }
             Event::BinSize {
@@ -638,6 +645,21 @@ impl JobModel {
                 bounded_push(&mut self.restarts, restart);
             }
             Event::Lost { time, bins } => self.lost = Some((*time, text(bins))),
+            Event::Draining {
+                input_end,
+                gate,
+                bins,
+                next,
+                for_ms,
+            } => {
+                self.draining = Some(DrainView {
+                    input_end: *input_end,
+                    gate: *gate,
+                    bins: *bins,
+                    next: *next,
+                    for_ms: *for_ms,
+                });
+            }
             Event::Recording { on, failed } => {
                 self.recording = Some(*on);
                 if let Some(failed) = failed {

@@ -69,6 +69,21 @@ pub struct RestartView {
     pub joined: String,
 }
 
+/// The drain of a run whose input ended (see [`crate::event::Event::Draining`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrainView {
+    /// The logical time of the run's last epoch.
+    pub input_end: u64,
+    /// Every output before it is out.
+    pub gate: u64,
+    /// Bins with work scheduled at or after the gate.
+    pub bins: u64,
+    /// The earliest time of that work.
+    pub next: Option<u64>,
+    /// Milliseconds since the drain began.
+    pub for_ms: u64,
+}
+
 /// A worker's failure and what followed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FailureView {

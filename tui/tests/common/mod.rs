@@ -38,6 +38,9 @@ pub fn free_ports<const N: usize>() -> [u16; N] {
     std::array::from_fn(|i| listeners[i].local_addr().expect("a bound address").port())
 }
 
+/// The epoch of the tests' clusters, in microseconds, unless a job names its own.
+pub const CLUSTER_EPOCH_US: &str = "1000";
+
 /// A loopback cluster (two processes unless told): a scratch directory, and the host file
 /// timely reads.
 pub struct Cluster {
@@ -96,6 +99,11 @@ impl Cluster {
         let mut args = job.to_vec();
         let host = self.hostfile.to_str().expect("a UTF-8 path");
         args.extend(["--workers", workers, "--coordinator-port", &self.coordinator]);
+        if !job.contains(&"--epoch-us") {
+            // Epochs of 1 ms: several clusters of a debug build share CI's two cores, and
+            // what these tests check does not depend on the epoch.
+            args.extend(["--epoch-us", CLUSTER_EPOCH_US]);
+        }
         let n = self.addresses.len().to_string();
         args.extend(["--", "-n", &n, "-p", process, "-h", host]);
         let mut command = Command::new(binary);

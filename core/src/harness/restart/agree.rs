@@ -25,15 +25,23 @@ pub(in crate::harness) enum Disagreed {
     Left,
 }
 
+/// What a worker tells the others in place of a bin when it left a computation whose job
+/// has stateful operators (its handout names them, with or without bins).
+const STATEFUL: u32 = u32::MAX;
+
 /// Where the bins survived, agreed by every worker of a new computation: each sends the
-/// bins it holds whole (`roles`: whether as the standby) to all; each then builds the same
-/// placement ([`survivors`]).
+/// bins it holds whole (`roles`: whether as the standby) to all, and whether its job has
+/// stateful operators (`stateful`: a worker that starts empty, as one that joins, cannot
+/// tell); each then builds the same placement ([`survivors`]). `Ok(None)` when no worker
+/// knew of a stateful operator: a job without any (a map, a filter) has no bins to place,
+/// and starts afresh.
 pub(in crate::harness) fn agree(
     worker: &mut Worker,
     (bins, replicas, per_process): (usize, usize, usize),
     roles: &BTreeMap<u32, bool>,
+    stateful: bool,
     abort: &Abort,
-) -> Result<(Placement, Survived), Disagreed> {
+) -> Result<Option<(Placement, Survived)>, Disagreed> {
     super::failpoint::hit(super::failpoint::Point::Agree);
     let mut input = InputHandleVec::<Time, (u32, u32, bool)>::new();
     let heard: Rc<RefCell<Vec<(u32, u32, bool)>>> = Rc::default();
@@ -50,6 +58,9 @@ pub(in crate::harness) fn agree(
         });
     }
     let me = worker.index() as u32;
+    if stateful {
+        input.send((me, STATEFUL, false));
+    }
     for (bin, standby) in roles {
         input.send((me, *bin, *standby));
     }
@@ -63,6 +74,13 @@ pub(in crate::harness) fn agree(
             return Err(Disagreed::Left);
         }
     }
-    let heard = heard.take();
-    survivors(bins, replicas, per_process, &heard).map_err(Disagreed::Lost)
+    let mut heard = heard.take();
+    let before = heard.len();
+    heard.retain(|(_, bin, _)| *bin != STATEFUL);
+    if heard.len() == before && heard.is_empty() {
+        return Ok(None);
+    }
+    survivors(bins, replicas, per_process, &heard)
+        .map(Some)
+        .map_err(Disagreed::Lost)
 }

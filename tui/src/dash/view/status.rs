@@ -49,6 +49,10 @@ pub(super) fn status_bar(frame: &mut Frame, area: Rect, dash: &Dash, theme: Them
                 .add_modifier(Modifier::BOLD | Modifier::REVERSED),
         ));
     }
+    if let Some(drain) = &dash.view().draining {
+        let line = crate::drain::progress(drain, dash.view().epoch());
+        spans.push(Span::styled(format!(" {line} "), theme.fg(Color::Cyan)));
+    }
     if dash.paused() {
         spans.push(Span::styled(
             " PAUSED ",
