@@ -13,9 +13,16 @@ use std::time::Duration;
 
 use megaflux::failure::Failures;
 use megaflux::membership::wire::{Frame, FrameReader, Read1, write_frame};
-use megaflux::membership::{Coordinator, Event, Hello, Member, OnEvent};
+use megaflux::membership::{Coordinator, Event, Hello, Member, OnEvent, Settings};
 
-const JOB: u64 = 0xfeed;
+/// The test job's settings; `seed` tells jobs apart.
+fn job_with(seed: u64) -> Settings {
+    Settings::new().with("--workload", "test").with("--seed", seed)
+}
+
+fn job() -> Settings {
+    job_with(0xfeed)
+}
 /// Long enough for any report on a loaded machine; reports come within about a second.
 const PATIENCE: Duration = Duration::from_secs(20);
 const WAIT: Duration = Duration::from_secs(30);
@@ -36,14 +43,19 @@ fn free_address() -> String {
     l.local_addr().unwrap().to_string()
 }
 
-fn member(address: &str, process: usize, job: u64, failures: Arc<Failures>) -> (Member, Receiver<Event>) {
+fn member(
+    address: &str,
+    process: usize,
+    job: Settings,
+    failures: Arc<Failures>,
+) -> (Member, Receiver<Event>) {
     start_member(address, process, job, failures, false)
 }
 
 fn start_member(
     address: &str,
     process: usize,
-    job: u64,
+    job: Settings,
     failures: Arc<Failures>,
     join: bool,
 ) -> (Member, Receiver<Event>) {
@@ -66,7 +78,7 @@ fn fake_member(address: &str, process: u32) -> TcpStream {
     write_frame(
         &mut s,
         &Frame::Hello {
-            job: JOB,
+            job: job(),
             process,
             processes: 3,
         },
@@ -86,7 +98,7 @@ fn lost(event: Event) -> (usize, String) {
 fn the_coordinator_reports_a_silent_member_a_closed_one_and_not_one_that_said_bye() {
     let address = free_address();
     let (on, got) = events();
-    let _c = Coordinator::start(&address, JOB, (3, 2), WAIT, None, on).unwrap();
+    let _c = Coordinator::start(&address, job(), (3, 2), WAIT, None, on).unwrap();
     // Process 1 says hello and nothing more: it hangs.
     let _hung = fake_member(&address, 1);
     // Process 2 beats a while, says bye, and goes.
@@ -105,7 +117,7 @@ fn the_coordinator_reports_a_silent_member_a_closed_one_and_not_one_that_said_by
 
     let address = free_address();
     let (on, got) = events();
-    let _c = Coordinator::start(&address, JOB, (3, 2), WAIT, None, on).unwrap();
+    let _c = Coordinator::start(&address, job(), (3, 2), WAIT, None, on).unwrap();
     let gone = fake_member(&address, 2);
     drop(gone);
     let (process, cause) = lost(got.recv_timeout(PATIENCE).unwrap());
@@ -117,7 +129,7 @@ fn a_member_reports_process_0_silent_or_closed() {
     for hang in [true, false] {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let address = listener.local_addr().unwrap().to_string();
-        let (_m, got) = member(&address, 1, JOB, Arc::new(Failures::new(6)));
+        let (_m, got) = member(&address, 1, job(), Arc::new(Failures::new(6)));
         let (coordinator, _) = listener.accept().unwrap();
         if !hang {
             drop(coordinator);
@@ -144,10 +156,10 @@ fn failures_of_other_processes_reach_the_driver_and_the_run_ends_quietly() {
         }
         on(e)
     });
-    let c = Coordinator::start(&address, JOB, (3, 2), WAIT, None, on).unwrap();
+    let c = Coordinator::start(&address, job(), (3, 2), WAIT, None, on).unwrap();
     let failures1 = Arc::new(Failures::new(6));
-    let (m1, got1) = member(&address, 1, JOB, Arc::clone(&failures1));
-    let (m2, got2) = member(&address, 2, JOB, Arc::new(Failures::new(6)));
+    let (m1, got1) = member(&address, 1, job(), Arc::clone(&failures1));
+    let (m2, got2) = member(&address, 2, job(), Arc::new(Failures::new(6)));
     // Worker 3 (of process 1) fails by itself, twice, a rejoin between.
     failures1.fail(3);
     assert_eq!(got.recv_timeout(PATIENCE).unwrap(), Event::Failed { worker: 3 });
@@ -170,8 +182,8 @@ fn failures_of_other_processes_reach_the_driver_and_the_run_ends_quietly() {
 fn another_jobs_process_is_refused_and_told_why() {
     let address = free_address();
     let (on, _got) = events();
-    let _c = Coordinator::start(&address, JOB, (3, 2), WAIT, None, on).unwrap();
-    let (_m, got) = member(&address, 1, JOB + 1, Arc::new(Failures::new(6)));
+    let _c = Coordinator::start(&address, job(), (3, 2), WAIT, None, on).unwrap();
+    let (_m, got) = member(&address, 1, job_with(0xfeed + 1), Arc::new(Failures::new(6)));
     match got.recv_timeout(PATIENCE).unwrap() {
         Event::Refused { reason } => assert!(reason.contains("another job"), "{reason}"),
         other => panic!("expected a refusal, got {other:?}"),
@@ -183,7 +195,7 @@ fn silent_connections_and_garbage_do_not_keep_a_member_out() {
     let address = free_address();
     let failures0 = Arc::new(Failures::new(6));
     let (on, got) = events();
-    let _c = Coordinator::start(&address, JOB, (3, 2), WAIT, None, on).unwrap();
+    let _c = Coordinator::start(&address, job(), (3, 2), WAIT, None, on).unwrap();
     let mut crowd: Vec<TcpStream> = (0..100)
         .filter_map(|_| TcpStream::connect(&address).ok())
         .collect();
@@ -191,7 +203,7 @@ fn silent_connections_and_garbage_do_not_keep_a_member_out() {
         let _ = s.write_all(&[0xff; 64]);
     }
     let failures1 = Arc::new(Failures::new(6));
-    let (_m, _) = member(&address, 1, JOB, Arc::clone(&failures1));
+    let (_m, _) = member(&address, 1, job(), Arc::clone(&failures1));
     failures1.fail(2);
     assert_eq!(got.recv_timeout(PATIENCE).unwrap(), Event::Failed { worker: 2 });
     drop(failures0);
@@ -218,7 +230,7 @@ fn refused(got: &Receiver<Event>) -> String {
 fn restartable(address: &str) -> (Coordinator, Receiver<Event>) {
     let (on, got) = events();
     let committed = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let c = Coordinator::start(address, JOB, (3, 2), WAIT, Some(committed), on).unwrap();
+    let c = Coordinator::start(address, job(), (3, 2), WAIT, Some(committed), on).unwrap();
     (c, got)
 }
 
@@ -227,21 +239,21 @@ fn a_process_joins_only_in_a_lost_place_of_a_job_that_restarts() {
     // A job that does not restart takes no one in.
     let address = free_address();
     let (on, _got) = events();
-    let _c = Coordinator::start(&address, JOB, (3, 2), WAIT, None, on).unwrap();
-    let (_m, got) = start_member(&address, 2, JOB, Arc::new(Failures::new(6)), true);
+    let _c = Coordinator::start(&address, job(), (3, 2), WAIT, None, on).unwrap();
+    let (_m, got) = start_member(&address, 2, job(), Arc::new(Failures::new(6)), true);
     assert!(refused(&got).contains("does not restart"));
 
     let address = free_address();
     let (c, got0) = restartable(&address);
-    let (_m1, _) = member(&address, 1, JOB, Arc::new(Failures::new(6)));
+    let (_m1, _) = member(&address, 1, job(), Arc::new(Failures::new(6)));
     taken_in(&c, 1);
     // Process 2 has not started: joining is not starting.
-    let (_early, got) = start_member(&address, 2, JOB, Arc::new(Failures::new(6)), true);
+    let (_early, got) = start_member(&address, 2, job(), Arc::new(Failures::new(6)), true);
     assert!(refused(&got).contains("without --join"));
-    let (m2, _) = member(&address, 2, JOB, Arc::new(Failures::new(6)));
+    let (m2, _) = member(&address, 2, job(), Arc::new(Failures::new(6)));
     taken_in(&c, 2);
     // A live place cannot be taken.
-    let (_twin, got) = start_member(&address, 1, JOB, Arc::new(Failures::new(6)), true);
+    let (_twin, got) = start_member(&address, 1, job(), Arc::new(Failures::new(6)), true);
     assert!(refused(&got).contains("still runs"));
     // Process 2 goes away; the job restarts without it.
     drop(m2);
@@ -250,10 +262,10 @@ fn a_process_joins_only_in_a_lost_place_of_a_job_that_restarts() {
     let order = c.restart(1, 40, &[2], 7);
     assert_eq!(order.survivors, vec![0, 1]);
     // Coming back without --join is refused, and says how.
-    let (_plain, got) = member(&address, 2, JOB, Arc::new(Failures::new(6)));
+    let (_plain, got) = member(&address, 2, job(), Arc::new(Failures::new(6)));
     assert!(refused(&got).contains("--join"));
     // With it, it is taken in, and the next order counts it.
-    let (_joiner, got2) = start_member(&address, 2, JOB, Arc::new(Failures::new(6)), true);
+    let (_joiner, got2) = start_member(&address, 2, job(), Arc::new(Failures::new(6)), true);
     assert_eq!(got0.recv_timeout(PATIENCE).unwrap(), Event::Join { process: 2 });
     assert_eq!(c.joined(), vec![2]);
     let order = c.restart(2, 55, &[], 9);
@@ -268,13 +280,13 @@ fn a_process_joins_only_in_a_lost_place_of_a_job_that_restarts() {
 fn a_late_close_of_the_lost_connection_leaves_the_process_that_joined_alone() {
     let address = free_address();
     let (c, got0) = restartable(&address);
-    let (_m1, _) = member(&address, 1, JOB, Arc::new(Failures::new(6)));
+    let (_m1, _) = member(&address, 1, job(), Arc::new(Failures::new(6)));
     let old = fake_member(&address, 2);
     taken_in(&c, 2);
     // Timely saw process 2 go before membership did: the restart leaves it out while its
     // membership connection is still open.
     c.restart(1, 40, &[2], 0);
-    let (_joiner, got2) = start_member(&address, 2, JOB, Arc::new(Failures::new(6)), true);
+    let (_joiner, got2) = start_member(&address, 2, job(), Arc::new(Failures::new(6)), true);
     assert_eq!(got0.recv_timeout(PATIENCE).unwrap(), Event::Join { process: 2 });
     // Now the old connection closes: no news of the process in its place.
     drop(old);
@@ -292,8 +304,8 @@ fn a_late_close_of_the_lost_connection_leaves_the_process_that_joined_alone() {
 fn a_finishing_job_takes_no_process_in() {
     let address = free_address();
     let (c, got0) = restartable(&address);
-    let (m1, _) = member(&address, 1, JOB, Arc::new(Failures::new(6)));
-    let (m2, _) = member(&address, 2, JOB, Arc::new(Failures::new(6)));
+    let (m1, _) = member(&address, 1, job(), Arc::new(Failures::new(6)));
+    let (m2, _) = member(&address, 2, job(), Arc::new(Failures::new(6)));
     taken_in(&c, 1);
     taken_in(&c, 2);
     drop(m2);
@@ -306,7 +318,7 @@ fn a_finishing_job_takes_no_process_in() {
         assert!(since.elapsed() < PATIENCE, "process 1's bye never arrived");
         std::thread::sleep(Duration::from_millis(10));
     }
-    let (_joiner, got) = start_member(&address, 2, JOB, Arc::new(Failures::new(6)), true);
+    let (_joiner, got) = start_member(&address, 2, job(), Arc::new(Failures::new(6)), true);
     assert!(refused(&got).contains("finishing"));
 }
 
@@ -314,13 +326,13 @@ fn a_finishing_job_takes_no_process_in() {
 fn a_join_waiting_for_a_held_place_is_refused_when_the_job_ends() {
     let address = free_address();
     let (c, _got0) = restartable(&address);
-    let (_m1, _) = member(&address, 1, JOB, Arc::new(Failures::new(6)));
+    let (_m1, _) = member(&address, 1, job(), Arc::new(Failures::new(6)));
     taken_in(&c, 1);
     // A twin of process 1, which still runs: the coordinator waits for process 1 to go,
     // beating to the twin meanwhile.
     let mut twin = TcpStream::connect(&address).unwrap();
     let join = Frame::Join {
-        job: JOB,
+        job: job(),
         process: 1,
         processes: 3,
     };

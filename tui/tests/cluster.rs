@@ -241,7 +241,9 @@ fn a_process_with_other_settings_is_refused() {
     );
     assert_eq!(out1.status.code(), Some(1), "{e1}");
     assert!(
-        e1.contains("process 0 refused this process: process 1 runs another job"),
+        e1.contains(
+            "process 0 refused this process: process 1 runs another job than process 0: --output is given on process 1, not given on process 0"
+        ),
         "{e1}"
     );
     assert!(!out0.status.success(), "{e0}");

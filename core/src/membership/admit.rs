@@ -45,9 +45,19 @@ pub(super) fn hello(
             _ => return None,
         };
         let process = process as usize;
-        let refuse = if job != state.job || processes as usize != state.processes {
+        let differs = if processes as usize != state.processes {
             Some(format!(
-                "process {process} runs another job than process 0 (check that every process runs the same command, with the same -n)"
+                "-n is {processes} on process {process}, {} on process 0",
+                state.processes
+            ))
+        } else if !job.is_plausible() {
+            Some(format!("process {process} said too many settings"))
+        } else {
+            state.job.differs(&job, process)
+        };
+        let refuse = if let Some(what) = differs {
+            Some(format!(
+                "process {process} runs another job than process 0: {what} (every process runs the same command)"
             ))
         } else if joins {
             admit_join(state, (id, process), stream)

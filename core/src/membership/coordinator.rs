@@ -67,7 +67,7 @@ impl Slot {
 }
 
 pub(super) struct State {
-    pub(super) job: u64,
+    pub(super) job: super::Settings,
     pub(super) processes: usize,
     workers: usize,
     pub(super) slots: Mutex<Vec<Slot>>,
@@ -85,12 +85,12 @@ pub struct Coordinator {
 }
 
 impl Coordinator {
-    /// Listens at `address` for the other `processes - 1` processes of job `job` (whose
+    /// Listens at `address` for the other `processes - 1` processes of the job with settings `job` (whose
     /// processes run `workers` workers each), which must connect within `wait`. With
     /// `committed`, members hear of its moves with the beats.
     pub fn start(
         address: &str,
-        job: u64,
+        job: super::Settings,
         (processes, workers): (usize, usize),
         wait: Duration,
         committed: Option<Arc<AtomicU64>>,

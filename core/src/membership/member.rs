@@ -28,8 +28,8 @@ pub struct Member {
 
 /// Who the member is.
 pub struct Hello {
-    /// The job's fingerprint.
-    pub job: u64,
+    /// The job's settings, which process 0's must equal.
+    pub job: super::Settings,
     /// This process's index.
     pub process: usize,
     /// The number of processes.
@@ -106,7 +106,7 @@ fn connect(
             s.set_write_timeout(Some(HEARTBEAT * 2))?;
             s.set_nodelay(true)?;
             let mut w = s.try_clone()?;
-            let (job, process, processes) = (hello.job, hello.process as u32, hello.processes as u32);
+            let (job, process, processes) = (hello.job.clone(), hello.process as u32, hello.processes as u32);
             let first = if hello.join {
                 Frame::Join {
                     job,

@@ -16,6 +16,7 @@
 mod admit;
 mod coordinator;
 mod member;
+pub mod settings;
 pub mod wire;
 
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use std::time::Duration;
 
 pub use coordinator::Coordinator;
 pub use member::{Hello, Member};
+pub use settings::Settings;
 
 /// How often each end of a membership connection says it is alive.
 pub const HEARTBEAT: Duration = Duration::from_millis(100);

@@ -16,8 +16,8 @@ pub const MAX_FRAME: usize = 4096;
 pub enum Frame {
     /// A member's first frame: who it is, in which job.
     Hello {
-        /// The job's fingerprint ([`super::fingerprint`]): members of another job are refused.
-        job: u64,
+        /// The job's settings ([`super::Settings`]): a member whose differ is refused.
+        job: super::Settings,
         /// The member's process index (`-p`).
         process: u32,
         /// The number of processes it was started with (`-n`).
@@ -26,8 +26,8 @@ pub enum Frame {
     /// A member's first frame when it takes a lost process's place in a running job
     /// (`--join`): who it is, in which job.
     Join {
-        /// The job's fingerprint.
-        job: u64,
+        /// The job's settings.
+        job: super::Settings,
         /// The process index it takes again (`-p`).
         process: u32,
         /// The number of processes it was started with (`-n`).
@@ -182,13 +182,13 @@ mod tests {
     fn frames() -> Vec<Frame> {
         vec![
             Frame::Hello {
-                job: 7,
+                job: super::super::Settings::new().with("--rate", 7),
                 process: 2,
                 processes: 3,
             },
             Frame::Beat,
             Frame::Join {
-                job: 7,
+                job: super::super::Settings::new().with("--rate", 7),
                 process: 1,
                 processes: 3,
             },
