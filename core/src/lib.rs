@@ -18,6 +18,7 @@ pub mod epoch;
 pub mod error;
 pub mod failover;
 pub mod failure;
+pub mod files;
 pub mod harness;
 pub mod job;
 pub mod latency;

@@ -9,7 +9,7 @@
 //! nor a full disk leaves half a line. The buffer goes to the file at least every
 //! [`FLUSH_EVERY`] (worker 0 looks on every turn of its loop, outputs or not).
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -39,14 +39,7 @@ pub(crate) struct Sink {
 impl Sink {
     /// Creates the file at `path`; one that exists is kept unless `replace`.
     pub(crate) fn create(path: &Path, replace: bool) -> Result<Sink, String> {
-        let mut options = OpenOptions::new();
-        options.write(true);
-        if replace {
-            options.create(true).truncate(true);
-        } else {
-            options.create_new(true);
-        }
-        let file = options.open(path).map_err(|e| {
+        let file = crate::files::create(path, replace).map_err(|e| {
             if e.kind() == std::io::ErrorKind::AlreadyExists {
                 format!(
                     "--output {} exists: give another file, or --force to replace it",

@@ -148,19 +148,13 @@ impl Recorder {
     /// Creates `path` and writes the header. An existing file is replaced only when
     /// `replace` says so: a trace already recorded is never lost by accident.
     pub fn create(path: &Path, header: &TraceHeader, replace: bool) -> Result<Self, ProbeError> {
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(replace)
-            .create_new(!replace)
-            .open(path)
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::AlreadyExists => ProbeError::Config(format!(
-                    "trace {} already exists: choose another file, or --force to replace it",
-                    path.display()
-                )),
-                _ => ProbeError::io(format!("creating trace {}", path.display()), e),
-            })?;
+        let file = megaflux::files::create(path, replace).map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => ProbeError::Config(format!(
+                "trace {} already exists: choose another file, or --force to replace it",
+                path.display()
+            )),
+            _ => ProbeError::io(format!("creating trace {}", path.display()), e),
+        })?;
         let mut recorder = Recorder {
             path: path.to_path_buf(),
             out: BufWriter::with_capacity(BUFFER_BYTES, file),

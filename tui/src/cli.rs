@@ -172,6 +172,10 @@ struct RunArgs {
     /// the run, the drain included.
     #[arg(long, value_name = "all|off|SECS", value_parser = flags::drain)]
     drain: Option<megaflux::job::Drain>,
+    /// The longest line an input may have, in bytes: a longer one stops the job with an
+    /// error naming the input and the line [default: 1048576, 1 MiB].
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..=1 << 32))]
+    max_line_bytes: Option<u64>,
     /// Largest state message in bytes.
     #[arg(long, default_value_t = megaflux::operator::DEFAULT_CHUNK_BYTES, value_parser = flags::chunk)]
     chunk_bytes: usize,
@@ -315,6 +319,10 @@ fn run(args: RunArgs, jobs: &Jobs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(clash) = record_clash(args.record.as_deref(), &config) {
+        eprintln!("error: {clash}");
+        return ExitCode::from(2);
+    }
     if !args.headless && !dashboard {
         eprintln!("megaflux: stdout is not a terminal, so no dashboard: running headless");
     }
@@ -416,6 +424,26 @@ fn run(args: RunArgs, jobs: &Jobs) -> ExitCode {
     }
 }
 
+/// Why `--record` cannot be `record`: it is the file the run reads or writes its outputs to.
+fn record_clash(record: Option<&std::path::Path>, config: &RunConfig) -> Option<String> {
+    let record = record?;
+    let input = config.input.as_ref().and_then(|i| match i.location() {
+        Location::File(p) | Location::Stream(p) => Some(p),
+        _ => None,
+    });
+    let (flag, _) = [("--output", config.output.clone()), ("--input", input)]
+        .into_iter()
+        .find(|(_, other)| {
+            other
+                .as_deref()
+                .is_some_and(|o| megaflux::files::same_file(record, o))
+        })?;
+    Some(format!(
+        "--record {} is the {flag} file: one file cannot hold both",
+        record.display()
+    ))
+}
+
 /// The line `run` prints as the job starts: what runs, on what, how fast, for how long.
 fn starting(job: &dyn AnyJob, config: &RunConfig, timed: bool) -> String {
     let secs = config.duration.as_secs_f64();
@@ -499,6 +527,9 @@ fn run_config(args: &RunArgs, dashboard: bool, job: &dyn AnyJob) -> Result<RunCo
         coordinator_port: args.coordinator_port,
         join: args.join,
         drain: args.drain,
+        max_line_bytes: args
+            .max_line_bytes
+            .map_or(megaflux::source::DEFAULT_MAX_LINE_BYTES, |n| n as usize),
         ..RunConfig::default()
     };
     let reads = matches!(job.input(&config), Takes::Input { .. }) && config.input.is_some();

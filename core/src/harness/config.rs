@@ -128,6 +128,18 @@ pub struct RunConfig {
     /// the job says ([`crate::job::Job::drain`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain: Option<Drain>,
+    /// The longest line an input may have, in bytes (`--max-line-bytes`): a longer one
+    /// stops the job naming the input and the line, rather than fill the memory.
+    #[serde(default = "max_line_bytes", skip_serializing_if = "is_max_line_bytes")]
+    pub max_line_bytes: usize,
+}
+
+fn max_line_bytes() -> usize {
+    crate::source::DEFAULT_MAX_LINE_BYTES
+}
+
+fn is_max_line_bytes(n: &usize) -> bool {
+    *n == crate::source::DEFAULT_MAX_LINE_BYTES
 }
 
 /// How long a process of a cluster waits for the others to connect: processes started by
@@ -343,6 +355,7 @@ impl Default for RunConfig {
             coordinator_port: None,
             join: false,
             drain: None,
+            max_line_bytes: crate::source::DEFAULT_MAX_LINE_BYTES,
         }
     }
 }
@@ -466,6 +479,18 @@ pub fn validate(config: &RunConfig) -> Result<(), ConfigError> {
     }
     if config.chunk_bytes == 0 {
         return invalid("the chunk size must be at least 1 byte".into());
+    }
+    if config.max_line_bytes == 0 {
+        return invalid("--max-line-bytes must be at least 1".into());
+    }
+    if let (Some(output), Some(Location::File(input) | Location::Stream(input))) =
+        (&config.output, config.input.as_ref().map(Input::location))
+        && crate::files::same_file(output, &input)
+    {
+        return invalid(format!(
+            "--output {} is the --input file: writing it would destroy what the job reads",
+            output.display()
+        ));
     }
     let nexmark = config.nexmark;
     if nexmark.window_ms == 0 || nexmark.slide_ms == 0 || !nexmark.window_ms.is_multiple_of(nexmark.slide_ms)

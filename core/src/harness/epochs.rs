@@ -57,6 +57,9 @@ pub(super) struct Epochs<R> {
     last: u64,
     /// Records this worker sent, the preload's included.
     records_in: u64,
+    /// Why the input stopped short, if it did: the run ends there as at the input's end (the
+    /// records before it go in, their outputs are written), then stops with it.
+    failed: Option<InputError>,
 }
 
 impl<R: Clone + Send + 'static> Epochs<R> {
@@ -76,6 +79,7 @@ impl<R: Clone + Send + 'static> Epochs<R> {
             next: 1,
             last: config.epoch.in_duration(config.duration),
             records_in: preloaded,
+            failed: None,
         }
     }
 
@@ -182,18 +186,25 @@ impl<R: Clone + Send + 'static> Epochs<R> {
 
     /// Sends this worker's records of every epoch up to `due` and advances the input past
     /// them, up to an epoch whose records are not all read yet: it stays open. With adaptive
-    /// epochs they all go in at the first one's time (at or before each record's own).
-    pub(super) fn send(&mut self, data: &mut InputHandleVec<Time, R>, due: u64) -> Result<(), InputError> {
+    /// epochs they all go in at the first one's time (at or before each record's own). An
+    /// input that fails ends there, as if it had ended ([`Epochs::take_failure`]).
+    pub(super) fn send(&mut self, data: &mut InputHandleVec<Time, R>, due: u64) {
         if self.next > due {
-            return Ok(());
+            return;
         }
         let (first, batch) = (self.next, self.next_time());
-        let result = self.send_each(data, due, batch);
+        if let Err(e) = self.send_each(data, due, batch) {
+            self.failed.get_or_insert(e);
+        }
         data.advance_to(self.next_time());
         if self.adaptive && self.next > first {
             self.in_flight.push_back(self.next_time());
         }
-        result
+    }
+
+    /// Why the input stopped short, if it did (once).
+    pub(super) fn take_failure(&mut self) -> Option<InputError> {
+        self.failed.take()
     }
 
     /// Sends the records of epochs up to `due`, up to one whose records are not all read.
@@ -262,7 +273,7 @@ mod tests {
     ) -> Vec<(Time, u64)> {
         let output = probe.with_frontier(|f| f.first().copied().unwrap_or(Time::MAX));
         let due = epochs.due(Duration::from_micros(now_us), output, false);
-        epochs.send(data, due).expect("a generator never fails");
+        epochs.send(data, due);
         worker.step();
         while wait && probe.less_than(&epochs.next_time()) {
             worker.step();

@@ -443,6 +443,11 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
         scheduled,
     };
     let reports = reports.exchange(report, || shared.step(worker))?;
+    // An input that failed ended the run as its end would have: every output of the records
+    // before it is written; the run then stops with the error.
+    if let Some(failed) = epochs.take_failure() {
+        return Err(shared.fail(RunError::Input(failed)));
+    }
 
     let Some(driver) = driver else {
         return Ok(None);
@@ -553,7 +558,8 @@ fn feed<R: timely::ExchangeData + Clone>(
         Timing::Rate(_) => by_rate,
         _ => Dues::Listed(Rc::new(RefCell::new(ListedDues::default()))),
     };
-    let feed = Feed::read(input, reads, timing, config.epoch, &dues).map_err(RunError::Input)?;
+    let feed = Feed::read(input, reads, (timing, config.max_line_bytes), config.epoch, &dues)
+        .map_err(RunError::Input)?;
     Ok((feed, dues))
 }
 
@@ -612,9 +618,7 @@ fn measured_loop<R: timely::ExchangeData + Clone>(
         if let Some(plane) = plane.as_mut() {
             plane.turn(shared.control, now_s, flow.output());
         }
-        epochs
-            .send(&mut flow.data, due)
-            .map_err(|e| shared.fail(RunError::Input(e)))?;
+        epochs.send(&mut flow.data, due);
         if index == 0 && epochs.input_ended() {
             flow.end
                 .on_input_end(shared.control, config.epoch, || epochs.reached(now));

@@ -11,9 +11,12 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 use std::time::Instant;
 
+use super::bounds::{LineCap, READ_AHEAD_BYTES, ReadAhead};
 use super::{EventTime, Input, InputError, ReadSource, first_index};
 use crate::Time;
 use crate::epoch::EpochLen;
@@ -21,7 +24,8 @@ use crate::latency::{Dues, ListedDues, first_record};
 
 /// Records the input thread parses before it hands them over (files: it reads ahead).
 const BATCH: usize = 1024;
-/// Batches (or stream records) the input thread may hold ready before it waits.
+/// Batches (or stream records) the input thread may hold ready before it waits (and at most
+/// [`READ_AHEAD_BYTES`] of their lines).
 const READ_AHEAD: usize = 64;
 const STREAM_READ_AHEAD: usize = 1 << 16;
 
@@ -51,7 +55,8 @@ pub(crate) enum Timing<R> {
 
 /// What the input thread hands over.
 enum Msg<R> {
-    Records(Vec<(R, Option<Instant>)>),
+    /// Records, and the bytes of input they were read from.
+    Records(Vec<(R, Option<Instant>)>, u64),
     End,
     Failed(InputError),
 }
@@ -75,6 +80,8 @@ pub(crate) enum Feed<R> {
 /// Records read by the input thread, and where the feed is in them.
 pub(crate) struct Reading<R> {
     incoming: Receiver<Msg<R>>,
+    /// What the input thread read and this feed has not yet taken.
+    unread: Arc<ReadAhead>,
     ready: VecDeque<(R, Option<Instant>)>,
     /// A record read ahead that belongs to a later epoch, with its due time.
     ahead: Option<(R, u64)>,
@@ -98,24 +105,32 @@ pub(crate) struct Reading<R> {
 
 impl<R: Send + 'static> Feed<R> {
     /// Starts reading `input` with `source`'s format on a thread of its own; records are due
-    /// by `timing`. The thread connects or opens the input first: an input that cannot be
-    /// opened is the first thing the feed reports.
+    /// by `timing`, and no line may be longer than `max_line` bytes. The thread connects or
+    /// opens the input first: an input that cannot be opened is the first thing the feed
+    /// reports.
     pub(crate) fn read(
         input: &Input,
         source: &ReadSource<R>,
-        timing: Timing<R>,
+        (timing, max_line): (Timing<R>, usize),
         len: EpochLen,
         dues: &Dues,
     ) -> Result<Self, InputError> {
         let stream = matches!(timing, Timing::Arrival);
         let (tx, rx) = sync_channel(if stream { STREAM_READ_AHEAD } else { READ_AHEAD });
-        let (input, format) = (input.clone(), std::sync::Arc::clone(&source.format));
+        let (input, format) = (input.clone(), Arc::clone(&source.format));
+        let ahead = Arc::new(ReadAhead::default());
+        let reader = Reader {
+            stream,
+            max_line,
+            ahead: Arc::clone(&ahead),
+        };
         std::thread::Builder::new()
             .name("megaflux-input".into())
-            .spawn(move || read_input(&input, &format, stream, &tx))
+            .spawn(move || reader.read(&input, &format, &tx))
             .map_err(|e| InputError::of("the input thread", e.to_string()))?;
         Ok(Feed::Read(Box::new(Reading {
             incoming: rx,
+            unread: ahead,
             ready: VecDeque::new(),
             ahead: None,
             timing,
@@ -225,7 +240,10 @@ impl<R> Reading<R> {
                 return Ok(None);
             }
             match self.incoming.try_recv() {
-                Ok(Msg::Records(batch)) => self.ready.extend(batch),
+                Ok(Msg::Records(batch, bytes)) => {
+                    self.unread.took(bytes);
+                    self.ready.extend(batch);
+                }
                 Ok(Msg::End) | Err(TryRecvError::Disconnected) => {
                     self.ended = true;
                     if let Some(total) = &self.total {
@@ -327,44 +345,67 @@ impl<R> Reading<R> {
     }
 }
 
-/// The input thread: opens the input, parses its records and hands them over in batches
-/// (one at a time from a stream, which may pause for as long as it likes), until the end,
-/// an error, or the feed goes away.
-fn read_input<R>(input: &Input, format: &super::Format<R>, stream: bool, tx: &SyncSender<Msg<R>>) {
-    let opened = match input.open() {
-        Ok(opened) => opened,
-        Err(e) => {
-            let _ = tx.send(Msg::Failed(e));
-            return;
-        }
-    };
-    let mut records = format(opened, input.name());
-    let batch_len = if stream { 1 } else { BATCH };
-    let mut batch = Vec::with_capacity(batch_len);
-    loop {
-        match records.next_record() {
-            Some(Ok(record)) => {
-                batch.push((record, stream.then(Instant::now)));
-                if batch.len() == batch_len
-                    && tx
-                        .send(Msg::Records(std::mem::replace(
-                            &mut batch,
-                            Vec::with_capacity(batch_len),
-                        )))
-                        .is_err()
-                {
-                    return;
-                }
-            }
-            Some(Err(e)) => {
-                let _ = tx.send(Msg::Records(batch));
+impl<R> Drop for Reading<R> {
+    fn drop(&mut self) {
+        // An input thread waiting for room stops waiting.
+        self.unread.close();
+    }
+}
+
+/// How the input thread reads.
+struct Reader {
+    /// A stream: records go one at a time, each as it arrives.
+    stream: bool,
+    max_line: usize,
+    ahead: Arc<ReadAhead>,
+}
+
+impl Reader {
+    /// The input thread: opens the input, parses its records and hands them over in batches
+    /// (one at a time from a stream, which may pause for as long as it likes), until the
+    /// end, an error, or the feed goes away; at most [`READ_AHEAD_BYTES`] of input ahead of
+    /// the feed.
+    fn read<R>(&self, input: &Input, format: &super::Format<R>, tx: &SyncSender<Msg<R>>) {
+        let opened = match input.open() {
+            Ok(opened) => opened,
+            Err(e) => {
                 let _ = tx.send(Msg::Failed(e));
                 return;
             }
-            None => {
-                let _ = tx.send(Msg::Records(batch));
-                let _ = tx.send(Msg::End);
-                return;
+        };
+        let read = Arc::new(AtomicU64::new(0));
+        let capped = LineCap::new(opened, self.max_line, Arc::clone(&read));
+        let mut records = format(Box::new(capped), input.name());
+        let batch_len = if self.stream { 1 } else { BATCH };
+        let mut batch = Vec::with_capacity(batch_len);
+        let mut handed = 0;
+        // Hands the batch on with the bytes read since the last; false once the feed is gone.
+        let mut hand = |batch: Vec<(R, Option<Instant>)>| {
+            let now = read.load(Ordering::Relaxed);
+            let bytes = now - handed;
+            handed = now;
+            self.ahead.hold(bytes, READ_AHEAD_BYTES) && tx.send(Msg::Records(batch, bytes)).is_ok()
+        };
+        loop {
+            match records.next_record() {
+                Some(Ok(record)) => {
+                    batch.push((record, self.stream.then(Instant::now)));
+                    if batch.len() == batch_len
+                        && !hand(std::mem::replace(&mut batch, Vec::with_capacity(batch_len)))
+                    {
+                        return;
+                    }
+                }
+                Some(Err(e)) => {
+                    hand(batch);
+                    let _ = tx.send(Msg::Failed(e));
+                    return;
+                }
+                None => {
+                    hand(batch);
+                    let _ = tx.send(Msg::End);
+                    return;
+                }
             }
         }
     }
@@ -397,7 +438,15 @@ mod tests {
         let input: Input = path.display().to_string().parse().unwrap();
         let len = EpochLen::from_us(1000).unwrap();
         let time_ms: EventTime<u64> = Arc::new(|r: &u64| *r);
-        let mut feed = Feed::read(&input, &source, timing(time_ms), len, &Dues::rate(10_000)).unwrap();
+        let max_line = super::super::bounds::DEFAULT_MAX_LINE_BYTES;
+        let mut feed = Feed::read(
+            &input,
+            &source,
+            (timing(time_ms), max_line),
+            len,
+            &Dues::rate(10_000),
+        )
+        .unwrap();
         feed.resume_at(3);
         feed
     }

@@ -41,8 +41,11 @@ pub struct FileId {
 /// Where an [`Input`] is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Location {
-    /// A regular file (or anything else a path opens).
+    /// A regular file (or a path that does not exist here: another process's file).
     File(PathBuf),
+    /// A path to something that is not a regular file: a named pipe, a device. It is read
+    /// as a stream (records due as they arrive), never twice.
+    Stream(PathBuf),
     /// This process's standard input.
     Stdin,
     /// A TCP server to connect to, which sends records as lines.
@@ -111,7 +114,13 @@ impl Input {
             "-" => Location::Stdin,
             other => match other.strip_prefix("tcp:") {
                 Some(addr) => Location::Tcp(addr.to_string()),
-                None => Location::File(PathBuf::from(other)),
+                None => {
+                    let path = PathBuf::from(other);
+                    match std::fs::metadata(&path) {
+                        Ok(m) if !m.is_file() && !m.is_dir() => Location::Stream(path),
+                        _ => Location::File(path),
+                    }
+                }
             },
         }
     }
@@ -130,9 +139,10 @@ impl Input {
     }
 
     /// Makes a file's path absolute (a re-run may start elsewhere) and checks that it is a
-    /// file this process can open.
+    /// file this process can open (a named pipe is not opened here: that would wait for
+    /// its writer).
     pub fn resolve(&mut self) -> Result<(), ConfigError> {
-        let Location::File(path) = self.location() else {
+        let (Location::File(path) | Location::Stream(path)) = self.location() else {
             return Ok(());
         };
         let bad = |why: String| ConfigError::Invalid(format!("--input {}: {why}", path.display()));
@@ -140,7 +150,9 @@ impl Input {
         if absolute.is_dir() {
             return Err(bad("is a directory, not a file".into()));
         }
-        File::open(&absolute).map_err(|e| bad(e.to_string()))?;
+        if absolute.is_file() {
+            File::open(&absolute).map_err(|e| bad(e.to_string()))?;
+        }
         self.from = absolute.display().to_string();
         Ok(())
     }
@@ -175,7 +187,7 @@ impl Input {
     pub(crate) fn open(&self) -> Result<Box<dyn BufRead + Send>, InputError> {
         let failed = |e: std::io::Error| InputError::of(&self.name(), e.to_string());
         Ok(match self.location() {
-            Location::File(path) => Box::new(BufReader::with_capacity(
+            Location::File(path) | Location::Stream(path) => Box::new(BufReader::with_capacity(
                 READ_BUFFER,
                 File::open(path).map_err(failed)?,
             )),

@@ -14,6 +14,7 @@
 //! Records that are read are read once, by worker 0 (on process 0 of a cluster), in input
 //! order, and routed from there by the operators' configuration.
 
+mod bounds;
 mod feed;
 mod input;
 mod records;
@@ -25,6 +26,7 @@ use serde::de::DeserializeOwned;
 
 use crate::Time;
 
+pub use bounds::{DEFAULT_MAX_LINE_BYTES, READ_AHEAD_BYTES};
 pub(crate) use feed::{Feed, Fill, Timing};
 pub use input::{FileId, Input, InputError, Location};
 pub use records::Records;
