@@ -12,11 +12,21 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// The size of a bin's state.
+///
+/// Implemented for the standard collections, integers, floats, `bool`, `char`, `String`,
+/// `Option`, `Box` and tuples of up to eight of them, so `Bin<(BTreeMap<String, u64>, u64)>`
+/// needs nothing more. A type of your own needs one line, `impl StateSize for MyState {}`,
+/// and its size is then estimated from the type's ([`std::mem::size_of_val`]), with no keys;
+/// implement the two methods to count what it holds.
 pub trait StateSize {
     /// Keys (entries) held.
-    fn keys(&self) -> usize;
+    fn keys(&self) -> usize {
+        0
+    }
     /// Estimated bytes in memory, without following pointers out of the entries.
-    fn bytes(&self) -> usize;
+    fn bytes(&self) -> usize {
+        std::mem::size_of_val(self)
+    }
 }
 
 /// Everything a bin's state must be to live in a migrateable operator: encodable to move
@@ -27,13 +37,68 @@ pub trait BinState: Serialize + DeserializeOwned + Default + StateSize + Send + 
 impl<S: Serialize + DeserializeOwned + Default + StateSize + Send + 'static> BinState for S {}
 
 impl StateSize for () {
-    fn keys(&self) -> usize {
-        0
-    }
     fn bytes(&self) -> usize {
         0
     }
 }
+
+/// Plain values: no keys, their own size.
+macro_rules! plain {
+    ($($t:ty),*) => {$(
+        impl StateSize for $t {}
+    )*};
+}
+plain!(
+    u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64, bool, char
+);
+
+impl StateSize for String {
+    fn bytes(&self) -> usize {
+        size_of::<String>() + self.capacity()
+    }
+}
+
+impl<T: StateSize> StateSize for Option<T> {
+    fn keys(&self) -> usize {
+        self.as_ref().map_or(0, T::keys)
+    }
+    fn bytes(&self) -> usize {
+        self.as_ref().map_or(size_of::<Self>(), |t| {
+            size_of::<Self>() - size_of::<T>() + t.bytes()
+        })
+    }
+}
+
+impl<T: StateSize> StateSize for Box<T> {
+    fn keys(&self) -> usize {
+        T::keys(self)
+    }
+    fn bytes(&self) -> usize {
+        size_of::<Self>() + T::bytes(self)
+    }
+}
+
+/// Tuples: what their parts hold, together.
+macro_rules! tuple {
+    ($($t:ident . $i:tt),+) => {
+        impl<$($t: StateSize),+> StateSize for ($($t,)+) {
+            fn keys(&self) -> usize {
+                0 $(+ self.$i.keys())+
+            }
+            fn bytes(&self) -> usize {
+                0 $(+ self.$i.bytes())+
+            }
+        }
+    };
+}
+tuple!(A.0);
+tuple!(A.0, B.1);
+tuple!(A.0, B.1, C.2);
+tuple!(A.0, B.1, C.2, D.3);
+tuple!(A.0, B.1, C.2, D.3, E.4);
+tuple!(A.0, B.1, C.2, D.3, E.4, F.5);
+tuple!(A.0, B.1, C.2, D.3, E.4, F.5, G.6);
+tuple!(A.0, B.1, C.2, D.3, E.4, F.5, G.6, H.7);
 
 macro_rules! sequence {
     ($($t:ident),*) => {$(
@@ -100,6 +165,28 @@ mod tests {
         assert_eq!(vec![0u32; 5].keys(), 5);
         assert_eq!(vec![0u32; 5].bytes(), 20);
         assert_eq!(().keys(), 0);
+    }
+
+    #[test]
+    fn common_types_and_tuples_have_sizes_and_a_type_of_ones_own_needs_one_line() {
+        let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+        counts.insert("a".into(), 1);
+        counts.insert("b".into(), 2);
+        let state = (counts, 7u64);
+        assert_eq!(state.keys(), 2);
+        assert_eq!(state.bytes(), 2 * size_of::<(String, u64)>() + 8);
+        assert_eq!(Some(vec![1u8, 2, 3]).keys(), 3);
+        assert_eq!(None::<Vec<u8>>.keys(), 0);
+        assert_eq!(String::with_capacity(100).bytes(), size_of::<String>() + 100);
+        assert_eq!((1u8, 2i64, 3.0f32, true).bytes(), 1 + 8 + 4 + 1);
+
+        #[derive(Default)]
+        struct Mine {
+            _total: u64,
+            _seen: [u32; 4],
+        }
+        impl StateSize for Mine {}
+        assert_eq!((Mine::default().keys(), Mine::default().bytes()), (0, 24));
     }
 
     #[test]
