@@ -176,6 +176,11 @@ struct RunArgs {
     /// error naming the input and the line [default: 1048576, 1 MiB].
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..=1 << 32))]
     max_line_bytes: Option<u64>,
+    /// Check that the first record, output and bin state of every operator survive the
+    /// encoding they cross processes in, and stop naming the operator and the type if one
+    /// does not (debug builds always check).
+    #[arg(long)]
+    check_serde: bool,
     /// Largest state message in bytes.
     #[arg(long, default_value_t = megaflux::operator::DEFAULT_CHUNK_BYTES, value_parser = flags::chunk)]
     chunk_bytes: usize,
@@ -527,6 +532,7 @@ fn run_config(args: &RunArgs, dashboard: bool, job: &dyn AnyJob) -> Result<RunCo
         coordinator_port: args.coordinator_port,
         join: args.join,
         drain: args.drain,
+        check_serde: args.check_serde,
         max_line_bytes: args
             .max_line_bytes
             .map_or(megaflux::source::DEFAULT_MAX_LINE_BYTES, |n| n as usize),

@@ -132,6 +132,10 @@ pub struct RunConfig {
     /// stops the job naming the input and the line, rather than fill the memory.
     #[serde(default = "max_line_bytes", skip_serializing_if = "is_max_line_bytes")]
     pub max_line_bytes: usize,
+    /// Check that the first record, output and bin state of every operator survive the
+    /// encoding they cross processes in (`--check-serde`; debug builds always do).
+    #[serde(skip)]
+    pub check_serde: bool,
 }
 
 fn max_line_bytes() -> usize {
@@ -356,6 +360,7 @@ impl Default for RunConfig {
             join: false,
             drain: None,
             max_line_bytes: crate::source::DEFAULT_MAX_LINE_BYTES,
+            check_serde: false,
         }
     }
 }

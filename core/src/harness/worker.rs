@@ -133,6 +133,7 @@ impl<R: timely::ExchangeData + Clone> Dataflow<R> {
         stateful.committed = shared.generation.keep.clone();
         stateful.chunk_bytes = config.chunk_bytes;
         stateful.epoch = config.epoch;
+        stateful.check_serde |= config.check_serde;
         stateful.failures = Arc::clone(shared.failures);
         stateful.handoffs = Some(Arc::clone(shared.handoffs));
         // Built before the dataflow: the operators learn from it whether to time themselves.

@@ -16,11 +16,17 @@
 //!   digest. The runner hands each (time, bin) its records in one order on every replica.
 //!   Debug builds stop a job whose replicas emit different numbers of outputs for a (time,
 //!   bin) (see [`crate::stateful_unary`]).
-//! * **Serializable state.** A bin's state moves between workers encoded with bincode 1:
-//!   it is `Serialize + DeserializeOwned + Default` (empty for a bin that holds nothing
-//!   yet), and must not need `deserialize_any` (no `serde_json::Value`, no
-//!   `#[serde(flatten)]`, no untagged enums). [`crate::size::StateSize`] tells observers
-//!   its keys and bytes (implemented for the standard collections).
+//! * **Serializable state.** A bin's state moves between processes encoded with bincode 1,
+//!   as records and outputs do: it is `Serialize + DeserializeOwned + Default` (empty for a
+//!   bin that holds nothing yet). [`crate::size::StateSize`] tells observers its keys and
+//!   bytes (implemented for the standard collections, numbers, `String`, `Option`, `Box`
+//!   and tuples; `impl StateSize for MyState {}` estimates one's own from its type).
+//! * **Serde rules.** bincode is not self-describing: the state, the records and the
+//!   outputs must not use untagged or internally tagged enums, `#[serde(flatten)]`,
+//!   `skip_serializing_if`, `serde_json::Value` or anything else that needs
+//!   `deserialize_any`. Within one process nothing is encoded, so such a type would only
+//!   fail in a cluster: debug builds (and `--check-serde`) round-trip the first record,
+//!   output and bin state of every operator and stop the job naming the operator and type.
 //! * **Bins.** Each record has a 64-bit *bin key*, well mixed: use
 //!   [`crate::bins::hash_key`] on the record's key. The bin count (`--bins`) is a power of
 //!   two from 16 to 65536, many more than workers; a bin is the unit that moves.

@@ -24,6 +24,7 @@ mod pending;
 mod replica;
 mod route;
 mod seed;
+mod serde_check;
 mod state;
 pub mod transfer;
 
@@ -177,6 +178,10 @@ pub struct StatefulConfig {
     /// The run's epoch, the unit of logical time: what [`Bin::schedule_after`] and the
     /// other durations of a bin are counted in.
     pub epoch: EpochLen,
+    /// Round-trip the first record, output and bin state of every operator on every worker
+    /// through the encoding they cross processes in, and stop the job if one does not come
+    /// back the same (debug builds always; `--check-serde` in release).
+    pub check_serde: bool,
 }
 
 /// A replica's first work in place of a failed one (its takeover): when, and the bin.
@@ -226,6 +231,7 @@ impl StatefulConfig {
             committed: None,
             handoffs: None,
             epoch: EpochLen::default(),
+            check_serde: cfg!(debug_assertions),
         }
     }
 
@@ -467,7 +473,7 @@ where
         "{name}: the initial placement must name one or two of the {peers} workers for each of the {} bins",
         config.bins.count()
     );
-    let logic = clocked(config.epoch, logic);
+    let logic = serde_check::checked(config.check_serde, name, clocked(config.epoch, logic));
     let (table, scheduled) = seed::table::<S>(config, name, me);
     let local = Rc::new(Local::new(me, &config.initial, Rc::clone(&table)));
     let frontiers = {
