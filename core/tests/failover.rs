@@ -20,7 +20,7 @@ use proptest::prelude::*;
 
 mod common;
 
-use common::{Op, Out, Rec, WINDOW, model};
+use common::{Op, Order, Out, Rec, WINDOW, model};
 
 const BINS: usize = 16;
 /// A run whose output frontier has not moved for this long after its inputs closed is
@@ -513,7 +513,7 @@ fn arb_case() -> impl Strategy<Value = Case> {
 /// driver (`real`).
 fn check(op: Op, case: &Case, real: bool) -> Result<(), TestCaseError> {
     for workers in [2usize, 3, 4] {
-        let expected = model(op, &case.left, &case.right, workers);
+        let expected = model(op, &case.left, &case.right, Order::Senders(workers));
         let got = run(op, case, workers, real);
         prop_assert!(
             got.stuck.is_none(),

@@ -16,7 +16,7 @@ use proptest::prelude::*;
 
 mod common;
 
-use common::{Op, Out, Rec, model};
+use common::{Op, Order, Out, Rec, model};
 
 const BINS: usize = 16;
 
@@ -209,7 +209,7 @@ fn arb_plans() -> impl Strategy<Value = Plans> {
 
 fn check_plans(op: Op, case: &Case, plans: &Plans) -> Result<(), TestCaseError> {
     for workers in [2usize, 4] {
-        let expected = model(op, &case.left, &case.right, workers);
+        let expected = model(op, &case.left, &case.right, Order::Senders(workers));
         let case = Case {
             control: common::plan_control(plans, BINS, workers),
             ..case.clone()
@@ -243,7 +243,7 @@ fn check_shipped(case: &Case, workers: usize, shipped: Shipped) -> Result<(), Te
 
 fn check(op: Op, case: &Case) -> Result<(), TestCaseError> {
     for workers in [1usize, 2, 4] {
-        let expected = model(op, &case.left, &case.right, workers);
+        let expected = model(op, &case.left, &case.right, Order::Senders(workers));
         // Moves to workers that do not exist are rejected before they reach the dataflow;
         // here they are folded onto existing workers instead.
         let mut case = case.clone();
@@ -312,7 +312,7 @@ fn bins_ping_pong_every_time() {
         per_process: None,
     };
     for op in [Op::Sum, Op::Window, Op::Append] {
-        let expected = model(op, &case.left, &case.right, 2);
+        let expected = model(op, &case.left, &case.right, Order::Senders(2));
         assert_eq!(run(op, &case, 2, true), expected);
         let handed = Case {
             per_process: Some(2),

@@ -13,9 +13,11 @@
 //!   random hasher's order differs between replicas, and any map's order changes when a
 //!   move or recovery copy rebuilds it). With `--replicas 2` two workers run it on the same
 //!   records and either may be the one whose outputs leave; a re-run must give the recorded
-//!   digest. The runner hands each (time, bin) its records in one order on every replica.
-//!   Debug builds stop a job whose replicas emit different numbers of outputs for a (time,
-//!   bin) (see [`crate::stateful_unary`]).
+//!   digest. The runner hands each (time, bin) its records in one order on every replica:
+//!   by sending worker, or, in a job that restarts after a crash (whose restart numbers
+//!   the workers afresh), by their encoding, the same before and after any restart.
+//!   Debug builds stop a job whose replicas emit different outputs for a (time, bin) (their
+//!   number or a hash of them; see [`crate::stateful_unary`]).
 //! * **Serializable state.** A bin's state moves between processes encoded with bincode 1,
 //!   as records and outputs do: it is `Serialize + DeserializeOwned + Default` (empty for a
 //!   bin that holds nothing yet). [`crate::size::StateSize`] tells observers its keys and

@@ -440,7 +440,8 @@ impl<S> Local<S> {
 /// twice after a failure. Iterating a `HashMap` to decide what to emit breaks it (its order
 /// differs between replicas, and after every move or recovery copy: use a `BTreeMap`, or
 /// sort), and so do the clock and unseeded random draws. Debug builds check that both
-/// replicas emit as many outputs for each (time, bin), and stop the job naming the operator,
+/// replicas emit the same outputs for each (time, bin) (their number and a hash of them), and
+/// stop the job naming the operator,
 /// bin and time when they do not.
 ///
 /// Bin state travels encoded with bincode 1, so its type must not need `deserialize_any`

@@ -8,7 +8,8 @@
 //!   and after every move or recovery copy; the clock; a random draw) makes replicas diverge,
 //!   and the standby then releases outputs the primary never had, or drops ones it lacks.
 //!   Debug builds catch it: the primary acks every (time, bin) it applied with the number
-//!   of outputs it emitted, and the standby stops the job when its own number differs.
+//!   of outputs it emitted and a hash of them, and the standby stops the job when its own
+//!   differ.
 //! * The primary at `t` emits its outputs of (t, b) and, in the same step (no fail point
 //!   between them), sends an *ack* (t, b) to the standby at `t`.
 //! * The standby keeps its outputs of (t, b), under a capability at `t`, until the ack
@@ -42,16 +43,30 @@ use crate::Time;
 pub(crate) const CHECK_REPLICAS: bool = cfg!(debug_assertions);
 
 /// An ack for the standby of a bin at the time of the message carrying it: the standby's
-/// worker and the bin (`worker << 32 | bin`), and how many outputs the primary emitted.
-pub(crate) type Ack = (u64, u32);
+/// worker and the bin (`worker << 32 | bin`), and what the primary emitted.
+pub(crate) type Ack = (u64, Emitted);
 
-/// The ack for the standby `worker` of `bin`, whose primary emitted `outputs` outputs.
+/// What a replica emitted for a (time, bin): how many outputs, and (in debug builds, else
+/// 0) an order-independent hash of them.
+pub(crate) type Emitted = (u32, u64);
+
+/// What `outputs` are, as an ack tells them.
+pub(crate) fn emitted<O: serde::Serialize>(outputs: &[O]) -> Emitted {
+    let count = u32::try_from(outputs.len()).unwrap_or(u32::MAX);
+    if !CHECK_REPLICAS {
+        return (count, 0);
+    }
+    let hash = outputs.iter().fold(0u64, |sum, o| {
+        let bytes = bincode::serialize(o).unwrap_or_default();
+        sum.wrapping_add(xxhash_rust::xxh3::xxh3_64(&bytes))
+    });
+    (count, hash)
+}
+
+/// The ack for the standby `worker` of `bin`, whose primary emitted `outputs`.
 #[inline]
-pub(crate) fn ack(worker: u32, bin: u32, outputs: usize) -> Ack {
-    (
-        (u64::from(worker) << 32) | u64::from(bin),
-        u32::try_from(outputs).unwrap_or(u32::MAX),
-    )
+pub(crate) fn ack(worker: u32, bin: u32, outputs: Emitted) -> Ack {
+    ((u64::from(worker) << 32) | u64::from(bin), outputs)
 }
 
 /// Acks that arrived at one worker, and how far they are complete.
@@ -121,11 +136,11 @@ pub(crate) struct Holding<O> {
     /// The operator's name, for the message when replicas diverge.
     name: String,
     held: BTreeMap<Time, Held<O>>,
-    /// Per time, the bins acked and how many outputs their primary emitted.
-    acked: BTreeMap<Time, FxHashMap<u32, u32>>,
+    /// Per time, the bins acked and what their primary emitted.
+    acked: BTreeMap<Time, FxHashMap<u32, Emitted>>,
 }
 
-impl<O> Holding<O> {
+impl<O: serde::Serialize> Holding<O> {
     pub(crate) fn new(name: &str) -> Self {
         Holding {
             name: name.to_string(),
@@ -142,14 +157,14 @@ impl<O> Holding<O> {
         }
     }
 
-    /// How many outputs the primary emitted for (time, bin), if they are known to have left.
-    pub(crate) fn acked(&self, time: Time, bin: u32) -> Option<u32> {
+    /// What the primary emitted for (time, bin), if its outputs are known to have left.
+    pub(crate) fn acked(&self, time: Time, bin: u32) -> Option<Emitted> {
         self.acked.get(&time).and_then(|m| m.get(&bin)).copied()
     }
 
-    /// Checks, in debug builds, that the primary emitted as many outputs for (time, bin) as
-    /// this standby did: replicas of deterministic logic always agree.
-    pub(crate) fn agree(&self, time: Time, bin: u32, primary: u32, standby: usize) {
+    /// Checks, in debug builds, that the primary emitted the same outputs for (time, bin)
+    /// as this standby did: replicas of deterministic logic always agree.
+    pub(crate) fn agree(&self, time: Time, bin: u32, primary: Emitted, standby: Emitted) {
         diverged(&self.name, time, bin, primary, standby);
     }
 
@@ -189,7 +204,13 @@ impl<O> Holding<O> {
                 let mut start = 0;
                 for (bin, end) in &held.bins {
                     if let Some(primary) = acked.get(bin) {
-                        diverged(&self.name, *time, *bin, *primary, end - start);
+                        diverged(
+                            &self.name,
+                            *time,
+                            *bin,
+                            *primary,
+                            emitted(&held.outputs[start..*end]),
+                        );
                     }
                     start = *end;
                 }
@@ -239,12 +260,20 @@ impl<O> Holding<O> {
     }
 }
 
-/// Stops the job, in debug builds, if the replicas of `bin` emitted different numbers of
-/// outputs at `time`.
-fn diverged(name: &str, time: Time, bin: u32, primary: u32, standby: usize) {
-    if CHECK_REPLICAS && primary as usize != standby {
+/// Stops the job, in debug builds, if the replicas of `bin` emitted different outputs at
+/// `time` (their numbers or their hashes differ).
+fn diverged(name: &str, time: Time, bin: u32, primary: Emitted, standby: Emitted) {
+    if CHECK_REPLICAS && primary != standby {
+        let what = if primary.0 == standby.0 {
+            format!("both emitted {} outputs, but not the same ones", primary.0)
+        } else {
+            format!(
+                "the primary emitted {} outputs, the standby {}",
+                primary.0, standby.0
+            )
+        };
         panic!(
-            "{name}: the replicas of bin {bin} diverged at time {time}: the primary emitted {primary} outputs, the standby {standby}. \
+            "{name}: the replicas of bin {bin} diverged at time {time}: {what}. \
              The operator's logic must give the same outputs for the same state and records in the same order \
              (no hash map iteration order, clock or random draw in what it emits): see the determinism contract of stateful_unary"
         );

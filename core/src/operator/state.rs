@@ -5,8 +5,10 @@
 //!   and its placement is final (`Local::control`), and times are applied in increasing
 //!   order;
 //! * bins arriving for `t` are installed before any record at `t` is applied;
-//! * the records of a (time, bin) are applied in their order key's order (bin, sender),
-//!   stable within a sender, so both replicas of a bin apply them in the same order;
+//! * the records of a (time, bin) are applied in one order on every replica: by sender,
+//!   stable within a sender (the order key); or, in a job that can restart after a crash
+//!   (whose restart numbers the workers afresh), by their encoding, a function of the
+//!   records alone, the same before and after any restart, move or failover;
 //! * S holds an output capability for every time it still has work at (records, arriving
 //!   bins, scheduled work) or standby outputs undecided at, and tells F through
 //!   `Local::done` which times it has applied;
@@ -38,8 +40,8 @@ use timely::progress::{Antichain, frontier::MutableAntichain};
 use super::apply::{Applied, Hooks, apply_time};
 use super::handoff::{HANDED, Mailbox};
 use super::pending::Pending;
-use super::replica::{self, Ack, AckBoard, CHECK_REPLICAS, Holding, ack};
-use super::route::{DEST_SHIFT, Routed, Routes, order_key};
+use super::replica::{self, Ack, AckBoard, CHECK_REPLICAS, Holding, ack, emitted};
+use super::route::{DEST_SHIFT, Routed, Routes, bin_key, bin_of_key, order_key};
 use super::transfer::{Assembly, StateChunk, decode};
 use super::{Arrival, Bin, Holds, Local, StatefulConfig, TakeoverLog};
 use crate::Time;
@@ -292,7 +294,7 @@ where
     }
 }
 
-impl<R, O: Clone, S, L> State<R, O, S, L>
+impl<R: Serialize, O: Clone + Serialize, S, L> State<R, O, S, L>
 where
     S: Serialize + DeserializeOwned + StateSize,
     L: FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>),
@@ -301,9 +303,12 @@ where
         let Some(&time) = cap.least() else { return };
         let ports = self.ports;
         let entry = self.work.arrived(time, || capabilities(cap, time, ports));
-        entry
-            .records
-            .extend(batch.drain(..).map(|(tag, r)| (order_key(tag), r)));
+        // Ordered by content, the sender does not count.
+        let by_content = self.committed.is_some();
+        entry.records.extend(batch.drain(..).map(|(tag, r)| {
+            let key = order_key(tag);
+            (if by_content { bin_key(bin_of_key(key)) } else { key }, r)
+        }));
     }
 
     fn receive_chunks(&mut self, cap: &InputCapability<Time>, batch: &mut Vec<StateChunk>) {
@@ -399,10 +404,17 @@ where
             }
         }
         let Work {
-            records,
+            mut records,
             mut scheduled,
             installs,
         } = work;
+        if self.committed.is_some() {
+            // A job that restarts orders each (time, bin)'s records by their encoding
+            // (`apply_time`'s stable sort by bin keeps it): a restart numbers the workers
+            // afresh, so the order of senders would differ between a bin's replicas and
+            // from the run before.
+            records.sort_by_cached_key(|(key, r)| (*key, bincode::serialize(r).unwrap_or_default()));
+        }
         let placement = Rc::clone(self.local.history.borrow().at(time));
         let mut table = self.local.table.borrow_mut();
         for bin_index in installs {
@@ -602,7 +614,7 @@ struct StateHooks<'a, R, O, S> {
     kept: Option<&'a RefCell<Kept<O>>>,
 }
 
-impl<R, O: Clone, S> Hooks<O> for StateHooks<'_, R, O, S> {
+impl<R, O: Clone + Serialize, S> Hooks<O> for StateHooks<'_, R, O, S> {
     fn proceed(&mut self, _bin: u32) -> bool {
         self.failures.tick(self.me);
         !self.local.must_stop(self.failures)
@@ -655,11 +667,11 @@ impl<R, O: Clone, S> Hooks<O> for StateHooks<'_, R, O, S> {
         match holders.role(self.me) {
             Some(Role::Primary) => {
                 if holders.standby != NONE {
-                    self.acks.push(ack(holders.standby, bin, produced));
+                    self.acks.push(ack(holders.standby, bin, emitted(&out[from..])));
                 }
             }
             Some(Role::Standby) if let Some(primary) = self.holding.acked(self.time, bin) => {
-                self.holding.agree(self.time, bin, primary, produced);
+                self.holding.agree(self.time, bin, primary, emitted(&out[from..]));
                 out.truncate(from);
             }
             Some(Role::Standby) => {

@@ -209,16 +209,19 @@ pub fn last_time(left: &[(Time, Rec)], right: &[(Time, Rec)], more: impl Iterato
         .unwrap_or(0)
 }
 
+/// The order in which a (time, bin)'s records reach the logic, as the job promises it.
+#[derive(Clone, Copy, Debug)]
+pub enum Order {
+    /// By sending worker (record `i` is sent by worker `i mod workers`), then in the order
+    /// each worker sent them.
+    Senders(usize),
+    /// By their encoding (a job that can restart after a crash).
+    Content,
+}
+
 /// The plain sequential meaning of each operator on `left` and `right`, outputs sorted per
-/// time. Append's depends on the order the job promises: per time and bin, by sending
-/// worker (record `i` is sent by worker `i mod workers`), then in the order each worker sent
-/// them.
-pub fn model(
-    op: Op,
-    left: &[(Time, Rec)],
-    right: &[(Time, Rec)],
-    workers: usize,
-) -> BTreeMap<Time, Vec<Out>> {
+/// time. Append's depends on the order the job promises (`order`).
+pub fn model(op: Op, left: &[(Time, Rec)], right: &[(Time, Rec)], order: Order) -> BTreeMap<Time, Vec<Out>> {
     let mut out: BTreeMap<Time, Vec<Out>> = BTreeMap::new();
     let end = left.iter().chain(right).map(|(t, _)| *t).max().unwrap_or(0) + 1;
     match op {
@@ -248,14 +251,17 @@ pub fn model(
         Op::Append => {
             let mut lists: HashMap<u64, Vec<u64>> = HashMap::new();
             for t in 0..end {
-                let mut at: Vec<(usize, usize, Rec)> = left
+                let mut at: Vec<(usize, Vec<u8>, usize, Rec)> = left
                     .iter()
                     .enumerate()
                     .filter(|(_, (rt, _))| *rt == t)
-                    .map(|(i, (_, r))| (i % workers, i, *r))
+                    .map(|(i, (_, r))| match order {
+                        Order::Senders(workers) => (i % workers, Vec::new(), i, *r),
+                        Order::Content => (0, bincode::serialize(r).unwrap(), 0, *r),
+                    })
                     .collect();
                 at.sort_unstable();
-                for (_, _, (k, v)) in at {
+                for (_, _, _, (k, v)) in at {
                     let list = lists.entry(k).or_default();
                     list.push(v);
                     out.entry(t)
