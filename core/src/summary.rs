@@ -12,7 +12,7 @@ use crate::latency::{LatencyRecorder, Percentiles, WindowStats};
 use crate::operator::TransferTotals;
 
 /// Latency percentiles during one migration.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DuringLatency {
     /// The median per-record latency, in nanoseconds.
     pub p50: u64,
@@ -111,9 +111,10 @@ pub struct FailureSummary {
     pub at_s: f64,
     /// The logical time of its instructions.
     pub time: Time,
-    /// From the failure until every replica that took over had done its first work in place
-    /// of the failed one (applied records or scheduled work of its bin, or released outputs
-    /// the failed primary never emitted); `None` if none did before the run ended.
+    /// From the failure until every promoted standby could serve its bins: it holds them up
+    /// to date from the start, so until the output passed the failure's logical time `time`
+    /// (from which the standbys are the primaries); `None` if it did not before the run
+    /// ended. However long a promoted bin then waits for its next record does not count.
     pub takeover_ms: Option<f64>,
     /// Bins whose standby took over as primary.
     pub bins_promoted: usize,
@@ -121,7 +122,7 @@ pub struct FailureSummary {
     pub bins_degraded: usize,
     /// Bins left with none (the run stopped).
     pub bins_lost: Vec<u32>,
-    /// Latency from the failure to the end of its takeover.
+    /// The latency of the records due from the failure to the end of its takeover.
     pub latency_ns_during_takeover: DuringLatency,
     /// The recovery that gave its degraded bins new standbys (after the rejoin when no live
     /// worker could take them); `None` if none ran.
@@ -345,8 +346,6 @@ pub(crate) struct WorkerReport {
     /// Samples of this process's RSS (only from its first worker).
     pub(crate) rss_samples: Vec<(f64, u64)>,
     pub(crate) rss_peak: Option<u64>,
-    /// First outputs of promoted replicas: (seconds into the run, bin).
-    pub(crate) takeovers: Vec<(f64, u32)>,
     /// The work this worker's bins still had scheduled when the run ended.
     pub(crate) scheduled: crate::operator::Scheduled,
 }
@@ -422,24 +421,9 @@ pub(crate) fn summarize(
             }
         })
         .collect();
-    // The first failure not listed ends the last listed one's takeover window.
-    let failure_times: Vec<f64> = failures
-        .iter()
-        .map(|f| f.at_s)
-        .chain(failures_unlisted.first_at_s)
-        .collect();
     let failures = failures
         .into_iter()
-        .enumerate()
-        .map(|(i, f)| {
-            // Takeovers after this failure and before the next one.
-            let until = failure_times.get(i + 1).copied().unwrap_or(f64::INFINITY);
-            let last_takeover = reports
-                .iter()
-                .flat_map(|r| r.takeovers.iter())
-                .filter(|(at, _)| *at >= f.at_s && *at < until)
-                .map(|(at, _)| *at)
-                .reduce(f64::max);
+        .map(|f| {
             let recovery = f.recovery.map(|r| RecoverySummary {
                 bins_copied: r.bins_moved,
                 bytes: by_plan.next().unwrap_or_default().bytes,
@@ -453,11 +437,12 @@ pub(crate) fn summarize(
                 worker: f.worker,
                 at_s: f.at_s,
                 time: f.time,
-                takeover_ms: last_takeover.map(|t| (t - f.at_s) * 1000.0),
+                // Known once the run's epochs are (see `time_takeovers`).
+                takeover_ms: None,
                 bins_promoted: f.promoted,
                 bins_degraded: f.degraded,
                 bins_lost: f.lost,
-                latency_ns_during_takeover: during(f.at_s, last_takeover.unwrap_or(f.at_s)),
+                latency_ns_during_takeover: DuringLatency::default(),
                 recovery,
                 rejoined_s: f.rejoined_s,
             }
@@ -510,6 +495,23 @@ pub(crate) fn summarize(
         crashes: Vec::new(),
         joins: Vec::new(),
         drain: None,
+    }
+}
+
+/// Times the takeover of each of `failures` (see [`FailureSummary::takeover_ms`]) and the
+/// latency records saw during it, from `latency` with epochs of `epoch`; `done_at(t)` is
+/// when logical time `t` was complete, in ns after the run's start.
+pub(crate) fn time_takeovers(
+    failures: &mut [FailureSummary],
+    latency: &LatencyRecorder,
+    epoch: crate::epoch::EpochLen,
+    done_at: impl Fn(Time) -> Option<u64>,
+) {
+    for f in failures {
+        let served_s = done_at(f.time).map(|ns| (ns as f64 / 1e9).max(f.at_s));
+        f.takeover_ms = served_s.map(|s| (s - f.at_s) * 1000.0);
+        f.latency_ns_during_takeover =
+            DuringLatency::between(latency, epoch, f.at_s, served_s.unwrap_or(f.at_s));
     }
 }
 
@@ -585,5 +587,42 @@ mod tests {
             report(Vec::new()),
         ];
         assert_eq!(job_rss(&reports), vec![(0.0, 11), (0.1, 21), (0.2, 33)]);
+    }
+
+    /// A failure at 2 s, effective from time 2000 (1 ms epochs): its takeover ends when time
+    /// 2000 is complete, however long a promoted bin then waits for its next record, and
+    /// its latency is that of the records due meanwhile.
+    #[test]
+    fn a_takeover_ends_once_the_output_passed_the_failure() {
+        let epoch = crate::epoch::EpochLen::MS;
+        let mut latency = LatencyRecorder::new(2000, epoch);
+        for e in 1..=3000u64 {
+            // The epochs due right after the failure wait 30 ms.
+            let late = if (2000..2030).contains(&e) { 30_000_000 } else { 0 };
+            latency.record(e, e * 1_000_000 + late, true);
+        }
+        let failure = |time| FailureSummary {
+            worker: 1,
+            at_s: 2.0,
+            time,
+            takeover_ms: None,
+            bins_promoted: 8,
+            bins_degraded: 8,
+            bins_lost: Vec::new(),
+            latency_ns_during_takeover: DuringLatency::default(),
+            recovery: None,
+            rejoined_s: None,
+        };
+        let mut failures = vec![failure(2000), failure(9000)];
+        // Time t completes 30 ms after it closes from 2000 to 2029, at once elsewhere.
+        let done_at = |t: Time| {
+            (t <= 3000).then(|| t * 1_000_000 + if (2000..2030).contains(&t) { 30_000_000 } else { 0 })
+        };
+        time_takeovers(&mut failures, &latency, epoch, done_at);
+        let ms = failures[0].takeover_ms.unwrap();
+        assert!((ms - 30.0).abs() < 1e-6, "{ms}");
+        assert!(failures[0].latency_ns_during_takeover.max >= 30_000_000);
+        // A failure whose time the run never completed has no takeover time.
+        assert_eq!(failures[1].takeover_ms, None);
     }
 }

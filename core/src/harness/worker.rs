@@ -28,7 +28,7 @@ use crate::driver::PlanDriver;
 use crate::failure::Failures;
 use crate::job::{Job, Operators};
 use crate::latency::{Dues, LatencyRecorder, ListedDues};
-use crate::operator::{Handoffs, StatefulConfig, TakeoverLog, TransferLog};
+use crate::operator::{Handoffs, StatefulConfig, TransferLog};
 use crate::rss;
 use crate::sampler::{self, Sampler};
 use crate::sink::Sink;
@@ -106,7 +106,6 @@ struct Dataflow<R: Clone + 'static> {
     end: RunEnd,
     stateful: StatefulConfig,
     transfers: TransferLog,
-    takeovers: TakeoverLog,
     sampler: Option<Sampler>,
     /// The `--output` file, on the worker that writes it.
     sink: Option<Rc<RefCell<Sink>>>,
@@ -177,7 +176,6 @@ impl<R: timely::ExchangeData + Clone> Dataflow<R> {
             digest,
             end,
             transfers: Rc::clone(&stateful.transfers),
-            takeovers: Rc::clone(&stateful.takeovers),
             stateful,
             sampler,
             sink,
@@ -435,12 +433,6 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
         transfers: shipped_in_the_run(shared.generation, index % config.workers, &flow.transfers),
         rss_peak: rss.as_ref().and_then(|_| rss::peak()),
         rss_samples: rss.map(RssSamples::into_samples).unwrap_or_default(),
-        takeovers: flow
-            .takeovers
-            .borrow()
-            .iter()
-            .map(|(at, bin)| (at.saturating_duration_since(start).as_secs_f64(), *bin))
-            .collect(),
         scheduled,
     };
     let reports = reports.exchange(report, || shared.step(worker))?;
@@ -498,6 +490,7 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
         let first = done.partition_point(|d| epochs.time_of(d.last) < from);
         done.get(first).map(|d| d.at_ns)
     };
+    crate::summary::time_takeovers(&mut summary.failures, &latencies.recorder, config.epoch, done_at);
     summary.crashes = shared.generation.crash_summaries(start, done_at);
     summary.joins = shared.generation.join_summaries(start, done_at);
     super::restart::attach_recoveries(&mut summary.crashes, &mut summary.joins, &summary.migrations);
