@@ -164,6 +164,7 @@ impl Abort {
         }
         if let Ok(mut state) = self.state.lock()
             && state.error.is_none()
+            && state.finished < self.local_workers
         {
             // A process that joined and was not taken in yet: this computation goes on.
             if !self.originals.contains(&process) {
@@ -287,6 +288,11 @@ impl Abort {
             return Err(RunError::Worker("the run's state was poisoned".into()));
         };
         loop {
+            // Workers finish only once every worker of the job exchanged its final report:
+            // a process lost after that (process 0 included) takes nothing from the run.
+            if state.finished >= self.local_workers {
+                return Ok(Outcome::Finished);
+            }
             if let Some(error) = state.error.take() {
                 // Later waiters see the run as stopped, not as a success.
                 state.error = Some(RunError::Worker(error.to_string()));
@@ -294,9 +300,6 @@ impl Abort {
             }
             if state.restarts() {
                 return Ok(Outcome::Restart);
-            }
-            if state.finished >= self.local_workers {
-                return Ok(Outcome::Finished);
             }
             state = match self.changed.wait_timeout(state, Duration::from_millis(200)) {
                 Ok((s, _)) => s,

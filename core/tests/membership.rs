@@ -259,7 +259,7 @@ fn a_process_joins_only_in_a_lost_place_of_a_job_that_restarts() {
     drop(m2);
     let (process, _) = lost(got0.recv_timeout(PATIENCE).unwrap());
     assert_eq!(process, 2);
-    let order = c.restart(1, 40, &[2], 7);
+    let order = c.restart((1, 40, None), &[2], 7);
     assert_eq!(order.survivors, vec![0, 1]);
     // Coming back without --join is refused, and says how.
     let (_plain, got) = member(&address, 2, job(), Arc::new(Failures::new(6)));
@@ -268,7 +268,7 @@ fn a_process_joins_only_in_a_lost_place_of_a_job_that_restarts() {
     let (_joiner, got2) = start_member(&address, 2, job(), Arc::new(Failures::new(6)), true);
     assert_eq!(got0.recv_timeout(PATIENCE).unwrap(), Event::Join { process: 2 });
     assert_eq!(c.joined(), vec![2]);
-    let order = c.restart(2, 55, &[], 9);
+    let order = c.restart((2, 55, None), &[], 9);
     assert_eq!(order.survivors, vec![0, 1, 2]);
     match got2.recv_timeout(PATIENCE).unwrap() {
         Event::Restart(heard) => assert_eq!(heard, order),
@@ -285,7 +285,7 @@ fn a_late_close_of_the_lost_connection_leaves_the_process_that_joined_alone() {
     taken_in(&c, 2);
     // Timely saw process 2 go before membership did: the restart leaves it out while its
     // membership connection is still open.
-    c.restart(1, 40, &[2], 0);
+    c.restart((1, 40, None), &[2], 0);
     let (_joiner, got2) = start_member(&address, 2, job(), Arc::new(Failures::new(6)), true);
     assert_eq!(got0.recv_timeout(PATIENCE).unwrap(), Event::Join { process: 2 });
     // Now the old connection closes: no news of the process in its place.
@@ -310,7 +310,7 @@ fn a_finishing_job_takes_no_process_in() {
     taken_in(&c, 2);
     drop(m2);
     assert_eq!(lost(got0.recv_timeout(PATIENCE).unwrap()).0, 2);
-    c.restart(1, 40, &[2], 0);
+    c.restart((1, 40, None), &[2], 0);
     // Process 1 ends its run: the job is finishing.
     m1.finish();
     let since = std::time::Instant::now();

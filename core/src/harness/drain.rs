@@ -252,7 +252,9 @@ pub(super) fn run<R: Clone + 'static>(
     mut step: impl FnMut(Duration) -> Result<(), Stopped>,
 ) -> Result<Time, Stopped> {
     let horizon = plan.drain.horizon(plan.last_time, plan.len);
-    let mut gate = plan.last_time.saturating_add(1);
+    // A computation restarted during the drain starts from the committed gate, past the
+    // last epoch: its input stays where it is.
+    let mut gate = plan.last_time.saturating_add(1).max(*io.data.time());
     io.data.advance_to(gate);
     let output = || {
         io.probe

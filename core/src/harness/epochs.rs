@@ -91,6 +91,25 @@ impl<R: Clone + Send + 'static> Epochs<R> {
         self.records_in += self.feed.resume_at(self.next);
     }
 
+    /// Counts the records of a read input before the epoch this computation resumed at
+    /// (the computation before sent them), reading past them: the epochs it sends do so as
+    /// they go, but a computation restarted at the end of a run may send none. Whether they
+    /// are all counted (else the input thread has not read them yet).
+    pub(super) fn count_before_resume(&mut self) -> bool {
+        let before = self.next.saturating_sub(1);
+        // Nothing is sent: the records at `before` and earlier are before the resume point.
+        let fill = self.feed.fill(before, self.time_of(before), &mut |_| {});
+        self.records_in += self.feed.take_skipped();
+        match fill {
+            Ok(Fill::Waiting) => false,
+            Ok(Fill::Complete) => true,
+            Err(e) => {
+                self.failed.get_or_insert(e);
+                true
+            }
+        }
+    }
+
     /// The logical time of measured epoch `epoch`.
     pub(super) fn time_of(&self, epoch: u64) -> Time {
         self.base + epoch

@@ -297,6 +297,9 @@ pub fn run_job<J: Job + ?Sized>(
         if let Some(keep) = &keep {
             keep.fetch_max(order.committed, std::sync::atomic::Ordering::AcqRel);
         }
+        if let Some(end) = order.end {
+            control.set_end(end);
+        }
         generation = Generation::joining(config.workers, keep, order.generation, order.committed);
         survivors = order.survivors;
         config = Arc::new(restart::later_config(&config));
@@ -344,6 +347,7 @@ pub fn run_job<J: Job + ?Sized>(
             (timely.clone(), rank, &here),
         )?;
         if let Ran::Finished(summary) = ran {
+            restart::failpoint::hit(restart::failpoint::Point::Finished);
             if let Some(liveness) = &liveness {
                 liveness.finish();
             }
@@ -354,9 +358,14 @@ pub fn run_job<J: Job + ?Sized>(
         let order = restart::order(
             liveness.as_ref(),
             &generation_now,
-            (&abort, clock),
+            (&abort, clock, control.end()),
             position.process,
         )?;
+        // Every process of the next computation ends where process 0 fixed the end: a
+        // process restarted past it would otherwise send epochs the run never had.
+        if let Some(end) = order.end {
+            control.set_end(end);
+        }
         let lost = abort.lost();
         // Taken in: new to the computation, or back in the place of a process lost from it.
         let joined: Vec<usize> = order

@@ -370,18 +370,18 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
             policy == Drain::Off,
         )
     });
-    let driver = driver.inspect_err(|_| {
-        // Worker 0's latencies and plans so far, and what every worker shipped, go on in the
-        // next computation, if there is one.
-        if index == 0 {
-            shared.generation.keep_measured(latencies.recorder.epochs());
-        }
-        let local = index % config.workers;
-        shared.generation.keep_shipped(local, &flow.transfers.borrow());
-    })?;
+    let local = index % config.workers;
+    let driver = driver
+        .inspect_err(|_| keep_for_restart(shared, (index, local), &latencies, &flow.transfers, None))?;
+    // A computation restarted at the run's end sends no epoch: the records before it still
+    // count as the run's.
+    while shared.generation.index > 0 && !epochs.count_before_resume() {
+        shared.step(worker)?;
+    }
     // The work scheduled past the last epoch runs as far as the job's drain says, under a
     // gate every worker holds: then the dataflow is left, whatever later times still have.
     let last_time = epochs.time_of(epochs.last());
+    super::restart::failpoint::hit(super::restart::failpoint::Point::Drain);
     let drained_from = Instant::now();
     let plan = drain::Plan {
         index,
@@ -405,6 +405,15 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
             Some(why) => Err(shared.fail(RunError::Output(why))),
             None => Ok(()),
         }
+    })
+    .inspect_err(|_| {
+        keep_for_restart(
+            shared,
+            (index, local),
+            &latencies,
+            &flow.transfers,
+            driver.as_ref(),
+        )
     })?;
     let drain_took = drained_from.elapsed();
     let scheduled = flow.stateful.observers.scheduled();
@@ -435,7 +444,18 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
         rss_samples: rss.map(RssSamples::into_samples).unwrap_or_default(),
         scheduled,
     };
-    let reports = reports.exchange(report, || shared.step(worker))?;
+    super::restart::failpoint::hit(super::restart::failpoint::Point::Report);
+    let reports = reports
+        .exchange(report, || shared.step(worker))
+        .inspect_err(|_| {
+            keep_for_restart(
+                shared,
+                (index, local),
+                &latencies,
+                &flow.transfers,
+                driver.as_ref(),
+            )
+        })?;
     // An input that failed ended the run as its end would have: every output of the records
     // before it is written; the run then stops with the error.
     if let Some(failed) = epochs.take_failure() {
@@ -495,6 +515,25 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
     summary.joins = shared.generation.join_summaries(start, done_at);
     super::restart::attach_recoveries(&mut summary.crashes, &mut summary.joins, &summary.migrations);
     Ok(Some(summary))
+}
+
+/// What a worker leaving its computation for a restart keeps for the next one: worker 0's
+/// latencies and plans so far (`driver`, once the control plane closed), and what every
+/// worker shipped, so that the summary covers the whole run.
+fn keep_for_restart(
+    shared: &Shared,
+    (index, local): (usize, usize),
+    latencies: &Latencies,
+    transfers: &crate::operator::TransferLog,
+    driver: Option<&PlanDriver>,
+) {
+    if index == 0 {
+        shared.generation.keep_measured(latencies.recorder.epochs());
+        if let Some(driver) = driver {
+            shared.generation.keep_plans(driver.records().listed);
+        }
+    }
+    shared.generation.keep_shipped(local, &transfers.borrow());
 }
 
 /// What local worker `local` shipped in the whole run: in the computations before this

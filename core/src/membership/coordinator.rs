@@ -129,8 +129,14 @@ impl Coordinator {
     /// Orders the processes still here, but for those in `lost`, to restart as generation
     /// `generation` from the committed frontier `committed`; returns the order (process 0
     /// and every live member, in order).
-    /// `clock_ns` is the job's clock now, for a process that joins.
-    pub fn restart(&self, generation: u32, committed: u64, lost: &[usize], clock_ns: u64) -> Restart {
+    /// `clock_ns` is the job's clock now, for a process that joins; `end` the run's last
+    /// measured epoch, if process 0 fixed it.
+    pub fn restart(
+        &self,
+        (generation, committed, end): (u32, u64, Option<u64>),
+        lost: &[usize],
+        clock_ns: u64,
+    ) -> Restart {
         let mut survivors = vec![0];
         if let Ok(mut slots) = self.state.slots.lock() {
             for process in lost {
@@ -155,6 +161,7 @@ impl Coordinator {
                 survivors: survivors.iter().map(|p| *p as u32).collect(),
                 committed,
                 clock_ns,
+                end,
             };
             for stream in slots.iter_mut().filter_map(Slot::stream) {
                 let _ = write_frame(stream, &frame);
@@ -165,6 +172,7 @@ impl Coordinator {
             survivors,
             committed,
             clock_ns,
+            end,
         }
     }
 

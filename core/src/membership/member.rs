@@ -195,11 +195,13 @@ fn watch(
                             survivors,
                             committed,
                             clock_ns,
+                            end,
                         } => on_event(Event::Restart(Restart {
                             generation,
                             survivors: survivors.into_iter().map(|p| p as usize).collect(),
                             committed,
                             clock_ns,
+                            end,
                         })),
                         _ => {}
                     }

@@ -83,6 +83,9 @@ pub struct Restart {
     pub committed: u64,
     /// The job's clock when process 0 gave the order (see [`wire::Frame::Restart`]).
     pub clock_ns: u64,
+    /// The run's last measured epoch, if process 0 had fixed it (a stop, or the input's
+    /// end): every process of the new computation ends there, however far its clock is.
+    pub end: Option<u64>,
 }
 
 /// Where membership's news goes; called from membership's threads, once per loss.

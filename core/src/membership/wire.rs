@@ -65,6 +65,8 @@ pub enum Frame {
         /// The nanoseconds since the job's measured run began, on process 0, when it sent
         /// the order: a process that joins takes the job's clock from it.
         clock_ns: u64,
+        /// The run's last measured epoch, if process 0 had fixed it.
+        end: Option<u64>,
     },
 }
 
@@ -197,6 +199,7 @@ mod tests {
                 survivors: vec![0, 2],
                 committed: 40,
                 clock_ns: 9,
+                end: Some(3_000),
             },
             Frame::Failed { worker: 5 },
             Frame::Refused {

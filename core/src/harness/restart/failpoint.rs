@@ -1,7 +1,7 @@
 //! Fault injection for tests: `MEGAFLUX_FAILPOINT=<point>` makes the process exit at once,
 //! as `kill -9` would (no cleanup, its connections closed by the system), the first time it
-//! reaches that point of a restart. A crash at the exact phase of a restart is otherwise
-//! a matter of luck in the timing of a signal.
+//! reaches that point of a restart or of the end of a run. A crash at the exact phase is
+//! otherwise a matter of luck in the timing of a signal.
 
 use std::sync::OnceLock;
 
@@ -15,6 +15,12 @@ pub(in crate::harness) enum Point {
     Connect,
     /// Once connected, before agreeing where the bins are.
     Agree,
+    /// At the start of the drain, once the last epoch is complete.
+    Drain,
+    /// Before the final exchange of the workers' reports.
+    Report,
+    /// Once this process's part of the run finished, before it says so.
+    Finished,
 }
 
 impl Point {
@@ -22,6 +28,9 @@ impl Point {
         match self {
             Point::Connect => "restart-connect",
             Point::Agree => "restart-agree",
+            Point::Drain => "end-drain",
+            Point::Report => "end-report",
+            Point::Finished => "end-finished",
         }
     }
 }

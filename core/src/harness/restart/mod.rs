@@ -432,7 +432,7 @@ pub(super) fn leave(
 pub(super) fn order(
     liveness: Option<&Liveness>,
     left: &Generation,
-    (abort, clock): (&Abort, Option<Instant>),
+    (abort, clock, end): (&Abort, Option<Instant>, Option<u64>),
     me: usize,
 ) -> Result<Restart, RunError> {
     let order = match liveness.and_then(Liveness::coordinator) {
@@ -445,7 +445,7 @@ pub(super) fn order(
                 .as_ref()
                 .map_or(0, |c| c.frontier.load(std::sync::atomic::Ordering::Acquire));
             let clock_ns = clock.map_or(0, |start| start.elapsed().as_nanos() as u64);
-            coordinator.restart(left.index + 1, from, &abort.lost(), clock_ns)
+            coordinator.restart((left.index + 1, from, end), &abort.lost(), clock_ns)
         }
         None => abort.wait_order(ORDER_WAIT)?.ok_or_else(|| {
             RunError::Worker(format!(

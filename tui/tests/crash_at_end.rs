@@ -1,0 +1,107 @@
+//! A process lost at the very end of a run (`MEGAFLUX_FAILPOINT`): as the drain of a job
+//! with scheduled work begins, before the workers' final reports, or once its own part
+//! finished. Three loopback processes of the sessions example reading a file, `--replicas
+//! 2`, process 2 made to exit there: processes 0 and 1 exit 0 with the outputs, the digest
+//! and the records in of the run without the loss, never a panic. Keycount, which does not
+//! drain, the same at the report.
+
+mod common;
+
+use std::path::Path;
+use std::process::Child;
+use std::time::Duration;
+
+use common::{Cluster, assert_same_outputs, example, sorted_lines, summary, wait_all_within};
+
+/// Every process must be done well within this.
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// Starts every process of `job` on `cluster` with `binary`, process 2 made to exit at
+/// `point`, its outputs to `out`.
+fn spawn(binary: &Path, cluster: &Cluster, job: &[&str], out: &Path, point: Option<&str>) -> Vec<Child> {
+    let mut job = job.to_vec();
+    job.extend(["--output", out.to_str().expect("a UTF-8 path"), "--force"]);
+    (0..3)
+        .map(|p| {
+            let mut command = cluster.command(binary, &p.to_string(), &job, "1");
+            if let (2, Some(point)) = (p, point) {
+                command.env("MEGAFLUX_FAILPOINT", point);
+            }
+            command.spawn().expect("a cluster process starts")
+        })
+        .collect()
+}
+
+fn survives_losses_at_the_end(binary: &Path, cluster: &Cluster, job: &[&str], points: &[&str]) {
+    let base_out = cluster.dir.join("base.jsonl");
+    let outputs = wait_all_within(spawn(binary, cluster, job, &base_out, None), LIMIT);
+    for o in &outputs {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let base = summary(&outputs[0]);
+    let base_lines = sorted_lines(&base_out);
+    assert!(!base_lines.is_empty());
+    for point in points {
+        let out = cluster.dir.join(format!("{point}.jsonl"));
+        let mut outputs = wait_all_within(spawn(binary, cluster, job, &out, Some(point)), LIMIT);
+        let lost = outputs.pop().expect("process 2's output");
+        let said = String::from_utf8_lossy(&lost.stderr);
+        assert!(
+            said.contains(point),
+            "{point}: process 2 exited elsewhere: {said}"
+        );
+        for o in &outputs {
+            let stderr = String::from_utf8_lossy(&o.stderr);
+            assert!(!stderr.contains("panicked"), "{point}: {stderr}");
+        }
+        assert_same_outputs(&outputs, &base, (&out, &base_lines), point);
+    }
+}
+
+#[test]
+fn a_process_lost_as_a_draining_job_ends_changes_nothing() {
+    let cluster = Cluster::of("end-sessions", 3);
+    // 200 users click in bursts for 2 s: sessions close 200 ms after their last click, in
+    // the drain for the last ones.
+    let mut text = String::new();
+    for t in 0..2_000u64 {
+        for u in 0..200u64 {
+            if (t + u * 37) % 300 < 40 && (t * 7 + u) % 11 == 0 {
+                text.push_str(&format!("user{u},{t}\n"));
+            }
+        }
+    }
+    let clicks = cluster.dir.join("clicks.csv");
+    std::fs::write(&clicks, text).expect("the clicks are written");
+    let job = [
+        "run",
+        "--headless",
+        "--input",
+        clicks.to_str().expect("a UTF-8 path"),
+        "--pace",
+        "event-time",
+        "--replicas",
+        "2",
+    ];
+    let points = ["end-drain", "end-report", "end-finished"];
+    survives_losses_at_the_end(&example("sessions"), &cluster, &job, &points);
+}
+
+#[test]
+fn a_process_lost_before_the_final_reports_changes_nothing() {
+    let cluster = Cluster::of("end-keycount", 3);
+    let job = [
+        "run",
+        "--headless",
+        "--keys",
+        "20000",
+        "--rate",
+        "20000",
+        "--duration",
+        "3",
+        "--replicas",
+        "2",
+    ];
+    let megaflux = env!("CARGO_BIN_EXE_megaflux").as_ref();
+    survives_losses_at_the_end(megaflux, &cluster, &job, &["end-report"]);
+}
