@@ -43,11 +43,7 @@ fn spawn_all(cluster: &Cluster, job: &[&str], out: &str) -> Vec<Child> {
 
 /// As [`spawn_all`], with `binary`.
 fn spawn_all_of(binary: &Path, cluster: &Cluster, job: &[&str], out: &str) -> Vec<Child> {
-    let mut job = job.to_vec();
-    job.extend(["--output", out, "--force"]);
-    (0..cluster.addresses.len())
-        .map(|p| cluster.spawn_binary(binary, &p.to_string(), &job, "1"))
-        .collect()
+    cluster.spawn_all(binary, job, Path::new(out), None)
 }
 
 /// Runs `job` on three processes `n` times, killing process 1 or 2 at a random moment

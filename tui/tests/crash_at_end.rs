@@ -8,7 +8,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::Child;
 use std::time::Duration;
 
 use common::{Cluster, assert_same_outputs, example, sorted_lines, summary, wait_all_within};
@@ -16,25 +15,9 @@ use common::{Cluster, assert_same_outputs, example, sorted_lines, summary, wait_
 /// Every process must be done well within this.
 const LIMIT: Duration = Duration::from_secs(120);
 
-/// Starts every process of `job` on `cluster` with `binary`, process 2 made to exit at
-/// `point`, its outputs to `out`.
-fn spawn(binary: &Path, cluster: &Cluster, job: &[&str], out: &Path, point: Option<&str>) -> Vec<Child> {
-    let mut job = job.to_vec();
-    job.extend(["--output", out.to_str().expect("a UTF-8 path"), "--force"]);
-    (0..3)
-        .map(|p| {
-            let mut command = cluster.command(binary, &p.to_string(), &job, "1");
-            if let (2, Some(point)) = (p, point) {
-                command.env("MEGAFLUX_FAILPOINT", point);
-            }
-            command.spawn().expect("a cluster process starts")
-        })
-        .collect()
-}
-
 fn survives_losses_at_the_end(binary: &Path, cluster: &Cluster, job: &[&str], points: &[&str]) {
     let base_out = cluster.dir.join("base.jsonl");
-    let outputs = wait_all_within(spawn(binary, cluster, job, &base_out, None), LIMIT);
+    let outputs = wait_all_within(cluster.spawn_all(binary, job, &base_out, None), LIMIT);
     for o in &outputs {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }
@@ -43,7 +26,7 @@ fn survives_losses_at_the_end(binary: &Path, cluster: &Cluster, job: &[&str], po
     assert!(!base_lines.is_empty());
     for point in points {
         let out = cluster.dir.join(format!("{point}.jsonl"));
-        let mut outputs = wait_all_within(spawn(binary, cluster, job, &out, Some(point)), LIMIT);
+        let mut outputs = wait_all_within(cluster.spawn_all(binary, job, &out, Some((2, point))), LIMIT);
         let lost = outputs.pop().expect("process 2's output");
         let said = String::from_utf8_lossy(&lost.stderr);
         assert!(

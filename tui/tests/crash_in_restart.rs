@@ -32,17 +32,7 @@ fn a_process_lost_while_the_job_restarts_is_left_out_of_one_more_restart() {
     let cluster = Cluster::of("crash-in-restart", 4);
     let megaflux = env!("CARGO_BIN_EXE_megaflux").as_ref();
     let run = |out: &std::path::Path, failpoint: Option<&str>| {
-        let mut job = JOB.to_vec();
-        job.extend(["--output", out.to_str().expect("a UTF-8 path"), "--force"]);
-        (0..4)
-            .map(|p| {
-                let mut command = cluster.command(megaflux, &p.to_string(), &job, "1");
-                if let (3, Some(point)) = (p, failpoint) {
-                    command.env("MEGAFLUX_FAILPOINT", point);
-                }
-                command.spawn().expect("a cluster process starts")
-            })
-            .collect::<Vec<_>>()
+        cluster.spawn_all(megaflux, JOB, out, failpoint.map(|point| (3, point)))
     };
     let base_out = cluster.dir.join("base.jsonl");
     let outputs = wait_all_within(run(&base_out, None), LIMIT);

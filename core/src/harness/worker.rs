@@ -378,44 +378,12 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
     while shared.generation.index > 0 && !epochs.count_before_resume() {
         shared.step(worker)?;
     }
-    // The work scheduled past the last epoch runs as far as the job's drain says, under a
-    // gate every worker holds: then the dataflow is left, whatever later times still have.
     let last_time = epochs.time_of(epochs.last());
-    super::restart::failpoint::hit(super::restart::failpoint::Point::Drain);
-    let drained_from = Instant::now();
-    let plan = drain::Plan {
-        index,
-        peers,
-        last_time,
-        drain: policy,
-        len: config.epoch,
-        deadline: start + config.duration,
-        control: shared.control,
-    };
-    let gated = drain::Gated {
-        data: &mut flow.data,
-        probe: &flow.probe,
-        end: &mut flow.end,
-        observers: &flow.stateful.observers,
-    };
-    let sink = flow.sink.clone();
-    let ended_at = drain::run(gated, plan, |park| {
-        shared.step_or_park(worker, park)?;
-        match sink_failed(&sink) {
-            Some(why) => Err(shared.fail(RunError::Output(why))),
-            None => Ok(()),
-        }
-    })
-    .inspect_err(|_| {
-        keep_for_restart(
-            shared,
-            (index, local),
-            &latencies,
-            &flow.transfers,
-            driver.as_ref(),
-        )
-    })?;
-    let drain_took = drained_from.elapsed();
+    let transfers = Rc::clone(&flow.transfers);
+    let keep =
+        |_: &Stopped| keep_for_restart(shared, (index, local), &latencies, &transfers, driver.as_ref());
+    let (ended_at, drain_took) =
+        drain(worker, shared, &mut flow, last_time, policy, start).inspect_err(keep)?;
     let scheduled = flow.stateful.observers.scheduled();
     worker.drop_dataflow(main_dataflow);
     let written = match &flow.sink {
@@ -447,15 +415,7 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
     super::restart::failpoint::hit(super::restart::failpoint::Point::Report);
     let reports = reports
         .exchange(report, || shared.step(worker))
-        .inspect_err(|_| {
-            keep_for_restart(
-                shared,
-                (index, local),
-                &latencies,
-                &flow.transfers,
-                driver.as_ref(),
-            )
-        })?;
+        .inspect_err(keep)?;
     // An input that failed ended the run as its end would have: every output of the records
     // before it is written; the run then stops with the error.
     if let Some(failed) = epochs.take_failure() {
@@ -515,6 +475,45 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
     summary.joins = shared.generation.join_summaries(start, done_at);
     super::restart::attach_recoveries(&mut summary.crashes, &mut summary.joins, &summary.migrations);
     Ok(Some(summary))
+}
+
+/// The drain of the run whose last epoch has time `last_time` (see `harness/drain.rs`): the
+/// work scheduled past it runs as far as `policy` says, under a gate every worker holds.
+/// Returns the gate it ended at (every output before it is out) and how long it took.
+fn drain<R: timely::ExchangeData + Clone>(
+    worker: &mut Worker,
+    shared: &Shared,
+    flow: &mut Dataflow<R>,
+    last_time: Time,
+    policy: Drain,
+    start: Instant,
+) -> Result<(Time, Duration), Stopped> {
+    super::restart::failpoint::hit(super::restart::failpoint::Point::Drain);
+    let began = Instant::now();
+    let plan = drain::Plan {
+        index: flow.index,
+        peers: worker.peers(),
+        last_time,
+        drain: policy,
+        len: shared.config.epoch,
+        deadline: start + shared.config.duration,
+        control: shared.control,
+    };
+    let gated = drain::Gated {
+        data: &mut flow.data,
+        probe: &flow.probe,
+        end: &mut flow.end,
+        observers: &flow.stateful.observers,
+    };
+    let sink = flow.sink.clone();
+    let ended_at = drain::run(gated, plan, |park| {
+        shared.step_or_park(worker, park)?;
+        match sink_failed(&sink) {
+            Some(why) => Err(shared.fail(RunError::Output(why))),
+            None => Ok(()),
+        }
+    })?;
+    Ok((ended_at, began.elapsed()))
 }
 
 /// What a worker leaving its computation for a restart keeps for the next one: worker 0's

@@ -111,6 +111,28 @@ impl Cluster {
         command
     }
 
+    /// Starts every process of `job` with `binary`, one worker each, writing `--output` to
+    /// `out`; with `failing`, that process is made to exit at that `MEGAFLUX_FAILPOINT`.
+    pub fn spawn_all(
+        &self,
+        binary: &Path,
+        job: &[&str],
+        out: &Path,
+        failing: Option<(usize, &str)>,
+    ) -> Vec<Child> {
+        let mut job = job.to_vec();
+        job.extend(["--output", out.to_str().expect("a UTF-8 path"), "--force"]);
+        (0..self.addresses.len())
+            .map(|p| {
+                let mut command = self.command(binary, &p.to_string(), &job, "1");
+                if let Some((_, point)) = failing.filter(|(f, _)| *f == p) {
+                    command.env("MEGAFLUX_FAILPOINT", point);
+                }
+                command.spawn().expect("a cluster process starts")
+            })
+            .collect()
+    }
+
     /// Runs `job` on both processes and waits for both.
     pub fn run(&self, job: &[&str], workers: &str) -> [Output; 2] {
         let p0 = self.spawn("0", job, workers);
