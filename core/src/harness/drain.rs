@@ -32,6 +32,9 @@ use crate::operator::{Observers, Scheduled};
 /// The first stride of the gate past the earliest scheduled work, in wall-clock terms of
 /// logical time: a latency window's worth.
 const FIRST_STRIDE: Duration = Duration::from_millis(250);
+/// The longest stride: a round's work stays bounded where scheduled work thickens after a
+/// sparse stretch (the gate jumps over empty stretches anyway, to the earliest work).
+const MAX_STRIDE: Duration = Duration::from_secs(1);
 /// A round quicker than this doubles the stride; one slower halves it. A cut then waits at
 /// most about this long for the times before the gate.
 const QUICK_ROUND: Duration = Duration::from_millis(20);
@@ -136,8 +139,10 @@ pub(super) struct GateReport {
 pub(super) struct Lead {
     peers: usize,
     horizon: Time,
-    /// Logical time per wall-clock stride (see [`FIRST_STRIDE`]).
+    /// How far past the earliest scheduled work the gate rises (see [`FIRST_STRIDE`]), and
+    /// at most ([`MAX_STRIDE`]).
     stride: Time,
+    max_stride: Time,
     /// The gate last raised, when, and the reports for it so far.
     gate: Time,
     raised: Instant,
@@ -156,6 +161,7 @@ impl Lead {
             peers,
             horizon,
             stride: len.ticks(FIRST_STRIDE).max(1),
+            max_stride: len.ticks(MAX_STRIDE).max(1),
             gate,
             raised: now,
             reports: vec![None; peers],
@@ -200,7 +206,7 @@ impl Lead {
         };
         let took = now.saturating_duration_since(self.raised);
         if took < QUICK_ROUND {
-            self.stride = self.stride.saturating_mul(2);
+            self.stride = self.stride.saturating_mul(2).min(self.max_stride);
         } else if took > SLOW_ROUND {
             self.stride = (self.stride / 2).max(1);
         }
@@ -399,6 +405,23 @@ mod tests {
         lead.report(report(0, 1_000, 2, Some(1_500)));
         // Work beyond the horizon is not the drain's: it ends, not cut.
         assert_eq!(lead.decide(false, slow), Some(GateNews::Finish(1_000)));
+    }
+
+    #[test]
+    fn quick_rounds_grow_the_stride_to_a_second_at_most() {
+        let t0 = Instant::now();
+        let mut lead = Lead::new(1, 0, Time::MAX, EpochLen::MS, t0);
+        let mut gate = 0;
+        for _ in 0..10 {
+            lead.report(report(0, gate, 1, Some(gate)));
+            match lead.decide(false, t0) {
+                Some(GateNews::Raise(g)) => gate = g,
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(lead.progress(0, t0).gate, gate);
+        lead.report(report(0, gate, 1, Some(gate)));
+        assert_eq!(lead.decide(false, t0), Some(GateNews::Raise(gate + 1000)));
     }
 
     #[test]
