@@ -10,6 +10,7 @@
 #![warn(missing_docs)]
 
 pub mod abort;
+pub mod balance;
 pub mod bins;
 pub mod config;
 pub mod control;
@@ -30,6 +31,7 @@ pub mod rss;
 pub mod sampler;
 mod sink;
 pub mod size;
+pub mod skew;
 pub mod source;
 pub mod summary;
 pub mod workload;

@@ -115,12 +115,16 @@ pub enum Target {
     Drain(usize),
     /// An explicit map.
     Map(Map),
+    /// The primaries placed by the bins' measured loads (see [`crate::balance`]): resolved
+    /// by the plan driver, which knows them; as a shape it leaves the bins where they are.
+    Balance,
 }
 
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Target::Uniform => write!(f, "uniform"),
+            Target::Balance => write!(f, "balance"),
             Target::Pack(n) => write!(f, "pack:{n}"),
             Target::Drain(w) => write!(f, "drain:{w}"),
             Target::Map(m) => {
@@ -151,6 +155,7 @@ impl FromStr for Target {
         };
         match s.split_once(':') {
             None if s == "uniform" => Ok(Target::Uniform),
+            None if s == "balance" => Ok(Target::Balance),
             Some(("pack", n)) => match number(n, "worker count")? {
                 0 => Err(bad("pack needs at least one worker")),
                 n => Ok(Target::Pack(n)),
@@ -165,7 +170,7 @@ impl FromStr for Target {
                 })
                 .collect::<Result<Map, _>>()
                 .map(Target::Map),
-            _ => Err(bad("expected uniform, pack:N, drain:W or map:W,W,...")),
+            _ => Err(bad("expected uniform, balance, pack:N, drain:W or map:W,W,...")),
         }
     }
 }
@@ -178,6 +183,7 @@ impl Target {
         let invalid = |m: String| Err(ConfigError::Invalid(m));
         match self {
             Target::Uniform => Ok(crate::config::uniform(bins, workers)),
+            Target::Balance => Ok(current.clone()),
             Target::Pack(0) => invalid("target pack:0 leaves the bins no worker".to_string()),
             Target::Pack(n) if *n > workers => invalid(format!(
                 "target pack:{n} needs {n} workers but the job has {workers}"
@@ -238,6 +244,7 @@ impl Target {
         let goal: Map = match self {
             Target::Uniform if alive.len() == workers => uniform(bins, workers),
             Target::Uniform => (0..bins).map(|b| alive[b % alive.len()]).collect(),
+            Target::Balance => primaries.clone(),
             Target::Pack(0) => return Err(invalid("target pack:0 leaves the bins no worker".to_string())),
             Target::Pack(n) if *n > alive.len() => {
                 return Err(invalid(format!(

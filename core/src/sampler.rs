@@ -9,13 +9,18 @@
 //! the last sample, plus one [`REFRESH_EVERY`]th of all bins in turn, so that an observer
 //! that dropped events catches up within `REFRESH_EVERY` samples without any one sample
 //! reporting every bin of a job with 2^16 of them.
+//!
+//! What each bin cost in the interval goes out the same way, one event per operator
+//! (target `megaflux::load`, field `loads`: `bin:records:busy_ns` for the bins that had work,
+//! `:s` appended for a standby's copy; the busiest [`LOAD_BINS_PER_EVENT`] of them), with the
+//! interval's length.
 
 use std::time::Duration;
 
 use timely::worker::Worker;
 
 use crate::Time;
-use crate::operator::{BinSize, Observers};
+use crate::operator::{BinLoad, BinSize, Observers};
 
 /// How often a worker samples its bins, frontiers and load.
 pub const SAMPLE_EVERY: Duration = Duration::from_millis(250);
@@ -42,6 +47,9 @@ pub struct Sampler {
     scratch: Vec<BinSize>,
     /// The changed bins of one operator as `bin:keys:bytes` triples, space separated.
     sizes: String,
+    /// Per operator, each bin's cost at the last sample (records, busy ns).
+    costs: Vec<Vec<(u64, u64)>>,
+    loads: Vec<BinLoad>,
 }
 
 impl Sampler {
@@ -60,6 +68,8 @@ impl Sampler {
             applied_before: 0,
             scratch: Vec::new(),
             sizes: String::new(),
+            costs: Vec::new(),
+            loads: Vec::new(),
         }
     }
 
@@ -70,6 +80,21 @@ impl Sampler {
         self.busy_before = self.observers.busy_ns();
         self.applied_before = self.observers.applied();
         self.last = Duration::ZERO;
+        let (costs, loads) = (&mut self.costs, &mut self.loads);
+        costs.clear();
+        self.observers.each(|op| {
+            loads.clear();
+            (op.loads)(loads);
+            let mut last = Vec::new();
+            for l in loads.iter() {
+                let bin = l.bin as usize;
+                if last.len() <= bin {
+                    last.resize(bin + 1, (0, 0));
+                }
+                last[bin] = (l.records, l.busy_ns);
+            }
+            costs.push(last);
+        });
     }
 
     /// Samples if [`SAMPLE_EVERY`] has passed. `now` is the harness's clock (its loop reads it
@@ -95,10 +120,18 @@ impl Sampler {
         let worker = self.worker;
         let mut index = 0;
         let (reported, scratch, sizes) = (&mut self.reported, &mut self.scratch, &mut self.sizes);
+        let (costs, loads) = (&mut self.costs, &mut self.loads);
+        let interval_ns = interval.as_nanos() as u64;
         self.observers.each(|op| {
             if reported.len() <= index {
                 reported.push(Vec::new());
             }
+            if costs.len() <= index {
+                costs.push(Vec::new());
+            }
+            loads.clear();
+            (op.loads)(loads);
+            sample_loads(worker, &op.name, interval_ns, loads, &mut costs[index], sizes);
             let last = &mut reported[index];
             index += 1;
             scratch.clear();
@@ -165,5 +198,50 @@ impl Sampler {
         self.records_before = records;
         self.busy_before = busy;
         self.applied_before = applied;
+    }
+}
+
+/// The most bins one load event names: the busiest of the interval (a job with 2^16 bins
+/// would otherwise send a megabyte per operator, worker and sample; the hot bins are what a
+/// viewer needs, and a worker's total load has an event of its own).
+pub const LOAD_BINS_PER_EVENT: usize = 512;
+
+/// Reports what each bin of operator `operator` cost on `worker` since the last sample (at
+/// most [`LOAD_BINS_PER_EVENT`] bins, the busiest): `loads` are the totals now, `last` those
+/// at the last sample (updated); `text` is scratch.
+fn sample_loads(
+    worker: usize,
+    operator: &str,
+    interval_ns: u64,
+    loads: &mut Vec<BinLoad>,
+    last: &mut Vec<(u64, u64)>,
+    text: &mut String,
+) {
+    use std::fmt::Write;
+    for l in loads.iter_mut() {
+        let bin = l.bin as usize;
+        if last.len() <= bin {
+            last.resize(bin + 1, (0, 0));
+        }
+        let now = (l.records, l.busy_ns);
+        l.records -= last[bin].0.min(l.records);
+        l.busy_ns -= last[bin].1.min(l.busy_ns);
+        last[bin] = now;
+    }
+    loads.retain(|l| l.records > 0 || l.busy_ns > 0);
+    if loads.len() > LOAD_BINS_PER_EVENT {
+        let busiest = |l: &BinLoad| std::cmp::Reverse((l.busy_ns, l.records));
+        loads.select_nth_unstable_by_key(LOAD_BINS_PER_EVENT - 1, busiest);
+        loads.truncate(LOAD_BINS_PER_EVENT);
+        loads.sort_unstable_by_key(|l| l.bin);
+    }
+    text.clear();
+    for l in loads.iter() {
+        let role = if l.standby { ":s" } else { "" };
+        let _ = write!(text, "{}:{}:{}{role} ", l.bin, l.records, l.busy_ns);
+    }
+    if !text.is_empty() {
+        tracing::info!(target: "megaflux::load", worker, operator, interval_ns, loads = %text.trim_end());
+        text.clear();
     }
 }

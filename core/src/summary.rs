@@ -80,6 +80,9 @@ pub struct MigrationSummary {
     pub rss_peak_bytes: Option<u64>,
     /// Whether a command dropped its steps not yet issued.
     pub cancelled: bool,
+    /// Who made it, if not a command or the run's flags: `balancer`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
 }
 
 /// The recovery of one failure: new standbys for the bins it left with one replica.
@@ -257,6 +260,9 @@ pub struct Summary {
     /// ([`crate::job::Job::drain`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain: Option<DrainSummary>,
+    /// What the balancer saw and did (`--balance`), unless it was off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub balance: Option<crate::balance::BalanceSummary>,
 }
 
 /// The drain of a run: the work its operators scheduled for times after the last epoch.
@@ -418,6 +424,7 @@ pub(crate) fn summarize(
                 rss_before_bytes: rss_before(r.issued_s),
                 rss_peak_bytes: rss_between(r.issued_s, to_s),
                 cancelled: r.cancelled,
+                by: r.by.map(str::to_string),
             }
         })
         .collect();
@@ -495,6 +502,7 @@ pub(crate) fn summarize(
         crashes: Vec::new(),
         joins: Vec::new(),
         drain: None,
+        balance: None,
     }
 }
 

@@ -12,6 +12,7 @@ use crate::bins::{Bins, mix64};
 use crate::harness::RunConfig;
 use crate::job::{Job, Operators};
 use crate::operator::Bin;
+use crate::skew::{Skew, Zipf, key_index};
 use crate::source::{self, Source};
 
 /// keycount or hashcount as a [`Job`].
@@ -35,10 +36,17 @@ impl Job for CountJob {
     }
 
     fn source(&self, run: &RunConfig) -> Source<u64> {
+        let zipf = match run.skew {
+            Skew::Uniform => None,
+            Skew::Zipf(exponent) => Some(Zipf::new(run.keys, exponent)),
+        };
+        // Records are due at `rate` a second from index 0: the shift's record index.
+        let shift_at = run.skew_shift.map(|s| (s * run.rate as f64) as u64);
         Source::generated(KeyGenerator {
             counting: self.counting,
             keys: run.keys,
             seed: run.seed,
+            skew: zipf.map(|z| (z, shift_at)),
         })
     }
 
@@ -58,8 +66,13 @@ impl Job for CountJob {
     }
 
     fn describe(&self, run: &RunConfig) -> Option<String> {
+        let skew = match (run.skew, run.skew_shift) {
+            (Skew::Uniform, _) => String::new(),
+            (skew, None) => format!(" drawn {skew}"),
+            (skew, Some(at)) => format!(" drawn {skew}, other keys hot from {at} s"),
+        };
         Some(format!(
-            "{} keys{}",
+            "{} keys{skew}{}",
             run.keys,
             if run.preload {
                 "; preloading every key first"
@@ -118,6 +131,9 @@ pub struct KeyGenerator {
     pub keys: u64,
     /// `--seed`.
     pub seed: u64,
+    /// `--skew zipf:S`: the law of the draws, and the first record index of
+    /// `--skew-shift`'s other hot keys.
+    pub skew: Option<(Zipf, Option<u64>)>,
 }
 
 impl source::Generator<u64> for KeyGenerator {
@@ -141,7 +157,13 @@ impl KeyGenerator {
     /// The key of the `i`-th measured record.
     #[inline]
     pub fn record(&self, i: u64) -> u64 {
-        let draw = mix64(i ^ mix64(self.seed)) % self.keys;
+        let draw = match self.skew {
+            None => mix64(i ^ mix64(self.seed)) % self.keys,
+            Some((zipf, shift_at)) => {
+                let phase = u64::from(shift_at.is_some_and(|at| i >= at));
+                key_index(zipf.rank(i, self.seed), self.keys, self.seed, phase)
+            }
+        };
         self.key(draw)
     }
 
@@ -202,6 +224,7 @@ mod tests {
             let g = KeyGenerator {
                 counting,
                 keys: 1000,
+                skew: None,
                 seed: 7,
             };
             let mut keys: Vec<u64> = (0..1000).map(|i| g.key(i)).collect();

@@ -179,6 +179,19 @@ pub enum Event {
         /// Length of the interval, in nanoseconds.
         interval_ns: u64,
     },
+    /// What each bin of an operator cost a worker in the last interval: `loads` are
+    /// `bin:records:busy_ns` triples separated by spaces (`:s` appended where the worker holds
+    /// the bin's standby), for the bins that had work, at most the busiest 512 (version 3).
+    BinLoads {
+        /// The worker, in the whole job.
+        worker: u32,
+        /// The stateful operator's name.
+        operator: String,
+        /// Length of the interval, in nanoseconds.
+        interval_ns: u64,
+        /// The bins' costs.
+        loads: String,
+    },
     /// Latency of one 250 ms window of epochs; `histogram` is HdrHistogram V2, base64.
     Latency {
         /// The window's number: window `w` holds epochs `250w+1 … 250w+250` (ms).
@@ -548,6 +561,7 @@ pub const KINDS: &[&str] = &[
     "sampled",
     "frontier",
     "worker_stats",
+    "bin_loads",
     "latency",
     "migration",
     "plan_started",
@@ -561,6 +575,7 @@ pub const KINDS: &[&str] = &[
     "recovery",
     "restart",
     "lost",
+    "draining",
     "recording",
     "dropped",
     "keyframe",
@@ -575,7 +590,8 @@ impl Event {
             | Event::Takeover { operator, .. }
             | Event::Sampled { operator, .. }
             | Event::Frontier { operator, .. }
-            | Event::BinSizes { operator, .. } => Some(operator),
+            | Event::BinSizes { operator, .. }
+            | Event::BinLoads { operator, .. } => Some(operator),
             Event::Migration { operator, .. } => operator.as_deref(),
             _ => None,
         }
@@ -591,6 +607,7 @@ impl Event {
             Event::Sampled { .. } => "sampled",
             Event::Frontier { .. } => "frontier",
             Event::WorkerStats { .. } => "worker_stats",
+            Event::BinLoads { .. } => "bin_loads",
             Event::Latency { .. } => "latency",
             Event::Migration { .. } => "migration",
             Event::PlanStarted { .. } => "plan_started",
@@ -623,6 +640,7 @@ impl Event {
             | Event::Sampled { worker, .. }
             | Event::Frontier { worker, .. }
             | Event::WorkerStats { worker, .. }
+            | Event::BinLoads { worker, .. }
             | Event::Failure { worker, .. }
             | Event::Takeover { worker, .. }
             | Event::Rejoin { worker, .. }

@@ -245,6 +245,12 @@ fn convert(target: &str, f: &Fields) -> Option<Event> {
             busy_ns: f.u64("busy_ns")?,
             interval_ns: f.u64("interval_ns")?,
         },
+        "megaflux::load" => Event::BinLoads {
+            worker: f.u32("worker")?,
+            operator: f.str("operator")?,
+            interval_ns: f.u64("interval_ns")?,
+            loads: f.str("loads")?,
+        },
         "megaflux::latency" => Event::Latency {
             window: f.u64("window")?,
             t_s: f.f64("t_s")?,

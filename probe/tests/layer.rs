@@ -47,7 +47,8 @@ fn a_job_s_events_arrive_typed() {
     assert_eq!(queue.dropped.load(std::sync::atomic::Ordering::Relaxed), 0);
     let kinds: BTreeSet<&str> = events.iter().map(|e| e.event.kind()).collect();
     // All that core emits: not the hello and recording (the caller's and the collector's),
-    // failures' (tests/replica_events.rs), a crash's restart (tui/tests/crash.rs), dropped
+    // failures' (tests/replica_events.rs), a crash's restart (tui/tests/crash.rs), a drain's
+    // progress (a job with scheduled work past its end: tui/tests/drain.rs), dropped
     // events (none here), or the collector's summary line.
     let elsewhere = [
         "hello",
@@ -58,6 +59,7 @@ fn a_job_s_events_arrive_typed() {
         "recovery",
         "restart",
         "lost",
+        "draining",
         "dropped",
         "keyframe",
         "summary",
@@ -65,6 +67,31 @@ fn a_job_s_events_arrive_typed() {
     for kind in KINDS.iter().filter(|k| !elsewhere.contains(k)) {
         assert!(kinds.contains(kind), "no {kind} event among {kinds:?}");
     }
+
+    // What the bins cost adds up to what the workers applied, worker by worker (the bins'
+    // counts are exact; the worker's figures sample the same counters).
+    let mut by_bins: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut by_workers: BTreeMap<u32, u64> = BTreeMap::new();
+    for e in &events {
+        match &e.event {
+            Event::BinLoads { worker, loads, .. } => {
+                let records: u64 = loads
+                    .split_whitespace()
+                    .map(|t| t.split(':').nth(1).unwrap().parse::<u64>().unwrap())
+                    .sum();
+                *by_bins.entry(*worker).or_default() += records;
+            }
+            Event::WorkerStats { worker, applied, .. } => {
+                *by_workers.entry(*worker).or_default() += applied.unwrap_or(0)
+            }
+            _ => {}
+        }
+    }
+    assert!(by_bins.values().sum::<u64>() > 0);
+    assert_eq!(
+        by_bins, by_workers,
+        "per-bin records against the workers' applied"
+    );
 
     // The rejected command, matched by id, with its reason.
     let answer = events.iter().find_map(|e| match &e.event {

@@ -181,6 +181,30 @@ struct RunArgs {
     /// does not (debug builds always check).
     #[arg(long)]
     check_serde: bool,
+    /// Where the bins start: uniform, pack:N, drain:W or map:W,W,... [default: uniform].
+    #[arg(long, value_name = "TARGET", value_parser = flags::target)]
+    placement: Option<megaflux::plan::Target>,
+    /// What worker 0 does when the busiest worker stays above --balance-threshold times the
+    /// mean load for --balance-every: `suggest` a plan (the dashboard's `B` starts it),
+    /// issue it (`auto`), or nothing (`off`, and no load is measured).
+    #[arg(long, default_value = "suggest", value_name = "off|suggest|auto", value_parser = flags::balance)]
+    balance: megaflux::harness::balancer::BalanceMode,
+    /// The busiest worker's load over the mean above which the load is uneven.
+    #[arg(long, default_value_t = megaflux::harness::balancer::DEFAULT_THRESHOLD, value_name = "X")]
+    balance_threshold: f64,
+    /// How long the load must stay uneven before the balancer acts, in seconds.
+    #[arg(long, default_value_t = megaflux::harness::balancer::DEFAULT_EVERY.as_secs_f64(), value_name = "SECS")]
+    balance_every: f64,
+    /// How the balancer's plans move bins.
+    #[arg(long, default_value = "fluid", value_parser = flags::schedule, value_name = "STRATEGY")]
+    balance_strategy: Schedule,
+    /// How keycount and hashcount draw their keys: uniform, or zipf:S (Zipf's law with
+    /// exponent S over --keys, the hottest keys spread over the bins).
+    #[arg(long, default_value = "uniform", value_name = "uniform|zipf:S", value_parser = flags::skew)]
+    skew: megaflux::skew::Skew,
+    /// Another set of keys is hot from this many seconds into the run (with --skew zipf:S).
+    #[arg(long, value_name = "SECS", value_parser = flags::duration)]
+    skew_shift: Option<f64>,
     /// Largest state message in bytes.
     #[arg(long, default_value_t = megaflux::operator::DEFAULT_CHUNK_BYTES, value_parser = flags::chunk)]
     chunk_bytes: usize,
@@ -533,6 +557,15 @@ fn run_config(args: &RunArgs, dashboard: bool, job: &dyn AnyJob) -> Result<RunCo
         join: args.join,
         drain: args.drain,
         check_serde: args.check_serde,
+        placement: args.placement.clone(),
+        balance: megaflux::harness::balancer::BalanceConfig {
+            mode: args.balance,
+            threshold: args.balance_threshold,
+            every_s: args.balance_every,
+            strategy: args.balance_strategy,
+        },
+        skew: args.skew,
+        skew_shift: args.skew_shift,
         max_line_bytes: args
             .max_line_bytes
             .map_or(megaflux::source::DEFAULT_MAX_LINE_BYTES, |n| n as usize),

@@ -75,6 +75,18 @@ pub(crate) fn schedule(s: &str) -> Result<Schedule, String> {
     s.parse().map_err(|e: ConfigError| e.to_string())
 }
 
+pub(crate) fn balance(s: &str) -> Result<megaflux::harness::balancer::BalanceMode, String> {
+    s.parse().map_err(|e: ConfigError| e.to_string())
+}
+
+pub(crate) fn skew(s: &str) -> Result<megaflux::skew::Skew, String> {
+    s.parse().map_err(|e: ConfigError| e.to_string())
+}
+
+pub(crate) fn target(s: &str) -> Result<megaflux::plan::Target, String> {
+    s.parse().map_err(|e: ConfigError| e.to_string())
+}
+
 pub(crate) fn idle(s: &str) -> Result<Idle, String> {
     s.parse().map_err(|e: ConfigError| e.to_string())
 }

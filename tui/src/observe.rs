@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use megaflux::config::{replicated, single, uniform};
 use megaflux::control::ControlHandle;
 use megaflux::harness::{RunConfig, cluster_position};
 use megaflux_probe::collector::{Collector, CollectorConfig, CollectorReport};
@@ -104,12 +103,8 @@ pub fn start(config: &RunConfig, probe: &ProbeArgs, control: &ControlHandle) -> 
             .with_context(|| format!("exporting events to {addr}"))?;
         return Ok(Observer::Exporter(exporter));
     }
-    let map = uniform(bins as usize, peers as usize);
-    let placement = if config.replicas > 1 {
-        replicated(&map, peers as usize, workers as usize)
-    } else {
-        single(&map)
-    };
+    let placement = megaflux::harness::initial_placement(config, peers as usize)?;
+    let map: Vec<u32> = placement.iter().map(|r| r.primary).collect();
     let header = TraceHeader {
         build: Some(Build {
             version: env!("CARGO_PKG_VERSION").to_string(),

@@ -123,6 +123,10 @@ fn check_trace(path: &std::path::Path) {
             of(|e| matches!(e, Event::Frontier { .. })),
             "frontiers of process {process}"
         );
+        assert!(
+            of(|e| matches!(e, Event::BinLoads { .. })),
+            "bin loads of process {process}"
+        );
     }
     // Every issued move went through every phase, at its time.
     let mut phases: std::collections::BTreeMap<(u32, u64), Vec<Phase>> = Default::default();

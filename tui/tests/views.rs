@@ -62,6 +62,55 @@ fn every_view_at_two_sizes() {
     }
 }
 
+/// The keycount sample's bins coloured by load: worker 0's bins carry little, one of worker
+/// 1's nearly half of all (the view says moving bins cannot split it), then by bytes.
+#[test]
+fn the_bins_heat_shows_load_and_a_hot_bin() {
+    let mut d = dash();
+    let at_s = d.now_s;
+    let loads = |worker: u32, loads: String| Stamped {
+        at_s,
+        process: 0,
+        event: Event::BinLoads {
+            worker,
+            operator: "keycount".into(),
+            interval_ns: 250_000_000,
+            loads,
+        },
+    };
+    let owners: Vec<Option<u32>> = d
+        .job
+        .operators
+        .values()
+        .next()
+        .unwrap()
+        .iter()
+        .map(|v| v.owner)
+        .collect();
+    let owned = |w: u32| {
+        (0..owners.len() as u32)
+            .filter(|b| owners[*b as usize] == Some(w))
+            .collect::<Vec<u32>>()
+    };
+    let cold: String = owned(0).iter().map(|b| format!("{b}:250:1000000 ")).collect();
+    let mut warm: Vec<String> = owned(1).iter().map(|b| format!("{b}:2500:10000000")).collect();
+    let hot = owned(1)[0];
+    warm[0] = format!("{hot}:60000:200000000");
+    let events = vec![loads(0, cold), loads(1, warm.join(" "))];
+    d.update(Msg::Events(events));
+    d.cursor = hot as usize;
+    d.update(Msg::Action(Action::Heat));
+    d.update(Msg::Action(Action::Heat));
+    insta::assert_snapshot!("bins_load_80x24", render(&d, 80, 24));
+    let shown = render(&d, 120, 40);
+    assert!(shown.contains("heat (records/s, v: next)"), "{shown}");
+    assert!(shown.contains(&format!("bin {hot} carries")), "{shown}");
+    assert!(shown.contains("moving bins cannot split it"), "{shown}");
+    assert!(shown.contains("load 240k records/s"), "{shown}");
+    d.update(Msg::Action(Action::Heat));
+    assert!(render(&d, 120, 40).contains("heat (keys, v: next)"));
+}
+
 #[test]
 fn dialogs() {
     let mut d = dash();

@@ -20,6 +20,7 @@
 use std::collections::VecDeque;
 
 use crate::Time;
+use crate::balance::{BalanceSummary, Balanced, Decision, KEPT_DECISIONS, KEPT_MEASURES, Loads, balanced};
 use crate::bins::{cut, describe, list};
 use crate::config::{ControlInst, NONE, Placement, Replicas, colocated, same_process, single};
 use crate::control::Command;
@@ -121,6 +122,14 @@ pub struct PlanDriver {
     lost: Vec<u32>,
     /// The last [`RECENT_PLANS`] finished plans, oldest first, without their step times.
     recent: VecDeque<MigrationRecord>,
+    /// The bins' and workers' last measured loads, for the `balance` target.
+    loads: Option<Loads>,
+    /// Who makes the next plan, if not a command (see [`MigrationRecord::by`]).
+    by: Option<&'static str>,
+    /// The balancer's decisions: the first [`KEPT_DECISIONS`], and how many more.
+    decisions: (Vec<Decision>, usize),
+    /// The imbalances the balancer measured, the first [`KEPT_MEASURES`].
+    measured: Vec<[f64; 2]>,
 }
 
 impl PlanDriver {
@@ -156,7 +165,74 @@ impl PlanDriver {
             failed: 0,
             lost: Vec::new(),
             recent: VecDeque::new(),
+            loads: None,
+            by: None,
+            decisions: (Vec::new(), 0),
+            measured: Vec::new(),
         }
+    }
+
+    /// Keeps a balancer's decision for the summary.
+    pub fn note_decision(&mut self, decision: Decision) {
+        if self.decisions.0.len() < KEPT_DECISIONS {
+            self.decisions.0.push(decision);
+        } else {
+            self.decisions.1 += 1;
+        }
+    }
+
+    /// Keeps the imbalance the balancer measured at `at_s` for the summary.
+    pub fn note_measured(&mut self, at_s: f64, imbalance: f64) {
+        if self.measured.len() < KEPT_MEASURES {
+            self.measured.push([at_s, imbalance]);
+        }
+    }
+
+    /// The balancer's decisions, as the summary gives them under `mode`.
+    pub fn balance_summary(&self, mode: String) -> BalanceSummary {
+        BalanceSummary {
+            mode,
+            decisions: self.decisions.0.clone(),
+            unlisted: self.decisions.1,
+            measured: self.measured.clone(),
+        }
+    }
+
+    /// The bins' and workers' loads as last measured: what the `balance` target places by.
+    pub fn set_loads(&mut self, loads: Option<Loads>) {
+        self.loads = loads;
+    }
+
+    /// The placement of primaries the `balance` target would move to now, over the live
+    /// workers: from the last measured loads, or why there is none.
+    pub fn by_load(&self) -> Result<Balanced, CommandError> {
+        let Some(loads) = self.loads.as_ref() else {
+            return Err(CommandError::BadTarget(
+                "balance: no load measured yet (a second of every worker's reports is needed, and none while a plan runs)".to_string(),
+            ));
+        };
+        let primaries: Vec<u32> = self.placement().iter().map(|r| r.primary).collect();
+        let alive: Vec<u32> = self.placements.live().collect();
+        Ok(balanced(&primaries, &loads.bins, &loads.bytes, &alive))
+    }
+
+    /// Starts the `balance` plan as the balancer decided it (`by` names who).
+    pub fn start_balance(
+        &mut self,
+        schedule: Schedule,
+        plan: Balanced,
+        by: &'static str,
+        now_s: f64,
+    ) -> Result<(), CommandError> {
+        self.by = Some(by);
+        let result = self.start_balanced(schedule, plan, now_s);
+        self.by = None;
+        result
+    }
+
+    fn start_balanced(&mut self, schedule: Schedule, plan: Balanced, now_s: f64) -> Result<(), CommandError> {
+        let description = plan.describe();
+        self.start_as(schedule, &Target::Map(plan.map), || description, now_s)
     }
 
     /// A driver with one replica per bin, starting from `map`, that never recovers.
@@ -305,6 +381,13 @@ impl PlanDriver {
 
     /// Plans a migration from the current placement to `target`.
     pub fn start(&mut self, schedule: Schedule, target: &Target, now_s: f64) -> Result<(), CommandError> {
+        if *target == Target::Balance {
+            if self.active.is_some() {
+                return Err(CommandError::PlanRunning);
+            }
+            let plan = self.by_load()?;
+            return self.start_balanced(schedule, plan, now_s);
+        }
         self.start_as(schedule, target, || target.to_string(), now_s)
     }
 
@@ -371,6 +454,7 @@ impl PlanDriver {
                 bins_moved: 0,
                 step_times: Vec::new(),
                 cancelled: false,
+                by: self.by,
             },
             pipelined: schedule.pipelined,
             remaining: steps,
@@ -557,6 +641,7 @@ impl PlanDriver {
             bins_moved: record.bins_moved,
             step_times: Vec::new(),
             cancelled: record.cancelled,
+            by: record.by,
         });
     }
 

@@ -53,6 +53,8 @@ pub struct MigrationRecord {
     pub step_times: Vec<Time>,
     /// Whether a command dropped the steps not yet issued.
     pub cancelled: bool,
+    /// Who made the plan, if not a command or the run's flags (`balancer`).
+    pub by: Option<&'static str>,
 }
 
 /// What became of a failure.

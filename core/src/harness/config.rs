@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::balancer::BalanceConfig;
 use super::drain::Drain;
 use crate::bins::Bins;
 use crate::config::uniform;
@@ -15,7 +16,8 @@ use crate::epoch::EpochLen;
 use crate::error::ConfigError;
 use crate::nexmark::NexmarkParams;
 use crate::operator::DEFAULT_CHUNK_BYTES;
-use crate::plan::{MigrationSpec, Schedule, Strategy};
+use crate::plan::{MigrationSpec, Schedule, Strategy, Target};
+use crate::skew::Skew;
 use crate::source::{Input, Location};
 
 /// The most replicas a bin can have.
@@ -136,6 +138,22 @@ pub struct RunConfig {
     /// encoding they cross processes in (`--check-serde`; debug builds always do).
     #[serde(skip)]
     pub check_serde: bool,
+    /// How the run balances its bins by measured load (`--balance*`).
+    #[serde(default)]
+    pub balance: BalanceConfig,
+    /// Where the bins start (`--placement`; every bin on worker `b mod workers` unless set).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "optional_text")]
+    pub placement: Option<Target>,
+    /// How the counting workloads draw their keys (`--skew`).
+    #[serde(default, skip_serializing_if = "is_uniform")]
+    pub skew: Skew,
+    /// When, in seconds into the measured run, the hot keys change (`--skew-shift`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skew_shift: Option<f64>,
+}
+
+fn is_uniform(s: &Skew) -> bool {
+    *s == Skew::Uniform
 }
 
 fn max_line_bytes() -> usize {
@@ -361,6 +379,10 @@ impl Default for RunConfig {
             drain: None,
             max_line_bytes: crate::source::DEFAULT_MAX_LINE_BYTES,
             check_serde: false,
+            balance: BalanceConfig::default(),
+            placement: None,
+            skew: Skew::Uniform,
+            skew_shift: None,
         }
     }
 }
@@ -401,7 +423,7 @@ impl fmt::Display for WorkerAt {
 }
 
 /// Serde forms of [`RunConfig`]'s fields that have a textual form of their own.
-mod text {
+pub(super) mod text {
     use std::fmt::Display;
     use std::str::FromStr;
 
@@ -417,6 +439,30 @@ mod text {
         D: Deserializer<'de>,
     {
         String::deserialize(d)?.parse().map_err(D::Error::custom)
+    }
+}
+
+mod optional_text {
+    use std::fmt::Display;
+    use std::str::FromStr;
+
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub fn serialize<T: Display, S: Serializer>(value: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(v) => s.collect_str(v),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, T, D>(d: D) -> Result<Option<T>, D::Error>
+    where
+        T: FromStr<Err: Display>,
+        D: Deserializer<'de>,
+    {
+        Option::<String>::deserialize(d)?
+            .map(|v| v.parse().map_err(D::Error::custom))
+            .transpose()
     }
 }
 
@@ -554,7 +600,19 @@ pub fn validate(config: &RunConfig) -> Result<(), ConfigError> {
             ));
         }
     }
-    let map = uniform(config.bins.count(), peers);
+    config.balance.validate()?;
+    let start = initial_placement(config, peers)?;
+    if let Some(shift) = config.skew_shift {
+        if config.skew == Skew::Uniform {
+            return invalid(format!(
+                "--skew-shift {shift} needs a skewed key draw (--skew zipf:S): uniform keys have no hot set to change"
+            ));
+        }
+        if !(shift.is_finite() && shift >= 0.0) {
+            return invalid(format!("--skew-shift {shift}: must be seconds, 0 or more"));
+        }
+    }
+    let map: Vec<u32> = start.iter().map(|r| r.primary).collect();
     for m in &config.migrations {
         m.target
             .resolve(&map, peers)
@@ -564,6 +622,26 @@ pub fn validate(config: &RunConfig) -> Result<(), ConfigError> {
             })?;
     }
     Ok(())
+}
+
+/// Where the bins start in a job of `peers` workers: uniform (with standbys chained into
+/// other processes under `--replicas 2`), or as `--placement` says.
+pub fn initial_placement(config: &RunConfig, peers: usize) -> Result<crate::config::Placement, ConfigError> {
+    let map = uniform(config.bins.count(), peers);
+    let uniform = if config.replicas > 1 {
+        crate::config::replicated(&map, peers, config.workers)
+    } else {
+        crate::config::single(&map)
+    };
+    match &config.placement {
+        None => Ok(uniform),
+        Some(Target::Balance) => Err(ConfigError::Invalid(
+            "--placement balance: nothing is measured before the run starts; use uniform, pack:N, drain:W or map:...".to_string(),
+        )),
+        Some(target) => target
+            .goal(&uniform, peers, config.workers, &vec![true; peers])
+            .map_err(|e| ConfigError::Invalid(format!("--placement {target}: {e}"))),
+    }
 }
 
 /// Refuses key counts whose state, at `per_key` bytes a key, cannot fit in this machine's

@@ -2,6 +2,7 @@
 //! (scheduled and commanded migrations, failures and rejoins), and measures it: output
 //! digest, latency, migrations, failures, memory. `--output` writes its outputs.
 
+pub mod balancer;
 mod collect;
 mod config;
 pub mod drain;
@@ -9,6 +10,7 @@ mod end;
 mod epochs;
 mod join;
 mod liveness;
+mod loads;
 mod measure;
 mod plane;
 mod preload;
@@ -22,7 +24,7 @@ use std::time::{Duration, Instant};
 
 pub use config::{
     CLUSTER_WAIT, Cluster, DEFAULT_RECOVERY, EpochMode, Idle, MAX_PACE_AHEAD, MAX_REPLICAS, Pace, Pacing,
-    RunConfig, Scripted, WorkerAt, cluster_position, validate,
+    RunConfig, Scripted, WorkerAt, cluster_position, initial_placement, validate,
 };
 
 use crate::Time;

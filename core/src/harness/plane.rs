@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 use timely::dataflow::InputHandleVec;
 
+use super::balancer::{BalanceMode, Balancer};
+use super::loads::LoadReport;
 use super::{RunConfig, Scripted};
 use crate::Time;
 use crate::config::{ControlInst, Placement};
@@ -44,6 +46,8 @@ pub(crate) struct ControlPlane {
     local: usize,
     /// A rebalance to start once the output has reached a time, and why.
     deferred: Option<(String, Time)>,
+    /// Watches the load, unless `--balance off` (or the job is the native twin).
+    balancer: Option<Balancer>,
 }
 
 impl ControlPlane {
@@ -82,6 +86,15 @@ impl ControlPlane {
             failures,
             local: config.workers,
             deferred: None,
+            balancer: (config.balance.mode != BalanceMode::Off && !config.native)
+                .then(|| Balancer::new(config.balance, config.bins.count(), peers)),
+        }
+    }
+
+    /// Takes the workers' load reports `now_s` into the measured run: the balancer's turn.
+    pub(crate) fn loads(&mut self, reports: Vec<LoadReport>, now_s: f64) {
+        if let Some(balancer) = self.balancer.as_mut() {
+            balancer.turn(reports, &mut self.driver, now_s);
         }
     }
 

@@ -10,10 +10,12 @@ use std::time::{Duration, Instant};
 use timely::dataflow::{InputHandleVec, ProbeHandle};
 use timely::worker::Worker;
 
+use super::balancer::BalanceMode;
 use super::collect::{Digest, Reports};
 use super::drain::{self, Drain};
 use super::end::RunEnd;
 use super::epochs::Epochs;
+use super::loads::{LoadReports, Meter, REPORT_EVERY};
 use super::measure::{Latencies, RssSamples};
 use super::plane::ControlPlane;
 use super::preload::preload;
@@ -107,6 +109,11 @@ struct Dataflow<R: Clone + 'static> {
     stateful: StatefulConfig,
     transfers: TransferLog,
     sampler: Option<Sampler>,
+    /// The load reports to worker 0 (built in every dataflow: a cluster's processes must
+    /// build the same one).
+    loads: LoadReports,
+    /// Reads this worker's load while the balancer watches, and when it last did.
+    meter: Option<(Meter, Duration)>,
     /// The `--output` file, on the worker that writes it.
     sink: Option<Rc<RefCell<Sink>>>,
 }
@@ -125,6 +132,10 @@ impl<R: timely::ExchangeData + Clone> Dataflow<R> {
         } else {
             StatefulConfig::uniform(config.bins, peers)
         };
+        // `validate` checked it: a placement it refused never gets here.
+        if let Ok(placement) = super::config::initial_placement(config, peers) {
+            stateful.initial = placement;
+        }
         if let Some((placement, seed)) = seeded {
             stateful.initial = placement;
             stateful.seed = Some(Arc::new(seed));
@@ -142,6 +153,7 @@ impl<R: timely::ExchangeData + Clone> Dataflow<R> {
         let probe = ProbeHandle::new();
         let digest = Digest::new(config.epoch_mode == EpochMode::Fixed);
         let mut end = RunEnd::new();
+        let mut loads = LoadReports::new();
         let sink = (worker.index() == 0)
             .then(|| shared.sink.lock().ok().and_then(|mut s| s.take()))
             .flatten()
@@ -154,10 +166,11 @@ impl<R: timely::ExchangeData + Clone> Dataflow<R> {
                     .then(|| shared.generation.committed.clone())
                     .flatten()
             });
-            let (data, control, end) = (&mut data, &mut control, &mut end);
+            let (data, control, end, loads) = (&mut data, &mut control, &mut end, &mut loads);
             let (stateful, run) = (stateful.clone(), Arc::clone(config));
             worker.dataflow::<Time, _, _>(move |scope| {
                 end.build(scope);
+                loads.build(scope);
                 let input = data.to_stream(scope);
                 let ops = if native {
                     Operators::native(stateful, run)
@@ -178,6 +191,8 @@ impl<R: timely::ExchangeData + Clone> Dataflow<R> {
             transfers: Rc::clone(&stateful.transfers),
             stateful,
             sampler,
+            loads,
+            meter: None,
             sink,
         }
     }
@@ -299,6 +314,12 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
     let from = shared.generation.from;
     if let Some(sampler) = flow.sampler.as_mut() {
         sampler.begin(preloaded);
+    }
+    if config.balance.mode != BalanceMode::Off && !config.native {
+        // The balancer weighs workers by their true rates too: their activations are timed.
+        flow.stateful.observers.time_operators();
+        let meter = Meter::new(index as u32, flow.stateful.observers.clone(), config.bins.count());
+        flow.meter = Some((meter, Duration::ZERO));
     }
     let (feed, dues) = feed(config, &source, index, peers).map_err(|e| shared.fail(e))?;
     let mut epochs = Epochs::new(config, base, preloaded, feed);
@@ -449,6 +470,9 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
         end_s,
     );
     summary.outputs_written = written;
+    if config.balance.mode != BalanceMode::Off && !config.native {
+        summary.balance = Some(driver.balance_summary(config.balance.mode.to_string()));
+    }
     if policy != Drain::Off {
         let pending = reports
             .iter()
@@ -647,7 +671,14 @@ fn measured_loop<R: timely::ExchangeData + Clone>(
         if let Some(rss) = rss.as_mut() {
             rss.maybe_sample(now_s);
         }
+        if let Some((meter, last)) = flow.meter.as_mut()
+            && now.saturating_sub(*last) >= REPORT_EVERY
+        {
+            flow.loads.send(meter.report(now.saturating_sub(*last)));
+            *last = now;
+        }
         if let Some(plane) = plane.as_mut() {
+            plane.loads(flow.loads.take(), now_s);
             plane.turn(shared.control, now_s, flow.output());
         }
         epochs.send(&mut flow.data, due);

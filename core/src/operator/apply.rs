@@ -17,6 +17,8 @@ pub(crate) trait Hooks<O> {
     }
     /// The bin's earliest scheduled work is now at `at`, after the time being applied.
     fn later(&mut self, at: Time, bin: u32);
+    /// `logic` is about to run for the bin with `records` records.
+    fn applied(&mut self, _bin: u32, _records: usize) {}
     /// `logic` ran for the bin; its outputs are `out[from..]`.
     fn emitted(&mut self, _bin: u32, _out: &mut Vec<O>, _from: usize) {}
 }
@@ -111,6 +113,7 @@ where
         // The entry this run consumed was the bin's only one; otherwise its next time has one.
         let entered = if due { None } else { bin.scheduled.first().copied() };
         let from = out.len();
+        hooks.applied(bin_index, batch.len());
         logic(time, bin, batch, out);
         batch.clear();
         for at in bin.fresh.drain(..) {

@@ -18,6 +18,7 @@
 
 mod apply;
 mod handoff;
+mod load;
 mod native;
 mod observe;
 mod pending;
@@ -52,6 +53,7 @@ use crate::failure::Failures;
 use crate::size::BinState;
 
 pub use handoff::Handoffs;
+pub use load::BinLoad;
 pub use native::{native_binary, native_unary};
 pub use observe::{BinSize, DigestSampler, Frontiers, Holds, Observers, OperatorProbe, Scheduled};
 pub use seed::{HandedBin, Handout, Seed, Survived, survivors};
@@ -334,6 +336,8 @@ pub(crate) struct Local<S> {
     /// What F and S last held capabilities for (each sets its own fields at the end of its
     /// activations), for the report of a job that stopped making progress.
     pub(crate) holds: Cell<Holds>,
+    /// What each bin cost S here.
+    pub(crate) loads: Rc<load::BinLoads>,
 }
 
 impl<S> Local<S> {
@@ -357,6 +361,7 @@ impl<S> Local<S> {
             shipped: RefCell::new(None),
             kept: RefCell::new(None),
             holds: Cell::default(),
+            loads: Rc::new(load::BinLoads::new(initial.len())),
         }
     }
 
@@ -496,7 +501,15 @@ where
         let (local, name) = (Rc::clone(&local), name.to_string());
         move || seed::handout(&name, &local)
     };
-    observe_table(config, name, &table, frontiers, standby, holds, handout);
+    observe_table(
+        config,
+        name,
+        (&table, &local.loads),
+        frontiers,
+        standby,
+        holds,
+        handout,
+    );
     let routes = route::build(
         name,
         data,
@@ -536,7 +549,7 @@ fn addressed<'s>(
 pub(crate) fn observe_table<S: BinState>(
     config: &StatefulConfig,
     name: &str,
-    table: &BinTable<S>,
+    (table, loads): (&BinTable<S>, &Rc<load::BinLoads>),
     frontiers: impl Fn() -> Frontiers + 'static,
     standby: impl Fn(u32) -> bool + 'static,
     holds: impl Fn() -> Holds + 'static,
@@ -547,12 +560,14 @@ pub(crate) fn observe_table<S: BinState>(
     let planned = Rc::clone(table);
     let standby = Rc::new(standby);
     let is_standby = Rc::clone(&standby);
+    let (costs, cost_role) = (Rc::clone(loads), Rc::clone(&standby));
     let label = name.to_string();
     config.observers.register(OperatorProbe {
         name: name.to_string(),
         frontiers: Box::new(frontiers),
         holds: Box::new(holds),
         handout: Box::new(handout),
+        loads: Box::new(move |out| costs.read(|bin| cost_role(bin), out)),
         scheduled: Box::new(move || {
             let mut all = Scheduled::default();
             for (bin, held) in planned.borrow().iter().enumerate() {

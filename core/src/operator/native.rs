@@ -11,6 +11,7 @@ use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
 
 use super::apply::{Hooks, apply_time};
+use super::load::BinLoads;
 use super::pending::Pending;
 use super::route::bin_key as order_key;
 use super::{Bin, BinTable, Frontiers, StatefulConfig};
@@ -23,12 +24,16 @@ struct Work<R> {
     scheduled: Vec<u32>,
 }
 
-/// The native twin only schedules later work.
-struct Later<'a, R>(&'a mut Pending<Work<R>>);
+/// The native twin only schedules later work, and counts what each bin cost.
+struct Later<'a, R>(&'a mut Pending<Work<R>>, &'a BinLoads);
 
 impl<R, O> Hooks<O> for Later<'_, R> {
     fn later(&mut self, at: Time, bin: u32) {
         self.0.later(at).scheduled.push(bin);
+    }
+
+    fn applied(&mut self, bin: u32, records: usize) {
+        self.1.applied(bin, records);
     }
 }
 
@@ -87,10 +92,11 @@ where
             .collect()
     };
     let no_standby = |_| false;
+    let loads = Rc::new(BinLoads::new(bins.count()));
     super::observe_table(
         config,
         name,
-        &table,
+        (&table, &loads),
         frontiers,
         no_standby,
         super::Holds::default,
@@ -103,7 +109,7 @@ where
     let busy = config.observers.busy();
     data.unary_frontier(route, &format!("{name}.native"), move |_cap, _info| {
         move |(input, frontier), output| {
-            let _timed = busy.activation();
+            let timed = busy.activation();
             input.for_each_stamp(|cap, batches| {
                 let Some(&time) = cap.least() else { return };
                 let entry = work.arrived(time, || vec![cap.delayed(&time, 0)]);
@@ -125,7 +131,7 @@ where
                     &mut batch,
                     &mut produced,
                     &mut logic,
-                    &mut Later(&mut work),
+                    &mut Later(&mut work, &loads),
                 );
                 if let Err(bin) = applied {
                     panic!("{name}: worker {me} got records for bin {bin} it does not own");
@@ -139,6 +145,7 @@ where
             }
             work.settle();
             applied.set(frontier.frontier().first().copied().unwrap_or(Time::MAX));
+            loads.attribute(timed.end());
         }
     })
     .container::<Vec<O>>()

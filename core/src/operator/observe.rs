@@ -35,6 +35,9 @@ pub struct Frontiers {
 /// Appends the size of every bin a worker holds, in bin order.
 pub type SizeSampler = Box<dyn Fn(&mut Vec<BinSize>)>;
 
+/// Appends what each bin cost a worker so far (see [`super::BinLoad`]).
+pub type LoadSampler = Box<dyn Fn(&mut Vec<super::BinLoad>)>;
+
 /// Appends, for every bin a worker holds, a hash of its encoded state (its user state and
 /// scheduled work): equal hashes on two workers mean byte-identical replicas.
 pub type DigestSampler = Box<dyn Fn(&mut Vec<(u32, u64)>)>;
@@ -113,6 +116,8 @@ pub struct OperatorProbe {
     pub holds: Box<dyn Fn() -> Holds>,
     /// Reads the work its bins here have scheduled for later times (see [`Scheduled`]).
     pub scheduled: Box<dyn Fn() -> Scheduled>,
+    /// Appends what each bin cost here so far (see [`super::BinLoad`]).
+    pub loads: LoadSampler,
     /// Every bin it holds here or that arrived here and waits to be installed, encoded as it
     /// would travel (scheduled work and kept outputs included), each marked with its resume
     /// point, with its role: what a restart seeds a new computation with
@@ -141,6 +146,17 @@ pub(crate) struct Busy {
 pub(crate) struct Activation<'a> {
     busy: &'a Busy,
     started: Option<Instant>,
+}
+
+impl Activation<'_> {
+    /// Ends the activation now: its time counts, and is returned (if timed).
+    pub(crate) fn end(mut self) -> Option<u64> {
+        let ns = self.started.take().map(|s| s.elapsed().as_nanos() as u64);
+        if let Some(ns) = ns {
+            self.busy.ns.set(self.busy.ns.get() + ns);
+        }
+        ns
+    }
 }
 
 impl Drop for Activation<'_> {

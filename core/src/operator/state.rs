@@ -155,7 +155,7 @@ where
             }
         }
         move |frontiers| {
-            let _timed = busy.activation();
+            let timed = busy.activation();
             // In arrival order: each sender's channel delivers in order, and the records of a
             // time must keep it (for_each_stamp may reorder messages of one time).
             records_in.for_each(|cap, batch| state.receive_records(&cap, batch));
@@ -205,6 +205,7 @@ where
                 ..state.local.holds.get()
             };
             state.local.holds.set(holds);
+            state.local.loads.attribute(timed.end());
         }
     });
 
@@ -635,6 +636,10 @@ impl<R, O: Clone + Serialize, S> Hooks<O> for StateHooks<'_, R, O, S> {
 
     fn later(&mut self, at: Time, bin: u32) {
         self.work.later(at).scheduled.push(bin);
+    }
+
+    fn applied(&mut self, bin: u32, records: usize) {
+        self.local.loads.applied(bin, records);
     }
 
     fn emitted(&mut self, bin: u32, out: &mut Vec<O>, from: usize) {

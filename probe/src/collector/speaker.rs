@@ -14,6 +14,8 @@ pub const OPERATOR_CHARS: usize = 64;
 /// Largest configuration an exporter's hello may carry, as JSON (a job's is about 1 kB):
 /// the model keeps it, and every keyframe and snapshot carries it.
 pub const CONFIG_BYTES: usize = 16 << 10;
+/// Longest `loads` of a `bin_loads` event from an exporter: a sample names at most 512 bins.
+pub const LOADS_BYTES: usize = 32 << 10;
 /// How far an exporter's clock may stand from the collector's, in seconds, at its hello
 /// (its process started that much earlier or later).
 pub const CLOCK_OFFSET_S: f64 = 86_400.0;
@@ -209,6 +211,20 @@ impl Speaker {
                     ))
                 }
             }
+            Event::BinLoads {
+                worker,
+                operator,
+                loads,
+                ..
+            } => {
+                self.owns(*worker)?;
+                self.operator(operator)?;
+                // At most 512 bins a sample, each `bin:records:busy_ns:s` in under 64 bytes.
+                if loads.len() > LOADS_BYTES {
+                    return Err(format!("a bin_loads event of {} bytes", loads.len()));
+                }
+                Ok(())
+            }
             Event::Dropped { place, .. } if place == "queue" => Ok(()),
             other => Err(format!(
                 "an exporter may not send `{}` events (those are process 0's or the collector's)",
@@ -315,6 +331,24 @@ mod tests {
         ] {
             assert!(check(&mut s, of(1, refused)).is_err());
         }
+    }
+
+    #[test]
+    fn an_exporter_tells_of_its_own_workers_bin_loads_within_bounds() {
+        let mut s = Speaker::new(1, JOB).unwrap();
+        assert!(check(&mut s, of(1, hello(4))).is_ok());
+        let loads = |worker, loads: String| Event::BinLoads {
+            worker,
+            operator: "count".into(),
+            interval_ns: 1,
+            loads,
+        };
+        assert!(check(&mut s, of(1, loads(2, "3:10:400 4:1:2:s".into()))).is_ok());
+        assert!(
+            check(&mut s, of(1, loads(1, "3:10:400".into()))).is_err(),
+            "process 0's worker"
+        );
+        assert!(check(&mut s, of(1, loads(2, "1:1:1 ".repeat(LOADS_BYTES)))).is_err());
     }
 
     #[test]

@@ -20,8 +20,8 @@ pub use bounds::{
 use bounds::{bounded_push, is_queue_place, text};
 pub use plans::{During, PlanView};
 pub use views::{
-    BinView, CommandView, DrainView, FailureView, FrontierView, Held, Holders, LatencyWindow, Move,
-    RestartView, StandbyIndex, WorkerView,
+    BinLoadView, BinView, CommandView, DrainView, FailureView, FrontierView, Held, Holders, LatencyWindow,
+    Move, RestartView, StandbyIndex, WorkerView,
 };
 
 /// Finished plans a latency window is merged into besides the running one, the latest
@@ -106,6 +106,45 @@ impl JobModel {
     /// A model of nothing yet.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Takes what each bin of `operator` cost `worker` over an interval of `interval_ns`
+    /// ending at `at_s` (`bin:records:busy_ns` triples, `:s` for a standby's, which is the
+    /// primary's work again and is not kept). Malformed triples are skipped.
+    fn bin_loads(&mut self, (worker, operator): (u32, &str), interval_ns: u64, loads: &str, at_s: f64) {
+        if !self.known_worker(worker) {
+            return;
+        }
+        let secs = (interval_ns as f64 / 1e9).max(1e-9);
+        for triple in loads.split_whitespace().filter(|t| !t.ends_with(":s")) {
+            let mut parts = triple.split(':').map(str::parse::<u64>);
+            if let (Some(Ok(bin)), Some(Ok(records)), Some(Ok(busy_ns)), None) =
+                (parts.next(), parts.next(), parts.next(), parts.next())
+                && let Ok(bin) = u32::try_from(bin)
+                && let Some(view) = self.bin_mut(operator, bin)
+            {
+                view.load = Some(BinLoadView {
+                    records_per_s: records as f64 / secs,
+                    busy: (busy_ns as f64 / interval_ns.max(1) as f64).min(1.0),
+                    at_s,
+                });
+            }
+        }
+    }
+
+    /// How far the busiest live worker is above the mean: max / mean of the records their
+    /// operators applied per second (a standby's work included: it is the worker's load),
+    /// once two or more reported.
+    pub fn imbalance(&self) -> Option<f64> {
+        let loads: Vec<f64> = self
+            .workers
+            .iter()
+            .filter(|(w, _)| !self.failed.contains(w))
+            .filter_map(|(_, v)| v.applied_per_s)
+            .collect();
+        let mean = loads.iter().sum::<f64>() / loads.len().max(1) as f64;
+        let max = loads.iter().copied().fold(0.0, f64::max);
+        (loads.len() >= 2 && mean > 0.0).then(|| max / mean)
     }
 
     /// A model of the job a trace's header describes, before its first event: every bin
@@ -425,6 +464,12 @@ impl JobModel {
                     .map(|a| a as f64 / secs);
                 w.busy = (*busy_ns as f64 / *interval_ns.max(&1) as f64).min(1.0);
             }
+            Event::BinLoads {
+                worker,
+                operator,
+                interval_ns,
+                loads,
+            } => self.bin_loads((*worker, operator), *interval_ns, loads, at_s),
             Event::Latency {
                 window, histogram, ..
             } => {

@@ -19,6 +19,34 @@ pub struct BinView {
     pub keys: u64,
     /// Shallow estimate of the bin's state in bytes, as its primary last reported.
     pub bytes: u64,
+    /// What the bin cost its primary in the last interval it had work in. Not part of a
+    /// model's snapshot (a welcome, a keyframe): it is stale within [`LOAD_FRESH_S`], the
+    /// next sample brings it, and 2^16 bins' loads would triple every snapshot's size.
+    #[serde(skip)]
+    pub load: Option<BinLoadView>,
+}
+
+/// What one bin cost its primary's worker over an interval.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BinLoadView {
+    /// Records applied per second.
+    pub records_per_s: f64,
+    /// Fraction of the interval the worker spent applying them (its share of the
+    /// activations that applied it).
+    pub busy: f64,
+    /// When the interval ended, on the probe's clock: a bin with no work since reports
+    /// nothing, so a load older than [`LOAD_FRESH_S`] is none.
+    pub at_s: f64,
+}
+
+/// How long a bin's last reported load stands: two sampling intervals and a little.
+pub const LOAD_FRESH_S: f64 = 0.6;
+
+impl BinView {
+    /// The bin's load at `now_s`, if it reported one recently (else it had no work).
+    pub fn load_at(&self, now_s: f64) -> Option<BinLoadView> {
+        self.load.filter(|l| now_s - l.at_s <= LOAD_FRESH_S)
+    }
 }
 
 /// Where a bin's replicas are, as the control plane placed them.
@@ -125,6 +153,16 @@ pub struct WorkerView {
     /// What it holds of each operator, exactly, as of its last sample (standbys included).
     #[serde(default)]
     pub held: BTreeMap<String, Held>,
+}
+
+impl WorkerView {
+    /// Records applied per second spent busy: the rate the worker could sustain (DS2's
+    /// true processing rate), when it was busy at all.
+    pub fn true_rate(&self) -> Option<f64> {
+        self.applied_per_s
+            .filter(|_| self.busy > 0.0)
+            .map(|a| a / self.busy)
+    }
 }
 
 /// What a worker holds of one operator.

@@ -28,6 +28,8 @@ pub enum Action {
     Select,
     /// The bins view shows the job's next operator, wrapping around (`o`).
     NextOperator,
+    /// The bins view's heat shows the next measure: keys, bytes, load (`v`).
+    Heat,
     /// Open the move dialog for the selected bins (`m`; live jobs only).
     Move,
     /// Open the plan dialog (`p`; live jobs only).
@@ -213,6 +215,12 @@ pub const BINDINGS: &[Binding] = &[
         label: "o",
         help: "next operator in the bins view",
         action: Action::NextOperator,
+    },
+    Binding {
+        keys: &[KeyCode::Char('v')],
+        label: "v",
+        help: "bins view heat: keys, bytes, load (records/s)",
+        action: Action::Heat,
     },
     Binding {
         keys: &[KeyCode::Char('m')],

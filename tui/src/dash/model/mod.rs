@@ -169,6 +169,37 @@ impl From<Output> for Msg {
     }
 }
 
+/// What the bins view's heat shows of each bin (`v` goes to the next).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Heat {
+    /// Keys in the bin.
+    Keys,
+    /// Its state's estimated bytes.
+    Bytes,
+    /// Records applied per second (its load).
+    Load,
+}
+
+impl Heat {
+    /// The next one, wrapping around.
+    pub fn next(self) -> Heat {
+        match self {
+            Heat::Keys => Heat::Bytes,
+            Heat::Bytes => Heat::Load,
+            Heat::Load => Heat::Keys,
+        }
+    }
+
+    /// As the legend names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Heat::Keys => "keys",
+            Heat::Bytes => "bytes",
+            Heat::Load => "records/s",
+        }
+    }
+}
+
 /// The dashboard's whole state.
 #[derive(Clone, Debug)]
 pub struct Dash {
@@ -185,6 +216,8 @@ pub struct Dash {
     pub anchor: Option<usize>,
     /// Which operator the bins view shows (index into the job's operators).
     pub operator: usize,
+    /// What the bins view's heat shows.
+    pub heat: Heat,
     /// The dialog over the view, if one is open: it takes the keys.
     pub dialog: Option<Dialog>,
     /// Where the events come from, and how that stands (the status bar says it).
@@ -237,6 +270,7 @@ impl Dash {
             cursor: 0,
             anchor: None,
             operator: 0,
+            heat: Heat::Keys,
             dialog: None,
             connection,
             recording,
@@ -431,6 +465,7 @@ impl Dash {
                 let n = self.view().operators.len().max(1);
                 self.operator = (self.operator + 1) % n;
             }
+            Action::Heat => self.heat = self.heat.next(),
             Action::Move => {
                 if !self.commandable {
                     self.notice = Some("a trace cannot be commanded".into());

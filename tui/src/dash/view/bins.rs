@@ -10,7 +10,9 @@ use ratatui::widgets::{Block, Paragraph, Wrap};
 
 use megaflux::size::human as bytes;
 
-use super::super::model::{Dash, describe_bins};
+use megaflux_probe::model::BinView;
+
+use super::super::model::{Dash, Heat, describe_bins};
 use super::count;
 use super::theme::*;
 
@@ -38,9 +40,17 @@ pub fn bins_per_row(dash: &Dash, width: u16, height: u16) -> usize {
     (width.saturating_sub(2) as usize / cw).max(1) * g
 }
 
+/// The height of the selected bin's details, borders included: its line, its load, a hot
+/// bin, the selection, its history and the legend.
+const DETAILS: u16 = 8;
+
+/// A bin carrying this share of all load or more is called out: no placement of bins can
+/// spread it.
+const HOT_SHARE: f64 = 0.25;
+
 pub(super) fn map_height(total: u16) -> u16 {
     // Tabs, header, status, borders, details and legend.
-    total.saturating_sub(3 + 2 + 6)
+    total.saturating_sub(3 + 2 + DETAILS)
 }
 
 pub(super) fn per_worker(dash: &Dash) -> Vec<usize> {
@@ -56,7 +66,7 @@ pub(super) fn per_worker(dash: &Dash) -> Vec<usize> {
 }
 
 pub(super) fn bins(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
-    let [map_area, details] = Layout::vertical([Constraint::Min(4), Constraint::Length(6)]).areas(area);
+    let [map_area, details] = Layout::vertical([Constraint::Min(4), Constraint::Length(DETAILS)]).areas(area);
     let Some((name, views)) = dash.operator_bins() else {
         frame.render_widget(
             Paragraph::new("waiting for the job's first bin sizes…").block(Block::bordered().title("Bins")),
@@ -65,7 +75,15 @@ pub(super) fn bins(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
         return;
     };
     let job = dash.view();
-    let max_keys = views.iter().map(|b| b.keys).max().unwrap_or(0);
+    let now = dash.now_s;
+    let load = |v: &BinView| v.load_at(now).map_or(0.0, |l| l.records_per_s);
+    // What the heat shows of a bin, as a whole number.
+    let measure = |v: &BinView| match dash.heat {
+        Heat::Keys => v.keys,
+        Heat::Bytes => v.bytes,
+        Heat::Load => load(v) as u64,
+    };
+    let max_keys = views.iter().map(measure).max().unwrap_or(0);
     let selection = dash.selection();
     let inner_w = map_area.width.saturating_sub(2);
     let counts = per_worker(dash);
@@ -128,7 +146,7 @@ pub(super) fn bins(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
                     let hottest = cell
                         .iter()
                         .filter_map(|b| views.get(*b))
-                        .map(|v| v.keys)
+                        .map(measure)
                         .max()
                         .unwrap_or(0);
                     let level = heat_level(hottest, max_keys);
@@ -195,6 +213,38 @@ pub(super) fn bins(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
             None => String::new(),
         }),
     ])];
+    let total_load: f64 = views.iter().map(load).sum();
+    if let Some(l) = view.load_at(now).filter(|_| total_load > 0.0) {
+        let worker_load: f64 = (0..views.len())
+            .filter(|c| dash.owner(*c).is_some() && dash.owner(*c) == dash.owner(b))
+            .filter_map(|c| views.get(c))
+            .map(load)
+            .sum();
+        text.push(Line::raw(format!(
+            "load {} records/s ({:.0}% of its worker's, {:.0}% of all), busy {:.0}%",
+            count(l.records_per_s as u64),
+            l.records_per_s / worker_load.max(1e-9) * 100.0,
+            l.records_per_s / total_load * 100.0,
+            l.busy * 100.0
+        )));
+    }
+    // A bin hot enough that its worker is loaded whatever else moves: moving bins cannot
+    // split it (a key of its own may be most of it).
+    if let Some((hot, hottest)) = views
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (i, load(v)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .filter(|(_, l)| total_load > 0.0 && *l / total_load >= HOT_SHARE)
+    {
+        text.push(Line::styled(
+            format!(
+                "bin {hot} carries {:.0}% of all load: moving bins cannot split it",
+                hottest / total_load * 100.0
+            ),
+            theme.fg(Color::Yellow),
+        ));
+    }
     if selection.len() > 1 {
         text.push(Line::raw(format!(
             "selected: {} ({} bins)",
@@ -222,7 +272,7 @@ pub(super) fn bins(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
     } else {
         format!("history: {}", history.join(", "))
     }));
-    let mut legend = vec![Span::raw("heat (keys): ")];
+    let mut legend = vec![Span::raw(format!("heat ({}, v: next): ", dash.heat.name()))];
     for (lvl, c) in HEAT_CHARS.iter().enumerate() {
         // Wide: `max_keys` may be near `u64::MAX` (the sizes come from the network).
         let lo = if lvl == 0 {
@@ -231,10 +281,10 @@ pub(super) fn bins(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
             (u128::from(max_keys) * (lvl as u128 - 1) / 4) as u64
         };
         legend.push(Span::styled(format!("{c}{c}"), theme.fg(HEAT_COLORS[lvl])));
-        legend.push(Span::raw(if lvl == 0 {
-            " 0 ".to_string()
-        } else {
-            format!(" >{} ", count(lo))
+        legend.push(Span::raw(match (lvl, dash.heat) {
+            (0, _) => " 0 ".to_string(),
+            (_, Heat::Bytes) => format!(" >{} ", bytes(lo)),
+            _ => format!(" >{} ", count(lo)),
         }));
     }
     legend.push(Span::raw(" moving: i issued x extracted r received n installed"));

@@ -43,6 +43,18 @@ pub(super) fn workers(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) 
         }
     }
     let standbys = |w: u32| standby_counts.get(w as usize).copied().unwrap_or(0);
+    // Each live worker's share of the records applied: its load.
+    let applied_total: f64 = job
+        .workers
+        .iter()
+        .filter(|(w, _)| !job.failed.contains(w))
+        .filter_map(|(_, s)| s.applied_per_s)
+        .sum();
+    let share = |s: &megaflux_probe::model::WorkerView| {
+        s.applied_per_s
+            .filter(|_| applied_total > 0.0)
+            .map_or("-".into(), |a| format!("{:.0}%", a / applied_total * 100.0))
+    };
     let rows: Vec<Row> = totals
         .iter()
         .enumerate()
@@ -58,6 +70,8 @@ pub(super) fn workers(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) 
                 count(keys),
                 bytes(state),
                 stats.applied_per_s.map_or("-".into(), |a| count(a as u64)),
+                share(&stats),
+                stats.true_rate().map_or("-".into(), |r| count(r as u64)),
                 count(stats.records_per_s as u64),
                 format!("{:.0}%", stats.busy * 100.0),
                 if failed {
@@ -83,6 +97,8 @@ pub(super) fn workers(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) 
         "keys",
         "state",
         "applied/s",
+        "load",
+        "true/s",
         "sent/s",
         "busy",
         "",
@@ -96,16 +112,24 @@ pub(super) fn workers(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) 
         Constraint::Length(8),
         Constraint::Length(9),
         Constraint::Length(9),
+        Constraint::Length(5),
+        Constraint::Length(9),
         Constraint::Length(8),
         Constraint::Length(5),
         Constraint::Length(6),
     ];
     let mut title = format!("Workers: skew {skew:.2} (keys held, largest ÷ mean)");
+    if let Some(imbalance) = job.imbalance() {
+        title.push_str(&format!("; imbalance {imbalance:.2}x (load, busiest ÷ mean)"));
+    }
     if job.replicated {
         let degraded = (0..dash.bins()).filter(|b| dash.degraded(*b)).count();
         title.push_str(&format!("; {degraded} bins with one replica"));
     }
-    let note_lines = if area.width < 120 { 2 } else { 1 };
+    let note = "keys, state: as each last sampled them, standbys included · applied/s: by its \
+                stateful operators · load: its share of all applied · true/s: applied per busy \
+                second, the rate it could sustain · sent/s: by its source";
+    let note_lines = (note.chars().count() as u16).div_ceil(area.width.max(1)).max(1);
     let [table, notes] = Layout::vertical([Constraint::Min(3), Constraint::Length(note_lines)]).areas(area);
     frame.render_widget(
         Table::new(rows, widths)
@@ -113,8 +137,6 @@ pub(super) fn workers(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) 
             .block(Block::bordered().title(title)),
         table,
     );
-    let note = "keys, state: as each last sampled them, standbys included · applied/s: by its \
-                stateful operators · sent/s: by its source";
     frame.render_widget(
         Paragraph::new(note)
             .style(theme.fg(Color::DarkGray))

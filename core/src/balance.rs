@@ -1,0 +1,275 @@
+//! Placement by measured load: the `balance` target.
+//!
+//! Given each bin's load (records applied per second by its primary) and size, [`balanced`]
+//! moves bins off the busiest worker onto the least busy one, one at a time, each time the
+//! bin that closes the gap between the two most (a bin whose load is nearest half the
+//! gap), the smaller bin on a tie, until no move lowers the pair's maximum: a greedy
+//! longest-processing-time assignment seeded with today's placement, so that bins that need
+//! not move stay. Its invariant: every move strictly lowers the larger of the two workers'
+//! loads, so the result's maximum is never above the input's, and the loop ends.
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Map;
+use crate::size::human;
+
+/// A window's loads, as the balancer and the `balance` target read them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Loads {
+    /// Per bin: records per second applied by its primary.
+    pub bins: Vec<f64>,
+    /// Per bin: its bytes, as its primary last said (0 for a bin that had no work).
+    pub bytes: Vec<u64>,
+    /// Per worker: records per second its primaries took.
+    pub workers: Vec<f64>,
+    /// Per worker: records per busy second (DS2's true rate), where it was timed and busy.
+    pub true_rates: Vec<Option<f64>>,
+    /// The window's end, in seconds into the run.
+    pub at_s: f64,
+}
+
+/// Decisions a run keeps in detail (the rest are counted).
+pub const KEPT_DECISIONS: usize = 100;
+/// Measured imbalances a run keeps: an hour of one-second windows.
+pub const KEPT_MEASURES: usize = 3600;
+
+/// One decision, as the summary lists it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    /// When, in seconds into the measured run.
+    pub at_s: f64,
+    /// Max / mean worker load measured.
+    pub imbalance_before: f64,
+    /// As predicted once the plan is done.
+    pub imbalance_predicted: f64,
+    /// Bins the plan moves.
+    pub bins: usize,
+    /// Their bytes.
+    pub bytes: u64,
+    /// The plan's strategy.
+    pub strategy: String,
+    /// Issued (`auto`), or proposed (`suggest`).
+    pub issued: bool,
+}
+
+/// The balancer's part of the summary.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BalanceSummary {
+    /// `--balance`.
+    pub mode: String,
+    /// The first [`KEPT_DECISIONS`] decisions.
+    pub decisions: Vec<Decision>,
+    /// Decisions past those.
+    #[serde(default)]
+    pub unlisted: usize,
+    /// The imbalance measured in each whole window with no plan running: `[at_s,
+    /// imbalance]`, the first [`KEPT_MEASURES`].
+    #[serde(default)]
+    pub measured: Vec<[f64; 2]>,
+}
+
+/// What a balanced placement changes, and what it is predicted to achieve.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Balanced {
+    /// Every bin's primary worker after the moves.
+    pub map: Map,
+    /// The bins that move, in bin order.
+    pub moved: Vec<u32>,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Max / mean worker load before and after (1 is perfect).
+    pub before: f64,
+    /// As [`Balanced::before`], with the moves made.
+    pub after: f64,
+}
+
+impl Balanced {
+    /// The plan as records and the log say it.
+    pub fn describe(&self) -> String {
+        format!(
+            "balance: {:.2}x to {:.2}x predicted, {} bins, {}",
+            self.before,
+            self.after,
+            self.moved.len(),
+            human(self.bytes)
+        )
+    }
+}
+
+/// Max / mean of `loads` (1 when all are zero or there is one).
+pub fn imbalance(loads: &[f64]) -> f64 {
+    let mean = loads.iter().sum::<f64>() / loads.len().max(1) as f64;
+    let max = loads.iter().copied().fold(0.0, f64::max);
+    if mean > 0.0 { max / mean } else { 1.0 }
+}
+
+/// The placement of primaries over the workers `alive` that brings max / mean load nearest
+/// 1 from `current`, moving the fewest bins, where bin `b` has load `load[b]` and `bytes[b]`
+/// bytes. A bin whose primary is on a worker not in `alive` keeps it.
+pub fn balanced(current: &[u32], load: &[f64], bytes: &[u64], alive: &[u32]) -> Balanced {
+    let slot = |w: u32| alive.iter().position(|a| *a == w);
+    let weight = |b: usize| {
+        load.get(b)
+            .copied()
+            .filter(|l| l.is_finite() && *l > 0.0)
+            .unwrap_or(0.0)
+    };
+    // Per live worker: its bins with load, sorted by (load, bytes), and its total.
+    let mut held: Vec<Vec<(f64, u64, u32)>> = vec![Vec::new(); alive.len()];
+    let mut total = vec![0.0f64; alive.len()];
+    for (b, w) in current.iter().enumerate() {
+        if let Some(i) = slot(*w) {
+            let l = weight(b);
+            total[i] += l;
+            if l > 0.0 {
+                held[i].push((l, bytes.get(b).copied().unwrap_or(0), b as u32));
+            }
+        }
+    }
+    for h in &mut held {
+        h.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    }
+    let before = imbalance(&total);
+    let mut map = current.to_vec();
+    // Each move lowers the busiest pair's max; a bin can move more than once (it ends where
+    // the last move puts it), and at most one move per bin and worker keeps the loop short.
+    for _ in 0..current.len().saturating_mul(2).max(1) {
+        let (Some(hi), Some(lo)) = (argmax(&total), argmin(&total)) else {
+            break;
+        };
+        let gap = total[hi] - total[lo];
+        let Some(k) = best_move(&held[hi], gap) else { break };
+        let (l, size, bin) = held[hi].remove(k);
+        total[hi] -= l;
+        total[lo] += l;
+        let at = held[lo].partition_point(|x| (x.0, x.1) < (l, size));
+        held[lo].insert(at, (l, size, bin));
+        map[bin as usize] = alive[lo];
+    }
+    let moved: Vec<u32> = (0..current.len() as u32)
+        .filter(|b| map[*b as usize] != current[*b as usize])
+        .collect();
+    let bytes = moved
+        .iter()
+        .map(|b| bytes.get(*b as usize).copied().unwrap_or(0))
+        .sum();
+    Balanced {
+        map,
+        moved,
+        bytes,
+        before,
+        after: imbalance(&total),
+    }
+}
+
+/// The bin of `bins` (sorted by load) whose move from the busiest worker to the least busy,
+/// `gap` apart, lowers their larger load the most: the load nearest `gap / 2`, below `gap`
+/// (a bin of load `gap` or more would only swap which of the two is busier). The smaller
+/// of two alike.
+fn best_move(bins: &[(f64, u64, u32)], gap: f64) -> Option<usize> {
+    let half = gap / 2.0;
+    let at = bins.partition_point(|b| b.0 < half);
+    // The nearest loads at or below half and just above it.
+    let candidates = [at.checked_sub(1), (at < bins.len()).then_some(at)];
+    let gain = |k: usize| {
+        let l = bins[k].0;
+        // The pair's max falls from hi to max(hi - l, lo + l): by min(l, gap - l).
+        l.min(gap - l)
+    };
+    candidates
+        .into_iter()
+        .flatten()
+        .filter(|k| bins[*k].0 < gap && gain(*k) > gap * 1e-9)
+        .max_by(|a, b| gain(*a).total_cmp(&gain(*b)).then(bins[*b].1.cmp(&bins[*a].1)))
+}
+
+fn argmax(v: &[f64]) -> Option<usize> {
+    (0..v.len()).max_by(|a, b| v[*a].total_cmp(&v[*b]))
+}
+
+fn argmin(v: &[f64]) -> Option<usize> {
+    (0..v.len()).min_by(|a, b| v[*a].total_cmp(&v[*b]))
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn loads_of(map: &[u32], load: &[f64], workers: usize) -> Vec<f64> {
+        let mut t = vec![0.0; workers];
+        for (b, w) in map.iter().enumerate() {
+            t[*w as usize] += load[b];
+        }
+        t
+    }
+
+    #[test]
+    fn a_skewed_placement_is_evened_with_few_moves() {
+        // Worker 0 holds the four hot bins.
+        let current = vec![0, 1, 0, 1, 0, 1, 0, 1];
+        let load = vec![40.0, 1.0, 30.0, 1.0, 20.0, 1.0, 10.0, 1.0];
+        let bytes = vec![100; 8];
+        let b = balanced(&current, &load, &bytes, &[0, 1]);
+        assert!((b.before - 100.0 / 52.0).abs() < 1e-9, "{}", b.before);
+        // 104 in all, 52 each: 40 and 10 over, and two 1s back (no subset of worker 0's
+        // bins alone makes 48).
+        assert!((b.after - 1.0).abs() < 1e-9, "{b:?}");
+        assert_eq!(b.moved.len(), 4, "{b:?}");
+        assert!(b.moved.contains(&0) && b.moved.contains(&6), "{b:?}");
+        assert_eq!(b.bytes, 400);
+    }
+
+    #[test]
+    fn one_hot_bin_stays_where_it_is() {
+        let current = vec![0, 1, 0, 1];
+        let load = vec![90.0, 5.0, 0.0, 5.0];
+        let b = balanced(&current, &load, &[1; 4], &[0, 1]);
+        assert!(b.moved.is_empty(), "{b:?}");
+        assert_eq!(b.before, b.after);
+    }
+
+    #[test]
+    fn bins_spread_onto_an_idle_worker_and_not_onto_a_failed_one() {
+        let current = vec![0; 8];
+        let load = vec![1.0; 8];
+        let b = balanced(&current, &load, &[1; 8], &[0, 2]);
+        assert_eq!(b.moved.len(), 4);
+        assert!(b.map.iter().all(|w| *w == 0 || *w == 2));
+        assert!((b.after - 1.0).abs() < 1e-9);
+    }
+
+    proptest! {
+        #[test]
+        fn balancing_never_worsens_the_busiest_worker_and_moves_only_loaded_bins(
+            map in prop::collection::vec(0u32..3, 1..200),
+            seed in any::<u64>(),
+        ) {
+            let load: Vec<f64> = (0..map.len())
+                .map(|b| (crate::bins::mix64(seed ^ b as u64) % 1000) as f64 * f64::from(b % 3 == 0))
+                .collect();
+            let bytes: Vec<u64> = (0..map.len() as u64).collect();
+            let b = balanced(&map, &load, &bytes, &[0, 1, 2]);
+            let before = loads_of(&map, &load, 3);
+            let after = loads_of(&b.map, &load, 3);
+            let max = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
+            prop_assert!(max(&after) <= max(&before) + 1e-6);
+            prop_assert!((imbalance(&after) - b.after).abs() < 1e-6);
+            for bin in &b.moved {
+                prop_assert!(load[*bin as usize] > 0.0);
+            }
+            // No single move of a bin from the busiest to the least busy worker would lower
+            // the busiest's load any further.
+            let (hi, lo) = (argmax(&after).unwrap(), argmin(&after).unwrap());
+            let gap = after[hi] - after[lo];
+            for (bin, w) in b.map.iter().enumerate() {
+                let l = load[bin];
+                prop_assert!(
+                    !(*w as usize == hi && l > 0.0 && l < gap && l.min(gap - l) > gap * 1e-9),
+                    "bin {bin} of load {l} could still move (gap {gap})"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! Load reports: every worker, of every process, tells worker 0 what its bins cost it, on a
+//! stream of their own, so that worker 0's control plane knows each bin's load and size
+//! wherever the bin is ([`Board`]), for the `balance` target and the balancer.
+//!
+//! A report covers one [`REPORT_EVERY`] of a worker's run: per bin whose primary it holds,
+//! the records its operators applied to the bin and the bin's bytes. The board adds them
+//! up in windows of [`WINDOW`] and keeps the last whole one: a bin's load is its records
+//! per second in that window. Memory is a few numbers per bin and worker, whatever the run's
+//! length.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use timely::dataflow::operators::{Exchange, Inspect};
+use timely::dataflow::{InputHandleVec, Scope};
+
+use crate::Time;
+use crate::balance::Loads;
+use crate::operator::{BinLoad, BinSize, Observers};
+
+/// How often a worker reports its bins' load to worker 0.
+pub const REPORT_EVERY: Duration = Duration::from_millis(250);
+/// The window a bin's load is measured over.
+pub const WINDOW: Duration = Duration::from_secs(1);
+
+/// One worker's report: what its primaries cost it over `interval_ns`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LoadReport {
+    /// The reporting worker.
+    pub worker: u32,
+    /// The report's interval, in nanoseconds.
+    pub interval_ns: u64,
+    /// Time the worker's operators were busy in it (0 unless timed).
+    pub busy_ns: u64,
+    /// Per bin whose primary the worker holds and that had work: (bin, records, bytes).
+    pub bins: Vec<(u32, u64, u64)>,
+}
+
+/// Reads one worker's counters into reports (the differences since the last one).
+pub(super) struct Meter {
+    worker: u32,
+    observers: Observers,
+    /// Per bin, the records applied to it by this worker's operators as its primary, so far.
+    last: Vec<u64>,
+    busy_before: u64,
+    scratch: Vec<BinLoad>,
+    sizes: Vec<BinSize>,
+}
+
+impl Meter {
+    pub(super) fn new(worker: u32, observers: Observers, bins: usize) -> Self {
+        let mut meter = Meter {
+            worker,
+            observers,
+            last: vec![0; bins],
+            busy_before: 0,
+            scratch: Vec::new(),
+            sizes: Vec::new(),
+        };
+        // What came before (a preload) is no load of the run's.
+        meter.report(Duration::ZERO);
+        meter
+    }
+
+    /// What the worker's primaries cost since the last report, `interval` ago.
+    pub(super) fn report(&mut self, interval: Duration) -> LoadReport {
+        let mut now = vec![0u64; self.last.len()];
+        let mut bytes = vec![0u64; self.last.len()];
+        let (scratch, sizes) = (&mut self.scratch, &mut self.sizes);
+        self.observers.each(|op| {
+            scratch.clear();
+            (op.loads)(scratch);
+            for l in scratch.iter().filter(|l| !l.standby) {
+                if let Some(n) = now.get_mut(l.bin as usize) {
+                    *n += l.records;
+                }
+            }
+            sizes.clear();
+            (op.sizes)(sizes);
+            for s in sizes.iter().filter(|s| !s.standby) {
+                if let Some(b) = bytes.get_mut(s.bin as usize) {
+                    *b += s.bytes;
+                }
+            }
+        });
+        let mut bins = Vec::new();
+        for (bin, (n, last)) in now.iter().zip(self.last.iter_mut()).enumerate() {
+            // A bin that left and came back counts from where its counters stand.
+            let records = n.saturating_sub(*last);
+            *last = *n;
+            if records > 0 {
+                bins.push((bin as u32, records, bytes[bin]));
+            }
+        }
+        let busy = self.observers.busy_ns();
+        let busy_ns = busy.saturating_sub(self.busy_before);
+        self.busy_before = busy;
+        LoadReport {
+            worker: self.worker,
+            interval_ns: interval.as_nanos() as u64,
+            busy_ns,
+            bins,
+        }
+    }
+}
+
+/// Every worker's end of the reports stream: worker 0 hears them all.
+pub(super) struct LoadReports {
+    input: InputHandleVec<Time, LoadReport>,
+    heard: Rc<RefCell<Vec<LoadReport>>>,
+}
+
+impl LoadReports {
+    pub(super) fn new() -> Self {
+        LoadReports {
+            input: InputHandleVec::new(),
+            heard: Rc::default(),
+        }
+    }
+
+    /// Adds the stream to the dataflow being built. Nothing waits on its frontier: its input
+    /// stays at its first time until the run ends.
+    pub(super) fn build(&mut self, scope: Scope<'_, Time>) {
+        let heard = Rc::clone(&self.heard);
+        // The first inspect makes an operator's output, which hands each batch on at the end
+        // of its activation (see `end.rs`).
+        self.input
+            .to_stream(scope)
+            .inspect(|_| {})
+            .exchange(|_| 0)
+            .inspect(move |report| heard.borrow_mut().push(report.clone()));
+    }
+
+    /// Sends worker 0 this worker's report.
+    pub(super) fn send(&mut self, report: LoadReport) {
+        self.input.send(report);
+        self.input.flush();
+    }
+
+    /// On worker 0: the reports that arrived since the last call.
+    pub(super) fn take(&self) -> Vec<LoadReport> {
+        std::mem::take(&mut self.heard.borrow_mut())
+    }
+}
+
+/// What worker 0 knows of every bin's and worker's load.
+#[derive(Clone, Debug)]
+pub struct Board {
+    workers: usize,
+    /// The window being filled: records per bin, per worker, and the bins' bytes.
+    filling: Window,
+    /// The last whole window, if one is.
+    last: Option<Window>,
+    /// When the window being filled began, in seconds into the run.
+    began_s: f64,
+}
+
+/// One window's sums.
+#[derive(Clone, Debug)]
+struct Window {
+    records: Vec<u64>,
+    bytes: Vec<u64>,
+    per_worker: Vec<u64>,
+    busy_ns: Vec<u64>,
+    /// Nanoseconds of reports per worker (a worker that reported nothing is unknown).
+    reported_ns: Vec<u64>,
+    secs: f64,
+}
+
+impl Window {
+    fn new(bins: usize, workers: usize) -> Self {
+        Window {
+            records: vec![0; bins],
+            bytes: vec![0; bins],
+            per_worker: vec![0; workers],
+            busy_ns: vec![0; workers],
+            reported_ns: vec![0; workers],
+            secs: 0.0,
+        }
+    }
+}
+
+impl Board {
+    /// An empty board for `bins` bins and `workers` workers, from `now_s`.
+    pub fn new(bins: usize, workers: usize, now_s: f64) -> Self {
+        Board {
+            workers,
+            filling: Window::new(bins, workers),
+            last: None,
+            began_s: now_s,
+        }
+    }
+
+    /// Takes a report. A report for a worker or bin the job does not have is ignored.
+    pub fn take(&mut self, report: &LoadReport) {
+        let w = report.worker as usize;
+        if w >= self.workers {
+            return;
+        }
+        let window = &mut self.filling;
+        for &(bin, records, bytes) in &report.bins {
+            if let Some(r) = window.records.get_mut(bin as usize) {
+                *r += records;
+                window.bytes[bin as usize] = bytes;
+                window.per_worker[w] += records;
+            }
+        }
+        window.busy_ns[w] += report.busy_ns;
+        window.reported_ns[w] += report.interval_ns;
+    }
+
+    /// Closes the window being filled once it is [`WINDOW`] long at `now_s`; returns whether
+    /// a new whole window is there to read.
+    pub fn tick(&mut self, now_s: f64) -> bool {
+        let secs = now_s - self.began_s;
+        if secs < WINDOW.as_secs_f64() {
+            return false;
+        }
+        let bins = self.filling.records.len();
+        let mut whole = std::mem::replace(&mut self.filling, Window::new(bins, self.workers));
+        whole.secs = secs;
+        self.last = Some(whole);
+        self.began_s = now_s;
+        true
+    }
+
+    /// Forgets what was measured (a plan moved bins: the window straddling it says neither
+    /// where they were nor where they are).
+    pub fn reset(&mut self, now_s: f64) {
+        let bins = self.filling.records.len();
+        self.filling = Window::new(bins, self.workers);
+        self.last = None;
+        self.began_s = now_s;
+    }
+
+    /// The last whole window's loads, once one is and every worker reported in it.
+    pub fn loads(&self) -> Option<Loads> {
+        let w = self.last.as_ref()?;
+        if w.reported_ns.contains(&0) {
+            return None;
+        }
+        let secs = w.secs.max(1e-9);
+        Some(Loads {
+            bins: w.records.iter().map(|r| *r as f64 / secs).collect(),
+            bytes: w.bytes.clone(),
+            workers: w.per_worker.iter().map(|r| *r as f64 / secs).collect(),
+            true_rates: w
+                .per_worker
+                .iter()
+                .zip(&w.busy_ns)
+                .map(|(r, b)| (*b > 0).then(|| *r as f64 / (*b as f64 / 1e9)))
+                .collect(),
+            at_s: self.began_s,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(worker: u32, bins: Vec<(u32, u64, u64)>) -> LoadReport {
+        LoadReport {
+            worker,
+            interval_ns: 250_000_000,
+            busy_ns: 100_000_000,
+            bins,
+        }
+    }
+
+    #[test]
+    fn a_window_adds_up_every_workers_reports() {
+        let mut board = Board::new(4, 2, 0.0);
+        board.take(&report(0, vec![(0, 300, 10), (2, 100, 20)]));
+        board.take(&report(1, vec![(1, 100, 30)]));
+        assert!(!board.tick(0.5));
+        assert!(board.loads().is_none());
+        board.take(&report(0, vec![(0, 300, 11)]));
+        assert!(board.tick(1.0));
+        let loads = board.loads().unwrap();
+        assert_eq!(loads.bins, vec![600.0, 100.0, 100.0, 0.0]);
+        assert_eq!(loads.bytes, vec![11, 30, 20, 0]);
+        assert_eq!(loads.workers, vec![700.0, 100.0]);
+        // 700 records in 0.2 busy seconds.
+        assert_eq!(loads.true_rates[0], Some(3500.0));
+        board.reset(1.2);
+        assert!(board.loads().is_none());
+    }
+
+    #[test]
+    fn a_window_a_worker_said_nothing_in_is_not_read() {
+        let mut board = Board::new(4, 2, 0.0);
+        board.take(&report(0, vec![(0, 300, 10)]));
+        board.take(&report(7, vec![(0, 300, 10)]));
+        board.take(&report(0, vec![(9, 300, 10)]));
+        assert!(board.tick(1.0));
+        assert!(board.loads().is_none());
+    }
+}
