@@ -185,8 +185,9 @@ struct RunArgs {
     #[arg(long, value_name = "TARGET", value_parser = flags::target)]
     placement: Option<megaflux::plan::Target>,
     /// What worker 0 does when the busiest worker stays above --balance-threshold times the
-    /// mean load for --balance-every: `suggest` a plan (the dashboard's `B` starts it),
-    /// issue it (`auto`), or nothing (`off`, and no load is measured).
+    /// mean load for --balance-every: `suggest` a plan (logged; the plan dialog's and
+    /// --migrate's `balance` target makes it), issue it (`auto`), or nothing (`off`, and no
+    /// load is measured).
     #[arg(long, default_value = "suggest", value_name = "off|suggest|auto", value_parser = flags::balance)]
     balance: megaflux::harness::balancer::BalanceMode,
     /// The busiest worker's load over the mean above which the load is uneven.

@@ -314,7 +314,7 @@ impl Dash {
 
     /// Targets the plan dialog offers for this job.
     pub fn targets(&self) -> Vec<String> {
-        let mut t = vec!["uniform".to_string()];
+        let mut t = vec!["uniform".to_string(), "balance".to_string()];
         t.extend((1..self.peers()).map(|n| format!("pack:{n}")));
         t.extend((0..self.peers()).map(|w| format!("drain:{w}")));
         t
@@ -688,6 +688,8 @@ mod tests {
         let mut d = job();
         d.update(Msg::Action(Action::Plan));
         d.update(Msg::Action(Action::Right));
+        // uniform, balance, pack:1, ...
+        d.update(Msg::Action(Action::Down));
         d.update(Msg::Action(Action::Down));
         let effects = d.update(Msg::Action(Action::Confirm));
         assert_eq!(

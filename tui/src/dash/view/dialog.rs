@@ -146,8 +146,9 @@ pub(super) fn draw_dialog(frame: &mut Frame, area: Rect, dash: &Dash, dialog: &D
                     Span::raw(" ▼"),
                 ]),
                 Line::raw(""),
-                Line::raw("uniform: bins spread evenly; pack:N onto workers 0..N;"),
-                Line::raw("drain:W off worker W.  enter: start   esc: cancel"),
+                Line::raw("uniform: bins spread evenly; balance: by measured load;"),
+                Line::raw("pack:N onto workers 0..N; drain:W off worker W."),
+                Line::raw("enter: start   esc: cancel"),
             ];
             show(frame, area, lines, 60, "Start a plan");
         }
