@@ -9,8 +9,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-use serde::{Deserialize, Serialize};
-
 use crate::bins::mix64;
 use crate::error::ConfigError;
 
@@ -53,18 +51,6 @@ impl FromStr for Skew {
             },
             _ => Err(bad("expected uniform or zipf:S (S an exponent such as 1.5)")),
         }
-    }
-}
-
-impl Serialize for Skew {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for Skew {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
     }
 }
 

@@ -10,7 +10,9 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{Cluster, assert_same_outputs, example, sorted_lines, summary, wait_all_within};
+use common::{
+    Cluster, REPLICATED_KEYCOUNT, assert_same_outputs, example, sorted_lines, summary, wait_all_within,
+};
 
 /// Every process must be done well within this.
 const LIMIT: Duration = Duration::from_secs(120);
@@ -73,18 +75,6 @@ fn a_process_lost_as_a_draining_job_ends_changes_nothing() {
 #[test]
 fn a_process_lost_before_the_final_reports_changes_nothing() {
     let cluster = Cluster::of("end-keycount", 3);
-    let job = [
-        "run",
-        "--headless",
-        "--keys",
-        "20000",
-        "--rate",
-        "20000",
-        "--duration",
-        "3",
-        "--replicas",
-        "2",
-    ];
     let megaflux = env!("CARGO_BIN_EXE_megaflux").as_ref();
-    survives_losses_at_the_end(megaflux, &cluster, &job, &["end-report"]);
+    survives_losses_at_the_end(megaflux, &cluster, REPLICATED_KEYCOUNT, &["end-report"]);
 }

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 mod common;
 
-use common::{Cluster, megaflux, summary};
+use common::{Cluster, REPLICATED_KEYCOUNT as KEYCOUNT, megaflux, summary};
 
 fn run(args: &[&str]) -> Value {
     let out = megaflux(args).output().expect("the binary runs");
@@ -138,18 +138,6 @@ fn a_panicking_worker_stops_the_job_with_its_message() {
     );
 }
 
-const KEYCOUNT: &[&str] = &[
-    "run",
-    "--headless",
-    "--keys",
-    "20000",
-    "--rate",
-    "20000",
-    "--duration",
-    "3",
-    "--replicas",
-    "2",
-];
 /// A job that would run far longer than any of these tests waits. Without replicas: a job
 /// with replicas goes on without a lost process other than 0 (`tests/crash.rs`).
 const LONG: &[&str] = &[

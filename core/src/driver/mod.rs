@@ -124,8 +124,6 @@ pub struct PlanDriver {
     recent: VecDeque<MigrationRecord>,
     /// The bins' and workers' last measured loads, for the `balance` target.
     loads: Option<Loads>,
-    /// Who makes the next plan, if not a command (see [`MigrationRecord::by`]).
-    by: Option<&'static str>,
     /// The balancer's decisions: the first [`KEPT_DECISIONS`], and how many more.
     decisions: (Vec<Decision>, usize),
     /// The imbalances the balancer measured, the first [`KEPT_MEASURES`].
@@ -166,7 +164,6 @@ impl PlanDriver {
             lost: Vec::new(),
             recent: VecDeque::new(),
             loads: None,
-            by: None,
             decisions: (Vec::new(), 0),
             measured: Vec::new(),
         }
@@ -224,10 +221,11 @@ impl PlanDriver {
         by: &'static str,
         now_s: f64,
     ) -> Result<(), CommandError> {
-        self.by = Some(by);
-        let result = self.start_balanced(schedule, plan, now_s);
-        self.by = None;
-        result
+        self.start_balanced(schedule, plan, now_s)?;
+        if let Some(active) = self.active.as_mut() {
+            active.record.by = Some(by);
+        }
+        Ok(())
     }
 
     fn start_balanced(&mut self, schedule: Schedule, plan: Balanced, now_s: f64) -> Result<(), CommandError> {
@@ -454,7 +452,7 @@ impl PlanDriver {
                 bins_moved: 0,
                 step_times: Vec::new(),
                 cancelled: false,
-                by: self.by,
+                by: None,
             },
             pipelined: schedule.pipelined,
             remaining: steps,

@@ -119,7 +119,7 @@ pub(crate) struct Balancer {
     board: Board,
     /// Since when (seconds into the run) the load has been uneven, if it is.
     uneven_since: Option<f64>,
-    /// Whether a plan ran at the last turn.
+    /// Whether a plan ran (or failures waited) at the last turn.
     was_busy: bool,
     /// The plan proposed and not taken, if any (`suggest`).
     suggested: Option<Balanced>,
@@ -143,13 +143,17 @@ impl Balancer {
             self.board.take(r);
         }
         let busy = driver.busy() || driver.urgent();
-        if busy || self.was_busy {
-            // A window that saw bins move says neither where their load was nor is.
+        if busy != self.was_busy {
+            // A window that saw bins move says neither where their load was nor is: the
+            // measure starts afresh as a plan begins and as it ends (once each: this runs on
+            // every turn of worker 0's loop, and a reset allocates per bin).
             self.board.reset(now_s);
             self.uneven_since = None;
             self.suggested = None;
             driver.set_loads(None);
             self.was_busy = busy;
+        }
+        if busy {
             return;
         }
         if !self.board.tick(now_s) {

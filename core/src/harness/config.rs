@@ -145,7 +145,7 @@ pub struct RunConfig {
     #[serde(default, skip_serializing_if = "Option::is_none", with = "optional_text")]
     pub placement: Option<Target>,
     /// How the counting workloads draw their keys (`--skew`).
-    #[serde(default, skip_serializing_if = "is_uniform")]
+    #[serde(default, skip_serializing_if = "is_uniform", with = "text")]
     pub skew: Skew,
     /// When, in seconds into the measured run, the hot keys change (`--skew-shift`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -881,10 +881,37 @@ mod tests {
     #[test]
     fn old_headers_read_with_defaults() {
         let mut json = serde_json::to_value(RunConfig::default()).unwrap();
-        for field in ["replicas", "failures", "rejoins", "recovery", "panics"] {
+        for field in ["replicas", "failures", "rejoins", "recovery", "panics", "balance"] {
             json.as_object_mut().unwrap().remove(field);
         }
         let back: RunConfig = serde_json::from_value(json).unwrap();
         assert_eq!(back, RunConfig::default());
+    }
+
+    #[test]
+    fn balance_placement_and_skew_read_back_as_written() {
+        let config = RunConfig {
+            placement: Some(Target::Pack(1)),
+            skew: Skew::Zipf(1.5),
+            skew_shift: Some(30.0),
+            balance: BalanceConfig {
+                mode: super::super::balancer::BalanceMode::Auto,
+                threshold: 1.5,
+                every_s: 4.0,
+                strategy: DEFAULT_RECOVERY,
+            },
+            ..RunConfig::default()
+        };
+        let json = serde_json::to_value(&config).unwrap();
+        assert_eq!(json["skew"], "zipf:1.5");
+        assert_eq!(json["placement"], "pack:1");
+        assert_eq!(json["balance"]["mode"], "auto");
+        assert_eq!(json["balance"]["strategy"], "matched");
+        let back: RunConfig = serde_json::from_value(json).unwrap();
+        assert_eq!(back, config);
+        let plain = serde_json::to_value(RunConfig::default()).unwrap();
+        for absent in ["skew", "placement", "skew_shift"] {
+            assert!(plain.get(absent).is_none(), "{absent}");
+        }
     }
 }

@@ -42,9 +42,12 @@ pub struct LoadReport {
 pub(super) struct Meter {
     worker: u32,
     observers: Observers,
-    /// Per bin, the records applied to it by this worker's operators as its primary, so far.
+    /// Per bin, the records this worker's operators applied to it so far, as primary or
+    /// standby (a standby promoted to primary reports only what came after).
     last: Vec<u64>,
     busy_before: u64,
+    /// Per bin, this report's totals and bytes, and whether the worker holds its primary.
+    now: Vec<(u64, u64, bool)>,
     scratch: Vec<BinLoad>,
     sizes: Vec<BinSize>,
 }
@@ -56,6 +59,7 @@ impl Meter {
             observers,
             last: vec![0; bins],
             busy_before: 0,
+            now: vec![(0, 0, false); bins],
             scratch: Vec::new(),
             sizes: Vec::new(),
         };
@@ -66,34 +70,26 @@ impl Meter {
 
     /// What the worker's primaries cost since the last report, `interval` ago.
     pub(super) fn report(&mut self, interval: Duration) -> LoadReport {
-        let mut now = vec![0u64; self.last.len()];
-        let mut bytes = vec![0u64; self.last.len()];
-        let (scratch, sizes) = (&mut self.scratch, &mut self.sizes);
+        let (now, scratch, sizes) = (&mut self.now, &mut self.scratch, &mut self.sizes);
+        now.fill((0, 0, false));
         self.observers.each(|op| {
             scratch.clear();
             (op.loads)(scratch);
-            for l in scratch.iter().filter(|l| !l.standby) {
+            for l in scratch.iter() {
                 if let Some(n) = now.get_mut(l.bin as usize) {
-                    *n += l.records;
+                    n.0 += l.records;
+                    n.2 |= !l.standby;
                 }
             }
             sizes.clear();
             (op.sizes)(sizes);
             for s in sizes.iter().filter(|s| !s.standby) {
-                if let Some(b) = bytes.get_mut(s.bin as usize) {
-                    *b += s.bytes;
+                if let Some(n) = now.get_mut(s.bin as usize) {
+                    n.1 += s.bytes;
                 }
             }
         });
-        let mut bins = Vec::new();
-        for (bin, (n, last)) in now.iter().zip(self.last.iter_mut()).enumerate() {
-            // A bin that left and came back counts from where its counters stand.
-            let records = n.saturating_sub(*last);
-            *last = *n;
-            if records > 0 {
-                bins.push((bin as u32, records, bytes[bin]));
-            }
-        }
+        let bins = primaries_since(now, &mut self.last);
         let busy = self.observers.busy_ns();
         let busy_ns = busy.saturating_sub(self.busy_before);
         self.busy_before = busy;
@@ -104,6 +100,23 @@ impl Meter {
             bins,
         }
     }
+}
+
+/// The (bin, records, bytes) of each bin whose primary the worker holds and that had work
+/// since `last`, from this report's per-bin `(records so far, bytes, primary)`; `last` is
+/// brought up to date for every bin, whatever the role (a standby's work is no load of a
+/// primary's, before or after a promotion).
+fn primaries_since(now: &[(u64, u64, bool)], last: &mut [u64]) -> Vec<(u32, u64, u64)> {
+    let mut bins = Vec::new();
+    for (bin, (&(total, bytes, primary), last)) in now.iter().zip(last.iter_mut()).enumerate() {
+        // A bin that left and came back counts from where its counters stand.
+        let records = total.saturating_sub(*last);
+        *last = total;
+        if primary && records > 0 {
+            bins.push((bin as u32, records, bytes));
+        }
+    }
+    bins
 }
 
 /// Every worker's end of the reports stream: worker 0 hears them all.
@@ -287,6 +300,18 @@ mod tests {
         assert_eq!(loads.true_rates[0], Some(3500.0));
         board.reset(1.2);
         assert!(board.loads().is_none());
+    }
+
+    #[test]
+    fn a_promoted_standby_reports_only_its_work_as_primary() {
+        let mut last = vec![0; 3];
+        // Bin 1 is a standby here: its work is not reported, but counted as seen.
+        let first = primaries_since(&[(10, 5, true), (400, 7, false), (0, 0, false)], &mut last);
+        assert_eq!(first, vec![(0, 10, 5)]);
+        // Bin 1 is promoted: only the 30 records since count.
+        let second = primaries_since(&[(10, 5, true), (430, 7, true), (0, 0, false)], &mut last);
+        assert_eq!(second, vec![(1, 30, 7)]);
+        assert_eq!(last, vec![10, 430, 0]);
     }
 
     #[test]

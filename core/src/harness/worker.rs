@@ -316,8 +316,8 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
         sampler.begin(preloaded);
     }
     if config.balance.mode != BalanceMode::Off && !config.native {
-        // The balancer weighs workers by their true rates too: their activations are timed.
-        flow.stateful.observers.time_operators();
+        // Records alone place bins: activations are timed only for an observer (true rates
+        // then come along in the reports).
         let meter = Meter::new(index as u32, flow.stateful.observers.clone(), config.bins.count());
         flow.meter = Some((meter, Duration::ZERO));
     }

@@ -11,6 +11,20 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// keycount with a standby per bin, 3 s: the cluster tests' job that survives a lost process.
+pub const REPLICATED_KEYCOUNT: &[&str] = &[
+    "run",
+    "--headless",
+    "--keys",
+    "20000",
+    "--rate",
+    "20000",
+    "--duration",
+    "3",
+    "--replicas",
+    "2",
+];
+
 /// The binary with `args`, its output captured.
 pub fn megaflux(args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_megaflux"));
