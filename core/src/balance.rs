@@ -68,6 +68,69 @@ pub struct BalanceSummary {
     pub measured: Vec<[f64; 2]>,
 }
 
+/// Latency windows a run keeps the imbalance of: four hours of 250 ms windows.
+pub const KEPT_WINDOWS: usize = 4 * 3600 * 4;
+
+/// What the balancer measured and decided over a run, for the summary; bounded whatever
+/// the run's length.
+#[derive(Clone, Debug, Default)]
+pub struct BalanceLog {
+    /// The first [`KEPT_DECISIONS`] decisions.
+    decisions: Vec<Decision>,
+    /// Decisions past those.
+    unlisted: usize,
+    /// `[at_s, imbalance]` of each whole window with no plan running, the first
+    /// [`KEPT_MEASURES`].
+    measured: Vec<[f64; 2]>,
+    /// Per latency window, the imbalance of the records applied in it (the first
+    /// [`KEPT_WINDOWS`]).
+    windows: Vec<Option<f64>>,
+}
+
+impl BalanceLog {
+    /// Keeps a decision.
+    pub fn decided(&mut self, decision: Decision) {
+        if self.decisions.len() < KEPT_DECISIONS {
+            self.decisions.push(decision);
+        } else {
+            self.unlisted += 1;
+        }
+    }
+
+    /// Keeps the imbalance measured in the balancer's window that ended `at_s`.
+    pub fn measured(&mut self, at_s: f64, imbalance: f64) {
+        if self.measured.len() < KEPT_MEASURES {
+            self.measured.push([at_s, imbalance]);
+        }
+    }
+
+    /// Keeps latency window `window`'s imbalance.
+    pub fn window(&mut self, window: u64, imbalance: f64) {
+        let w = window as usize;
+        if w < KEPT_WINDOWS {
+            if self.windows.len() <= w {
+                self.windows.resize(w + 1, None);
+            }
+            self.windows[w] = Some(imbalance);
+        }
+    }
+
+    /// Latency window `window`'s imbalance, if it was measured.
+    pub fn of_window(&self, window: usize) -> Option<f64> {
+        self.windows.get(window).copied().flatten()
+    }
+
+    /// The summary's part, under `mode`.
+    pub fn summary(&self, mode: String) -> BalanceSummary {
+        BalanceSummary {
+            mode,
+            decisions: self.decisions.clone(),
+            unlisted: self.unlisted,
+            measured: self.measured.clone(),
+        }
+    }
+}
+
 /// What a balanced placement changes, and what it is predicted to achieve.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Balanced {

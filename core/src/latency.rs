@@ -60,6 +60,11 @@ pub struct WindowStats {
     /// The latency of the records of the window's epochs, in nanoseconds.
     #[serde(flatten)]
     pub latency_ns: Percentiles,
+    /// Max / mean of the live workers' records applied in the window, replicas counted
+    /// once, by their load reports to worker 0 (absent with `--balance off`, or where a
+    /// worker's report is missing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imbalance: Option<f64>,
 }
 
 /// The first record of measured epoch `epoch` (1-based, `len` each) at `rate` records/s:
@@ -305,6 +310,7 @@ impl LatencyRecorder {
             .map(|(i, latency_ns)| WindowStats {
                 t_s: i as f64 * WINDOW.as_secs_f64(),
                 latency_ns,
+                imbalance: None,
             })
             .collect()
     }

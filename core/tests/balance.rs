@@ -71,4 +71,14 @@ fn suggest_mode_proposes_and_moves_nothing() {
     assert!(summary.migrations.is_empty(), "{:?}", summary.migrations);
     // One proposal for one steady skew, not one a window.
     assert_eq!(balance.decisions.len(), 1, "{balance:?}");
+    // Each latency window says how uneven its records were: the skew the balancer saw.
+    let measured: Vec<f64> = summary.timeline.iter().filter_map(|w| w.imbalance).collect();
+    assert!(
+        measured.len() * 2 >= summary.timeline.len(),
+        "{} of {} windows measured",
+        measured.len(),
+        summary.timeline.len()
+    );
+    assert!(measured.iter().all(|i| (1.0..=2.0).contains(i)), "{measured:?}");
+    assert!(measured.iter().any(|i| *i > 1.2), "{measured:?}");
 }

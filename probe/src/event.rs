@@ -75,6 +75,35 @@ impl Outcome {
     }
 }
 
+/// What the balancer did (a [`Event::Balance`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BalancePhase {
+    /// It measured a whole window with no plan running.
+    Measured,
+    /// It proposes a `balance` plan (`--balance suggest`): a person may start it.
+    Suggested,
+    /// It started a `balance` plan (`--balance auto`).
+    Issued,
+    /// It dropped its proposal: the load evened out, or a plan runs.
+    Withdrawn,
+    /// The job refused the plan it issued.
+    Refused,
+}
+
+impl BalancePhase {
+    /// The phase as traces spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            BalancePhase::Measured => "measured",
+            BalancePhase::Suggested => "suggested",
+            BalancePhase::Issued => "issued",
+            BalancePhase::Withdrawn => "withdrawn",
+            BalancePhase::Refused => "refused",
+        }
+    }
+}
+
 /// One thing that happened in a job.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -191,6 +220,32 @@ pub enum Event {
         interval_ns: u64,
         /// The bins' costs.
         loads: String,
+    },
+    /// The balancer on worker 0 measured, proposed, issued, withdrew or was refused a plan
+    /// that moves bins by their measured load (version 3).
+    Balance {
+        /// What it did.
+        phase: BalancePhase,
+        /// When, in seconds of the measured run.
+        run_s: f64,
+        /// Max / mean worker load it measured (`measured`, `suggested`, `issued`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        imbalance: Option<f64>,
+        /// The imbalance predicted once its plan is done.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        predicted: Option<f64>,
+        /// Bins the plan moves (`suggested`, `issued`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bins: Option<u64>,
+        /// Their bytes.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bytes: Option<u64>,
+        /// How the plan moves them, as `--migrate` spells a schedule.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        strategy: Option<String>,
+        /// Why, for people.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     /// Latency of one 250 ms window of epochs; `histogram` is HdrHistogram V2, base64.
     Latency {
@@ -562,6 +617,7 @@ pub const KINDS: &[&str] = &[
     "frontier",
     "worker_stats",
     "bin_loads",
+    "balance",
     "latency",
     "migration",
     "plan_started",
@@ -608,6 +664,7 @@ impl Event {
             Event::Frontier { .. } => "frontier",
             Event::WorkerStats { .. } => "worker_stats",
             Event::BinLoads { .. } => "bin_loads",
+            Event::Balance { .. } => "balance",
             Event::Latency { .. } => "latency",
             Event::Migration { .. } => "migration",
             Event::PlanStarted { .. } => "plan_started",

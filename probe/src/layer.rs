@@ -15,7 +15,7 @@ use tracing_subscriber::Layer;
 use tracing_subscriber::filter::{FilterFn, Filtered};
 use tracing_subscriber::layer::Context;
 
-use crate::event::{Event, Outcome, Phase, Stamped};
+use crate::event::{BalancePhase, Event, Outcome, Phase, Stamped};
 
 /// Events the queue between the workers and the collector holds.
 pub const EVENT_QUEUE: usize = 1 << 16;
@@ -250,6 +250,23 @@ fn convert(target: &str, f: &Fields) -> Option<Event> {
             operator: f.str("operator")?,
             interval_ns: f.u64("interval_ns")?,
             loads: f.str("loads")?,
+        },
+        "megaflux::balance" => Event::Balance {
+            phase: match f.str("phase")?.as_str() {
+                "measured" => BalancePhase::Measured,
+                "suggested" => BalancePhase::Suggested,
+                "issued" => BalancePhase::Issued,
+                "withdrawn" => BalancePhase::Withdrawn,
+                "refused" => BalancePhase::Refused,
+                _ => return None,
+            },
+            run_s: f.f64("run_s")?,
+            imbalance: f.f64("imbalance"),
+            predicted: f.f64("predicted"),
+            bins: f.u64("bins"),
+            bytes: f.u64("bytes"),
+            strategy: f.str("strategy"),
+            reason: f.str("reason"),
         },
         "megaflux::latency" => Event::Latency {
             window: f.u64("window")?,

@@ -2,11 +2,12 @@
 
 use std::path::PathBuf;
 
-use megaflux_probe::event::{Event, Outcome, Phase, Stamped};
+use megaflux_probe::event::{BalancePhase, Event, Outcome, Phase, Stamped};
 use megaflux_probe::model::MAX_AT_S;
 use megaflux_probe::record;
+use megaflux_probe::wire::CommandRequest;
 use megaflux_tui::dash::keys::Action;
-use megaflux_tui::dash::model::{Connection, Dash, Msg, TABS};
+use megaflux_tui::dash::model::{Connection, Dash, Effect, Msg, TABS};
 use megaflux_tui::dash::view::{self, Theme};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -109,6 +110,60 @@ fn the_bins_heat_shows_load_and_a_hot_bin() {
     assert!(shown.contains("load 240k records/s"), "{shown}");
     d.update(Msg::Action(Action::Heat));
     assert!(render(&d, 120, 40).contains("heat (keys, v: next)"));
+}
+
+/// The balancer proposes a plan: the status bar offers it with the key that accepts it, the
+/// log says why, `a` sends it, and once a plan runs the offer goes.
+#[test]
+fn a_suggestion_is_offered_and_accepted() {
+    let mut d = dash();
+    d.commandable = true;
+    let at_s = d.now_s;
+    let balance = |phase, reason: Option<&str>| Stamped {
+        at_s,
+        process: 0,
+        event: Event::Balance {
+            phase,
+            run_s: 4.0,
+            imbalance: Some(1.65),
+            predicted: Some(1.01),
+            bins: Some(6),
+            bytes: Some(688_128),
+            strategy: Some("fluid".into()),
+            reason: reason.map(str::to_string),
+        },
+    };
+    d.update(Msg::Events(vec![balance(
+        BalancePhase::Suggested,
+        Some("worker 1 at 1.65x mean for 2.0 s; 6 bins, 672.0 KiB to worker 0; predicted 1.01x"),
+    )]));
+    d.update(Msg::Action(Action::Tab(TABS.len() - 1)));
+    insta::assert_snapshot!("suggestion_120x30", render(&d, 120, 30));
+    let effects = d.update(Msg::Action(Action::Accept));
+    match effects.as_slice() {
+        [
+            Effect::Send {
+                command: CommandRequest::StartPlan { schedule, target },
+                ..
+            },
+        ] => assert_eq!((schedule.as_str(), target.as_str()), ("fluid", "balance")),
+        other => panic!("accepting sends the plan, not {other:?}"),
+    }
+    d.update(Msg::Events(vec![balance(
+        BalancePhase::Withdrawn,
+        Some("a plan runs"),
+    )]));
+    assert!(d.job.balance.suggestion.is_none());
+    let shown = render(&d, 120, 30);
+    let status = shown.lines().last().unwrap_or_default();
+    assert!(!status.contains("balancer:"), "{status}");
+    assert!(
+        shown.contains("balancer withdrew its proposal: a plan runs"),
+        "{shown}"
+    );
+    let effects = d.update(Msg::Action(Action::Accept));
+    assert!(effects.is_empty());
+    assert_eq!(d.notice.as_deref(), Some("the balancer proposes nothing now"));
 }
 
 #[test]

@@ -20,7 +20,7 @@
 use std::collections::VecDeque;
 
 use crate::Time;
-use crate::balance::{BalanceSummary, Balanced, Decision, KEPT_DECISIONS, KEPT_MEASURES, Loads, balanced};
+use crate::balance::{BalanceLog, Balanced, Loads, balanced};
 use crate::bins::{cut, describe, list};
 use crate::config::{ControlInst, NONE, Placement, Replicas, colocated, same_process, single};
 use crate::control::Command;
@@ -124,10 +124,8 @@ pub struct PlanDriver {
     recent: VecDeque<MigrationRecord>,
     /// The bins' and workers' last measured loads, for the `balance` target.
     loads: Option<Loads>,
-    /// The balancer's decisions: the first [`KEPT_DECISIONS`], and how many more.
-    decisions: (Vec<Decision>, usize),
-    /// The imbalances the balancer measured, the first [`KEPT_MEASURES`].
-    measured: Vec<[f64; 2]>,
+    /// What the balancer measured and decided.
+    balance: BalanceLog,
 }
 
 impl PlanDriver {
@@ -164,35 +162,23 @@ impl PlanDriver {
             lost: Vec::new(),
             recent: VecDeque::new(),
             loads: None,
-            decisions: (Vec::new(), 0),
-            measured: Vec::new(),
+            balance: BalanceLog::default(),
         }
     }
 
-    /// Keeps a balancer's decision for the summary.
-    pub fn note_decision(&mut self, decision: Decision) {
-        if self.decisions.0.len() < KEPT_DECISIONS {
-            self.decisions.0.push(decision);
-        } else {
-            self.decisions.1 += 1;
-        }
+    /// What the balancer measured and decided, to keep more of it.
+    pub fn balance_log(&mut self) -> &mut BalanceLog {
+        &mut self.balance
     }
 
-    /// Keeps the imbalance the balancer measured at `at_s` for the summary.
-    pub fn note_measured(&mut self, at_s: f64, imbalance: f64) {
-        if self.measured.len() < KEPT_MEASURES {
-            self.measured.push([at_s, imbalance]);
-        }
+    /// What the balancer measured and decided, for the summary.
+    pub fn balance(&self) -> &BalanceLog {
+        &self.balance
     }
 
-    /// The balancer's decisions, as the summary gives them under `mode`.
-    pub fn balance_summary(&self, mode: String) -> BalanceSummary {
-        BalanceSummary {
-            mode,
-            decisions: self.decisions.0.clone(),
-            unlisted: self.decisions.1,
-            measured: self.measured.clone(),
-        }
+    /// The workers that serve bins (none failed and not rejoined).
+    pub fn live(&self) -> impl Iterator<Item = u32> + '_ {
+        self.placements.live()
     }
 
     /// The bins' and workers' loads as last measured: what the `balance` target places by.

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::loads::{Board, LoadReport};
+use super::loads::{Board, LoadReport, WindowSums};
 use crate::balance::{Balanced, Decision};
 use crate::driver::PlanDriver;
 use crate::error::ConfigError;
@@ -123,6 +123,9 @@ pub(crate) struct Balancer {
     was_busy: bool,
     /// The plan proposed and not taken, if any (`suggest`).
     suggested: Option<Balanced>,
+    /// Each latency window's records per worker, until its imbalance is known.
+    windows: WindowSums,
+    workers: usize,
 }
 
 impl Balancer {
@@ -133,6 +136,8 @@ impl Balancer {
             uneven_since: None,
             was_busy: false,
             suggested: None,
+            windows: WindowSums::default(),
+            workers,
         }
     }
 
@@ -141,6 +146,13 @@ impl Balancer {
     pub(crate) fn turn(&mut self, reports: Vec<LoadReport>, driver: &mut PlanDriver, now_s: f64) {
         for r in &reports {
             self.board.take(r);
+            self.windows.take(r, self.workers);
+        }
+        if !reports.is_empty() {
+            let live: Vec<u32> = driver.live().collect();
+            for (window, imbalance) in self.windows.settle(&live) {
+                driver.balance_log().window(window, imbalance);
+            }
         }
         let busy = driver.busy() || driver.urgent();
         if busy != self.was_busy {
@@ -149,7 +161,7 @@ impl Balancer {
             // every turn of worker 0's loop, and a reset allocates per bin).
             self.board.reset(now_s);
             self.uneven_since = None;
-            self.suggested = None;
+            self.withdraw("a plan runs", now_s);
             driver.set_loads(None);
             self.was_busy = busy;
         }
@@ -159,18 +171,22 @@ impl Balancer {
         if !self.board.tick(now_s) {
             return;
         }
-        driver.set_loads(self.board.loads());
+        let loads = self.board.loads();
+        let busiest = loads
+            .as_ref()
+            .and_then(|l| (0..l.workers.len()).max_by(|a, b| l.workers[*a].total_cmp(&l.workers[*b])));
+        driver.set_loads(loads);
         let Ok(plan) = driver.by_load() else {
             return;
         };
-        driver.note_measured(now_s, plan.before);
+        driver.balance_log().measured(now_s, plan.before);
         tracing::info!(
             target: "megaflux::balance",
             phase = "measured", imbalance = plan.before, predicted = plan.after, run_s = now_s
         );
         if plan.before <= self.config.threshold {
             self.uneven_since = None;
-            self.suggested = None;
+            self.withdraw("the load evened out", now_s);
             return;
         }
         let since = *self
@@ -190,12 +206,23 @@ impl Balancer {
             return;
         }
         let issued = self.config.mode == BalanceMode::Auto;
+        let mut to: Vec<u32> = plan
+            .moved
+            .iter()
+            .filter_map(|b| plan.map.get(*b as usize).copied())
+            .collect();
+        to.sort_unstable();
+        to.dedup();
+        let to: Vec<String> = to.iter().map(u32::to_string).collect();
         let reason = format!(
-            "busiest worker at {:.2}x mean for {:.1} s; {} bins, {} to move; predicted {:.2}x",
+            "worker {} at {:.2}x mean for {:.1} s; {} bins, {} to worker{} {}; predicted {:.2}x",
+            busiest.map_or("?".to_string(), |w| w.to_string()),
             plan.before,
             now_s - since,
             plan.moved.len(),
             crate::size::human(plan.bytes),
+            if to.len() == 1 { "" } else { "s" },
+            to.join(", "),
             plan.after
         );
         let decision = Decision {
@@ -213,7 +240,7 @@ impl Balancer {
             imbalance = plan.before, predicted = plan.after, bins = plan.moved.len(), bytes = plan.bytes,
             strategy = %self.config.strategy, reason = %reason, run_s = now_s
         );
-        driver.note_decision(decision);
+        driver.balance_log().decided(decision);
         self.uneven_since = None;
         if issued {
             if let Err(e) = driver.start_balance(self.config.strategy, plan, "balancer", now_s) {
@@ -221,6 +248,14 @@ impl Balancer {
             }
         } else {
             self.suggested = Some(plan);
+        }
+    }
+
+    /// Drops the standing proposal, if there is one, and says why (the dashboard stops
+    /// offering it).
+    fn withdraw(&mut self, why: &str, now_s: f64) {
+        if self.suggested.take().is_some() {
+            tracing::info!(target: "megaflux::balance", phase = "withdrawn", reason = why, run_s = now_s);
         }
     }
 }

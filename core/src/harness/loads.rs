@@ -20,8 +20,9 @@ use crate::Time;
 use crate::balance::Loads;
 use crate::operator::{BinLoad, BinSize, Observers};
 
-/// How often a worker reports its bins' load to worker 0.
-pub const REPORT_EVERY: Duration = Duration::from_millis(250);
+/// How often a worker reports its bins' load to worker 0: once per latency window, so that
+/// each window's imbalance is known.
+pub const REPORT_EVERY: Duration = crate::epoch::WINDOW;
 /// The window a bin's load is measured over.
 pub const WINDOW: Duration = Duration::from_secs(1);
 
@@ -30,6 +31,9 @@ pub const WINDOW: Duration = Duration::from_secs(1);
 pub struct LoadReport {
     /// The reporting worker.
     pub worker: u32,
+    /// The latency window (of [`REPORT_EVERY`], on the worker's clock of the run) the report
+    /// closes: it covers the time since the worker's last report.
+    pub window: u64,
     /// The report's interval, in nanoseconds.
     pub interval_ns: u64,
     /// Time the worker's operators were busy in it (0 unless timed).
@@ -64,12 +68,13 @@ impl Meter {
             sizes: Vec::new(),
         };
         // What came before (a preload) is no load of the run's.
-        meter.report(Duration::ZERO);
+        meter.report(Duration::ZERO, 0);
         meter
     }
 
-    /// What the worker's primaries cost since the last report, `interval` ago.
-    pub(super) fn report(&mut self, interval: Duration) -> LoadReport {
+    /// What the worker's primaries cost since the last report, `interval` ago, as the
+    /// report that closes latency window `window`.
+    pub(super) fn report(&mut self, interval: Duration, window: u64) -> LoadReport {
         let (now, scratch, sizes) = (&mut self.now, &mut self.scratch, &mut self.sizes);
         now.fill((0, 0, false));
         self.observers.each(|op| {
@@ -95,6 +100,7 @@ impl Meter {
         self.busy_before = busy;
         LoadReport {
             worker: self.worker,
+            window,
             interval_ns: interval.as_nanos() as u64,
             busy_ns,
             bins,
@@ -155,6 +161,62 @@ impl LoadReports {
     /// On worker 0: the reports that arrived since the last call.
     pub(super) fn take(&self) -> Vec<LoadReport> {
         std::mem::take(&mut self.heard.borrow_mut())
+    }
+}
+
+/// The latency window a worker's clock of the run is in.
+pub(super) fn window_at(now: Duration) -> u64 {
+    (now.as_nanos() / REPORT_EVERY.as_nanos()) as u64
+}
+
+/// Windows behind the latest reported after which a window not every live worker reported
+/// is given up (a worker whose loop stalled reports two windows as one).
+const WINDOWS_PENDING: u64 = 8;
+
+/// Per latency window, each worker's records applied as primary, until every live worker
+/// reported it: then the window's imbalance is known. Holds at most a few windows.
+#[derive(Debug, Default)]
+pub(super) struct WindowSums {
+    pending: std::collections::BTreeMap<u64, Vec<Option<u64>>>,
+}
+
+impl WindowSums {
+    /// Takes a report (one of a worker the job does not have is ignored).
+    pub(super) fn take(&mut self, report: &LoadReport, workers: usize) {
+        let w = report.worker as usize;
+        if w >= workers {
+            return;
+        }
+        let sums = self
+            .pending
+            .entry(report.window)
+            .or_insert_with(|| vec![None; workers]);
+        let records: u64 = report.bins.iter().map(|(_, r, _)| r).sum();
+        sums[w] = Some(sums[w].unwrap_or(0) + records);
+    }
+
+    /// The windows now known, with their imbalance over the workers `live` (max / mean of
+    /// their records; a window with none has no figure), in window order.
+    pub(super) fn settle(&mut self, live: &[u32]) -> Vec<(u64, f64)> {
+        let latest = self.pending.keys().next_back().copied().unwrap_or(0);
+        let mut known = Vec::new();
+        while let Some((&window, sums)) = self.pending.first_key_value() {
+            let each: Option<Vec<f64>> = live
+                .iter()
+                .map(|w| sums.get(*w as usize).copied().flatten().map(|r| r as f64))
+                .collect();
+            match each {
+                Some(each) => {
+                    if each.iter().sum::<f64>() > 0.0 {
+                        known.push((window, crate::balance::imbalance(&each)));
+                    }
+                }
+                None if window + WINDOWS_PENDING < latest => {}
+                None => break,
+            }
+            self.pending.remove(&window);
+        }
+        known
     }
 }
 
@@ -277,6 +339,7 @@ mod tests {
     fn report(worker: u32, bins: Vec<(u32, u64, u64)>) -> LoadReport {
         LoadReport {
             worker,
+            window: 0,
             interval_ns: 250_000_000,
             busy_ns: 100_000_000,
             bins,
@@ -312,6 +375,24 @@ mod tests {
         let second = primaries_since(&[(10, 5, true), (430, 7, true), (0, 0, false)], &mut last);
         assert_eq!(second, vec![(1, 30, 7)]);
         assert_eq!(last, vec![10, 430, 0]);
+    }
+
+    #[test]
+    fn a_latency_window_is_known_once_every_live_worker_reported_it() {
+        let mut sums = WindowSums::default();
+        let at = |window, r: LoadReport| LoadReport { window, ..r };
+        sums.take(&at(3, report(0, vec![(0, 300, 10), (2, 100, 20)])), 3);
+        sums.take(&at(3, report(1, vec![(1, 200, 30)])), 3);
+        // Worker 2 failed: the live workers are 0 and 1.
+        assert_eq!(sums.settle(&[0, 1, 2]), vec![]);
+        assert_eq!(sums.settle(&[0, 1]), vec![(3, 400.0 / 300.0)]);
+        // A window one worker skipped is given up once far enough behind.
+        sums.take(&at(4, report(0, vec![(0, 1, 1)])), 3);
+        sums.take(&at(5, report(0, vec![(0, 1, 1)])), 3);
+        sums.take(&at(5, report(1, vec![(0, 1, 1)])), 3);
+        assert_eq!(sums.settle(&[0, 1]), vec![]);
+        sums.take(&at(14, report(0, vec![])), 3);
+        assert_eq!(sums.settle(&[0, 1]), vec![(5, 1.0)]);
     }
 
     #[test]

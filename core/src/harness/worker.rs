@@ -15,7 +15,7 @@ use super::collect::{Digest, Reports};
 use super::drain::{self, Drain};
 use super::end::RunEnd;
 use super::epochs::Epochs;
-use super::loads::{LoadReports, Meter, REPORT_EVERY};
+use super::loads::{LoadReports, Meter, window_at};
 use super::measure::{Latencies, RssSamples};
 use super::plane::ControlPlane;
 use super::preload::preload;
@@ -471,7 +471,10 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
     );
     summary.outputs_written = written;
     if config.balance.mode != BalanceMode::Off && !config.native {
-        summary.balance = Some(driver.balance_summary(config.balance.mode.to_string()));
+        summary.balance = Some(driver.balance().summary(config.balance.mode.to_string()));
+        for (w, window) in summary.timeline.iter_mut().enumerate() {
+            window.imbalance = driver.balance().of_window(w);
+        }
     }
     if policy != Drain::Off {
         let pending = reports
@@ -671,10 +674,13 @@ fn measured_loop<R: timely::ExchangeData + Clone>(
         if let Some(rss) = rss.as_mut() {
             rss.maybe_sample(now_s);
         }
+        // Reports close the latency windows, so that worker 0 can tell each window's
+        // imbalance.
         if let Some((meter, last)) = flow.meter.as_mut()
-            && now.saturating_sub(*last) >= REPORT_EVERY
+            && window_at(now) > window_at(*last)
         {
-            flow.loads.send(meter.report(now.saturating_sub(*last)));
+            flow.loads
+                .send(meter.report(now.saturating_sub(*last), window_at(now) - 1));
             *last = now;
         }
         if let Some(plane) = plane.as_mut() {

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use megaflux::epoch::EpochLen;
 use serde::{Deserialize, Serialize};
 
-use crate::event::{Event, Phase, Stamped};
+use crate::event::{BalancePhase, Event, Phase, Stamped};
 
 mod bounds;
 mod plans;
@@ -18,7 +18,7 @@ pub use bounds::{
     COMMAND_LOG, DROP_PLACES, HISTORY, LATENCY_WINDOWS, MAX_AT_S, MAX_OPERATORS, MAX_PEERS, TEXT_CHARS,
 };
 use bounds::{bounded_push, is_queue_place, text};
-pub use plans::{During, PlanView};
+pub use plans::{BalanceView, During, PlanView, Suggestion};
 pub use views::{
     BinLoadView, BinView, CommandView, DrainView, FailureView, FrontierView, Held, Holders, LatencyWindow,
     Move, RestartView, StandbyIndex, WorkerView,
@@ -87,6 +87,9 @@ pub struct JobModel {
     /// The drain, once the input ended and the run drains (the latest word of it).
     #[serde(default)]
     pub draining: Option<DrainView>,
+    /// What the balancer last said.
+    #[serde(default)]
+    pub balance: BalanceView,
     /// Events applied.
     pub events: u64,
     /// The latest event's time.
@@ -470,6 +473,31 @@ impl JobModel {
                 interval_ns,
                 loads,
             } => self.bin_loads((*worker, operator), *interval_ns, loads, at_s),
+            Event::Balance {
+                phase,
+                run_s,
+                imbalance,
+                predicted,
+                bins,
+                bytes,
+                strategy,
+                ..
+            } => match phase {
+                BalancePhase::Measured => self.balance.measured = imbalance.filter(|i| i.is_finite()),
+                BalancePhase::Suggested => {
+                    self.balance.suggestion = Some(Suggestion {
+                        run_s: Self::valid_at(*run_s).unwrap_or(0.0),
+                        imbalance: imbalance.filter(|i| i.is_finite()).unwrap_or(0.0),
+                        predicted: predicted.filter(|i| i.is_finite()).unwrap_or(0.0),
+                        bins: bins.unwrap_or(0),
+                        bytes: bytes.unwrap_or(0),
+                        strategy: text(strategy.as_deref().unwrap_or("fluid")),
+                    })
+                }
+                BalancePhase::Issued | BalancePhase::Withdrawn | BalancePhase::Refused => {
+                    self.balance.suggestion = None
+                }
+            },
             Event::Latency {
                 window, histogram, ..
             } => {
@@ -549,6 +577,8 @@ impl JobModel {
                     .zip(self.base)
                     .map(|(t, base)| t.saturating_sub(base) as f64 * epoch.us() as f64 / 1e6);
                 let run_s = run_s.and_then(Self::valid_at);
+                // Whatever the balancer proposed is moot once a plan runs.
+                self.balance.suggestion = None;
                 self.plan = Some(PlanView {
                     strategy: text(strategy),
                     target: text(target),

@@ -109,3 +109,29 @@ impl PlanView {
         self.merged = None;
     }
 }
+
+/// What the balancer last said: its latest measure, and the plan it proposes, if any.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BalanceView {
+    /// Max / mean worker load in the last window it measured.
+    pub measured: Option<f64>,
+    /// The `balance` plan it proposes (`--balance suggest`) and nobody started yet.
+    pub suggestion: Option<Suggestion>,
+}
+
+/// A `balance` plan the balancer proposes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Suggestion {
+    /// When it proposed it, in seconds of the measured run.
+    pub run_s: f64,
+    /// Max / mean worker load it measured.
+    pub imbalance: f64,
+    /// As predicted once the plan is done.
+    pub predicted: f64,
+    /// Bins the plan moves.
+    pub bins: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// How the plan would move them (`--balance-strategy`), as `--migrate` spells it.
+    pub strategy: String,
+}

@@ -36,6 +36,8 @@ pub enum Action {
     Plan,
     /// Cancel the running plan's steps not issued yet (`c`; live jobs only).
     Cancel,
+    /// Start the plan the balancer proposes (`a`; live jobs only).
+    Accept,
     /// Open the dialog that fails a worker, proposing the first live one (`F`).
     Fail,
     /// Open the dialog that brings a failed worker back, proposing the first one (`J`).
@@ -239,6 +241,12 @@ pub const BINDINGS: &[Binding] = &[
         label: "c",
         help: "cancel the running plan's steps not issued yet",
         action: Action::Cancel,
+    },
+    Binding {
+        keys: &[KeyCode::Char('a')],
+        label: "a",
+        help: "accept the balancer's proposal: start its balance plan",
+        action: Action::Accept,
     },
     Binding {
         keys: &[KeyCode::Char('F')],

@@ -1,7 +1,7 @@
 //! The log: its lines, made from the job's events (and bin histories with them), and how
 //! commands and bins are said to a person.
 
-use megaflux_probe::event::{Event, Outcome, Phase, Stamped};
+use megaflux_probe::event::{BalancePhase, Event, Outcome, Phase, Stamped};
 use megaflux_probe::model::MAX_BINS;
 use megaflux_probe::wire::CommandRequest;
 
@@ -182,6 +182,46 @@ impl Dash {
                         None => format!("{}: {what}{at}", outcome.name()),
                     },
                 ))
+            }
+            Event::Balance {
+                phase,
+                imbalance,
+                predicted,
+                bins,
+                bytes,
+                strategy,
+                reason,
+                ..
+            } => {
+                let plan = || {
+                    format!(
+                        "{} bins ({}) by {}, {:.2}x to {:.2}x predicted",
+                        bins.unwrap_or(0),
+                        megaflux::size::human(bytes.unwrap_or(0)),
+                        strategy.as_deref().unwrap_or("?"),
+                        imbalance.unwrap_or(f64::NAN),
+                        predicted.unwrap_or(f64::NAN)
+                    )
+                };
+                // The balancer's reason says the plan; an event without one, the figures.
+                let what = || reason.clone().unwrap_or_else(plan);
+                let why = reason.as_deref().map_or(String::new(), |r| format!(": {r}"));
+                match phase {
+                    BalancePhase::Measured => None,
+                    BalancePhase::Suggested => Some((
+                        LogKind::Migration,
+                        format!("balancer proposes (a accepts): {}", what()),
+                    )),
+                    BalancePhase::Issued => {
+                        Some((LogKind::Migration, format!("balancer moves bins: {}", what())))
+                    }
+                    BalancePhase::Withdrawn => {
+                        Some((LogKind::Migration, format!("balancer withdrew its proposal{why}")))
+                    }
+                    BalancePhase::Refused => {
+                        Some((LogKind::Problem, format!("balancer's plan refused{why}")))
+                    }
+                }
             }
             Event::Dropped { place, count } => Some((
                 LogKind::Problem,

@@ -493,6 +493,21 @@ impl Dash {
                     return self.send(CommandRequest::CancelPlan, "cancel the running plan".into());
                 }
             }
+            Action::Accept => match &self.job.balance.suggestion {
+                _ if !self.commandable => self.notice = Some("a trace cannot be commanded".into()),
+                Some(s) => {
+                    let what = format!(
+                        "the balancer's plan: {} to balance ({} bins, {:.2}x to {:.2}x predicted)",
+                        s.strategy, s.bins, s.imbalance, s.predicted
+                    );
+                    let command = CommandRequest::StartPlan {
+                        schedule: s.strategy.clone(),
+                        target: "balance".into(),
+                    };
+                    return self.send(command, what);
+                }
+                None => self.notice = Some("the balancer proposes nothing now".into()),
+            },
             Action::Fail | Action::Rejoin => {
                 let rejoin = action == Action::Rejoin;
                 let failed = &self.job.failed;

@@ -53,6 +53,20 @@ pub(super) fn status_bar(frame: &mut Frame, area: Rect, dash: &Dash, theme: Them
         let line = crate::drain::progress(drain, dash.view().epoch());
         spans.push(Span::styled(format!(" {line} "), theme.fg(Color::Cyan)));
     }
+    if let Some(s) = &dash.view().balance.suggestion {
+        let line = format!(
+            " balancer: {:.2}x now, {:.2}x if {} bins ({}) move{} ",
+            s.imbalance,
+            s.predicted,
+            s.bins,
+            megaflux::size::human(s.bytes),
+            if dash.commandable { "; a accepts" } else { "" }
+        );
+        spans.push(Span::styled(
+            line,
+            theme.fg(Color::Magenta).add_modifier(Modifier::BOLD),
+        ));
+    }
     if dash.paused() {
         spans.push(Span::styled(
             " PAUSED ",
