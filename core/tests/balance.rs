@@ -1,11 +1,14 @@
 //! The balancer: a skewed run's measured load moves the hot bins by itself, in one plan, and
 //! the output is the run's without it, exactly once (a standby's copy too).
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use megaflux::control::ControlHandle;
 use megaflux::harness::balancer::{BalanceConfig, BalanceMode};
-use megaflux::harness::{RunConfig, run};
+use megaflux::harness::{RunConfig, WorkerAt, run};
+use megaflux::plan::MigrationSpec;
+use proptest::prelude::*;
 use megaflux::skew::Skew;
 use megaflux::summary::Summary;
 
@@ -81,4 +84,76 @@ fn suggest_mode_proposes_and_moves_nothing() {
     );
     assert!(measured.iter().all(|i| (1.0..=2.0).contains(i)), "{measured:?}");
     assert!(measured.iter().any(|i| *i > 1.2), "{measured:?}");
+}
+
+/// The job the property below runs: three workers, two replicas, a steep skew.
+fn replicated(mode: BalanceMode) -> RunConfig {
+    RunConfig {
+        workers: 3,
+        duration: Duration::from_secs(4),
+        ..config(mode, 2)
+    }
+}
+
+/// The output of [`replicated`] with nothing moving and nothing failing.
+fn plain_output() -> &'static (String, u64) {
+    static PLAIN: OnceLock<(String, u64)> = OnceLock::new();
+    PLAIN.get_or_init(|| {
+        let s = summary_of(replicated(BalanceMode::Off));
+        (s.output_digest, s.outputs)
+    })
+}
+
+/// `PROPTEST_CASES` when set (for long runs), else `default`.
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A balancer's settings, a worker that may fail (and rejoin) and a plan a person may start,
+/// each at a time of its own.
+fn arb_schedule() -> impl Strategy<Value = RunConfig> {
+    (
+        (0.5f64..1.5, 1.05f64..1.5),
+        proptest::option::of((1usize..3, 0.3f64..3.0, proptest::option::of(0.2f64..1.5))),
+        proptest::option::of((0usize..3, 0.2f64..3.5)),
+    )
+        .prop_map(|((every_s, threshold), failure, migration)| {
+            let mut c = replicated(BalanceMode::Auto);
+            c.balance.every_s = every_s;
+            c.balance.threshold = threshold;
+            if let Some((worker, at_secs, rejoin)) = failure {
+                c.failures = vec![WorkerAt { worker, at_secs }];
+                if let Some(after) = rejoin {
+                    c.rejoins = vec![WorkerAt {
+                        worker,
+                        at_secs: at_secs + after,
+                    }];
+                }
+            }
+            if let Some((which, at)) = migration {
+                let spec = ["fluid@{}:uniform", "batched:4@{}:pack:2", "all-at-once@{}:balance"][which];
+                let spec: MigrationSpec = spec.replace("{}", &format!("{at:.2}")).parse().expect("a valid spec");
+                c.migrations = vec![spec];
+            }
+            c
+        })
+}
+
+proptest! {
+    // Each case is a 4-second run: a few by default, more with PROPTEST_CASES.
+    #![proptest_config(ProptestConfig { cases: cases(4), max_shrink_iters: 8, ..ProptestConfig::default() })]
+
+    /// Exactly once whatever the balancer does amid failures, rejoins and other plans: the
+    /// output of the run with nothing moving.
+    #[test]
+    fn the_balancer_amid_failures_and_moves_keeps_the_output(config in arb_schedule()) {
+        let what = format!("{:?} {:?} {:?} {:?}", config.balance, config.failures, config.rejoins, config.migrations);
+        let summary = summary_of(config);
+        let (digest, outputs) = plain_output();
+        prop_assert_eq!(&summary.output_digest, digest, "{}", what);
+        prop_assert_eq!(summary.outputs, *outputs, "{}", what);
+    }
 }
