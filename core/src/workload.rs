@@ -59,9 +59,10 @@ impl Job for CountJob {
         let bins = ops.stateful().bins;
         let name = counting.name();
         let key = move |k: &u64| KeyGenerator::bin_key(counting, bins, *k);
+        let work = ops.run().work;
         match counting {
-            Counting::Dense => ops.unary(data, name, key, count_dense(bins)),
-            Counting::Hashed => ops.unary(data, name, key, count_hashed),
+            Counting::Dense => ops.unary(data, name, key, count_dense(bins, work)),
+            Counting::Hashed => ops.unary(data, name, key, count_hashed(work)),
         }
     }
 
@@ -189,11 +190,27 @@ impl KeyGenerator {
     }
 }
 
+/// `--work`: `rounds` of a hash mix on `key`, the CPU an expensive function of the record
+/// would take. The result is dropped (and kept from being optimised away): the outputs are
+/// the counts whatever the work.
+#[inline]
+fn work_on(key: u64, rounds: u32) {
+    let mut x = key;
+    for _ in 0..rounds {
+        x = mix64(x);
+    }
+    std::hint::black_box(x);
+}
+
 /// keycount's logic: a bin's keys index its dense counter array (their bits above the bin's).
-fn count_dense(bins: Bins) -> impl FnMut(Time, &mut Bin<Vec<u64>>, &mut Vec<u64>, &mut Vec<Count>) {
+fn count_dense(
+    bins: Bins,
+    work: u32,
+) -> impl FnMut(Time, &mut Bin<Vec<u64>>, &mut Vec<u64>, &mut Vec<Count>) {
     let log2 = bins.log2();
     move |_t, bin, keys, out| {
         for k in keys.drain(..) {
+            work_on(k, work);
             let slot = (k >> log2) as usize;
             let counts = &mut bin.state;
             if slot >= counts.len() {
@@ -206,11 +223,16 @@ fn count_dense(bins: Bins) -> impl FnMut(Time, &mut Bin<Vec<u64>>, &mut Vec<u64>
 }
 
 /// hashcount's logic: a hash map of counters per bin.
-fn count_hashed(_t: Time, bin: &mut Bin<FxHashMap<u64, u64>>, keys: &mut Vec<u64>, out: &mut Vec<Count>) {
-    for k in keys.drain(..) {
-        let c = bin.state.entry(k).or_insert(0);
-        *c += 1;
-        out.push((k, *c));
+fn count_hashed(
+    work: u32,
+) -> impl FnMut(Time, &mut Bin<FxHashMap<u64, u64>>, &mut Vec<u64>, &mut Vec<Count>) {
+    move |_t, bin, keys, out| {
+        for k in keys.drain(..) {
+            work_on(k, work);
+            let c = bin.state.entry(k).or_insert(0);
+            *c += 1;
+            out.push((k, *c));
+        }
     }
 }
 

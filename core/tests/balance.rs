@@ -8,9 +8,9 @@ use megaflux::control::ControlHandle;
 use megaflux::harness::balancer::{BalanceConfig, BalanceMode};
 use megaflux::harness::{RunConfig, WorkerAt, run};
 use megaflux::plan::MigrationSpec;
-use proptest::prelude::*;
 use megaflux::skew::Skew;
 use megaflux::summary::Summary;
+use proptest::prelude::*;
 
 fn config(mode: BalanceMode, replicas: usize) -> RunConfig {
     RunConfig {
@@ -134,8 +134,15 @@ fn arb_schedule() -> impl Strategy<Value = RunConfig> {
                 }
             }
             if let Some((which, at)) = migration {
-                let spec = ["fluid@{}:uniform", "batched:4@{}:pack:2", "all-at-once@{}:balance"][which];
-                let spec: MigrationSpec = spec.replace("{}", &format!("{at:.2}")).parse().expect("a valid spec");
+                let spec = [
+                    "fluid@{}:uniform",
+                    "batched:4@{}:pack:2",
+                    "all-at-once@{}:balance",
+                ][which];
+                let spec: MigrationSpec = spec
+                    .replace("{}", &format!("{at:.2}"))
+                    .parse()
+                    .expect("a valid spec");
                 c.migrations = vec![spec];
             }
             c

@@ -160,6 +160,21 @@ fn parked_workers_give_the_same_outputs() {
     assert_eq!(park.migrations[0].bins_moved, spin.migrations[0].bins_moved);
 }
 
+#[test]
+fn per_record_work_costs_time_not_output() {
+    for workload in ["keycount", "hashcount"] {
+        let config = RunConfig {
+            duration: Duration::from_millis(600),
+            rate: 5_000,
+            ..config(workload)
+        };
+        let plain = summary_of(config.clone());
+        let worked = summary_of(RunConfig { work: 200, ..config });
+        assert_eq!(worked.output_digest, plain.output_digest, "{workload}");
+        assert_eq!(worked.outputs, plain.outputs, "{workload}");
+    }
+}
+
 /// Runs `config` writing its outputs to a file named for `tag`; its summary and the output
 /// lines (each output without its time), sorted.
 fn outputs_of(config: RunConfig, tag: &str) -> (Summary, Vec<String>) {

@@ -206,6 +206,10 @@ struct RunArgs {
     /// Another set of keys is hot from this many seconds into the run (with --skew zipf:S).
     #[arg(long, value_name = "SECS", value_parser = flags::duration)]
     skew_shift: Option<f64>,
+    /// Rounds of a 64-bit hash mix keycount and hashcount spend on each record they apply
+    /// (a few ns each): a stand-in for an expensive per-record function.
+    #[arg(long, default_value_t = 0, value_name = "ROUNDS")]
+    work: u32,
     /// Largest state message in bytes.
     #[arg(long, default_value_t = megaflux::operator::DEFAULT_CHUNK_BYTES, value_parser = flags::chunk)]
     chunk_bytes: usize,
@@ -567,6 +571,7 @@ fn run_config(args: &RunArgs, dashboard: bool, job: &dyn AnyJob) -> Result<RunCo
         },
         skew: args.skew,
         skew_shift: args.skew_shift,
+        work: args.work,
         max_line_bytes: args
             .max_line_bytes
             .map_or(megaflux::source::DEFAULT_MAX_LINE_BYTES, |n| n as usize),

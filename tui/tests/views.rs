@@ -135,7 +135,7 @@ fn a_suggestion_is_offered_and_accepted() {
     };
     d.update(Msg::Events(vec![balance(
         BalancePhase::Suggested,
-        Some("worker 1 at 1.65x mean for 2.0 s; 6 bins, 672.0 KiB to worker 0; predicted 1.01x"),
+        Some("worker 1 at 1.65x mean for 2.0 s; 6 bins (672.0 KiB): 1 to worker 0, 5 to worker 1; predicted 1.01x"),
     )]));
     d.update(Msg::Action(Action::Tab(TABS.len() - 1)));
     insta::assert_snapshot!("suggestion_120x30", render(&d, 120, 30));

@@ -206,22 +206,19 @@ impl Balancer {
             return;
         }
         let issued = self.config.mode == BalanceMode::Auto;
-        let mut to: Vec<u32> = plan
-            .moved
-            .iter()
-            .filter_map(|b| plan.map.get(*b as usize).copied())
-            .collect();
-        to.sort_unstable();
-        to.dedup();
-        let to: Vec<String> = to.iter().map(u32::to_string).collect();
+        // Bins go both ways (a hot bin out, cooler ones back): say how many go where.
+        let mut to = std::collections::BTreeMap::<u32, usize>::new();
+        for w in plan.moved.iter().filter_map(|b| plan.map.get(*b as usize)) {
+            *to.entry(*w).or_default() += 1;
+        }
+        let to: Vec<String> = to.iter().map(|(w, n)| format!("{n} to worker {w}")).collect();
         let reason = format!(
-            "worker {} at {:.2}x mean for {:.1} s; {} bins, {} to worker{} {}; predicted {:.2}x",
+            "worker {} at {:.2}x mean for {:.1} s; {} bins ({}): {}; predicted {:.2}x",
             busiest.map_or("?".to_string(), |w| w.to_string()),
             plan.before,
             now_s - since,
             plan.moved.len(),
             crate::size::human(plan.bytes),
-            if to.len() == 1 { "" } else { "s" },
             to.join(", "),
             plan.after
         );

@@ -150,7 +150,19 @@ pub struct RunConfig {
     /// When, in seconds into the measured run, the hot keys change (`--skew-shift`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skew_shift: Option<f64>,
+    /// Rounds of a hash mix the counting workloads spend on each record they apply
+    /// (`--work`): a stand-in for an expensive function of each record, so that a bin's load
+    /// is the CPU it takes.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub work: u32,
 }
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// The most `--work` a record may ask for.
+pub const MAX_WORK: u32 = 1_000_000;
 
 fn is_uniform(s: &Skew) -> bool {
     *s == Skew::Uniform
@@ -383,6 +395,7 @@ impl Default for RunConfig {
             placement: None,
             skew: Skew::Uniform,
             skew_shift: None,
+            work: 0,
         }
     }
 }
@@ -611,6 +624,12 @@ pub fn validate(config: &RunConfig) -> Result<(), ConfigError> {
         if !(shift.is_finite() && shift >= 0.0) {
             return invalid(format!("--skew-shift {shift}: must be seconds, 0 or more"));
         }
+    }
+    if config.work > MAX_WORK {
+        return invalid(format!(
+            "--work {}: at most {MAX_WORK} rounds a record (each is a few nanoseconds)",
+            config.work
+        ));
     }
     let map: Vec<u32> = start.iter().map(|r| r.primary).collect();
     for m in &config.migrations {
