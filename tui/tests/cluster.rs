@@ -209,6 +209,54 @@ fn scheduled_work_ends_with_the_run_in_a_cluster_too() {
     assert_eq!(two["output_digest"], one["output_digest"]);
 }
 
+/// The balancer of a skewed cluster moves bins between the processes by itself, and the
+/// output is one process's without a balancer.
+#[test]
+fn the_balancer_moves_bins_across_processes_exactly_once() {
+    let job = &[
+        "run",
+        "--headless",
+        "--workload",
+        "hashcount",
+        "--keys",
+        "20000",
+        "--skew",
+        "zipf:1.5",
+        "--rate",
+        "20000",
+        "--duration",
+        "4",
+        "--balance",
+        "auto",
+        "--balance-every",
+        "1",
+    ];
+    let cluster = Cluster::new("cluster-balance");
+    let [out0, out1] = cluster.run(job, "1");
+    assert!(out0.status.success(), "{}", String::from_utf8_lossy(&out0.stderr));
+    assert!(out1.status.success(), "{}", String::from_utf8_lossy(&out1.stderr));
+    let two = summary(&out0);
+    let by_balancer: Vec<_> = two["migrations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["by"] == "balancer")
+        .collect();
+    assert!(!by_balancer.is_empty(), "{}", two["balance"]);
+    assert!(by_balancer.iter().all(|m| m["bytes_moved"].as_u64().unwrap() > 0));
+    // The same job without the balancer's flags (its last four).
+    let mut single = job[..job.len() - 4].to_vec();
+    single.extend(["--workers", "2", "--epoch-us", common::CLUSTER_EPOCH_US, "--balance", "off"]);
+    let one = Command::new(env!("CARGO_BIN_EXE_megaflux"))
+        .args(&single)
+        .output()
+        .unwrap();
+    assert!(one.status.success(), "{}", String::from_utf8_lossy(&one.stderr));
+    let one = summary(&one);
+    assert_eq!(two["outputs"], one["outputs"]);
+    assert_eq!(two["output_digest"], one["output_digest"]);
+}
+
 /// A process whose peer never comes (it was never started, or its exporter was kept out and
 /// it exited) stops waiting after `--cluster-wait`, with one line naming the peer.
 #[test]
