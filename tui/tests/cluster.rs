@@ -246,7 +246,14 @@ fn the_balancer_moves_bins_across_processes_exactly_once() {
     assert!(by_balancer.iter().all(|m| m["bytes_moved"].as_u64().unwrap() > 0));
     // The same job without the balancer's flags (its last four).
     let mut single = job[..job.len() - 4].to_vec();
-    single.extend(["--workers", "2", "--epoch-us", common::CLUSTER_EPOCH_US, "--balance", "off"]);
+    single.extend([
+        "--workers",
+        "2",
+        "--epoch-us",
+        common::CLUSTER_EPOCH_US,
+        "--balance",
+        "off",
+    ]);
     let one = Command::new(env!("CARGO_BIN_EXE_megaflux"))
         .args(&single)
         .output()
