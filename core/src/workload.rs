@@ -222,10 +222,11 @@ fn count_dense(
     }
 }
 
+/// A hashcount bin: a hash map of counters.
+type HashedBin = Bin<FxHashMap<u64, u64>>;
+
 /// hashcount's logic: a hash map of counters per bin.
-fn count_hashed(
-    work: u32,
-) -> impl FnMut(Time, &mut Bin<FxHashMap<u64, u64>>, &mut Vec<u64>, &mut Vec<Count>) {
+fn count_hashed(work: u32) -> impl FnMut(Time, &mut HashedBin, &mut Vec<u64>, &mut Vec<Count>) {
     move |_t, bin, keys, out| {
         for k in keys.drain(..) {
             work_on(k, work);
