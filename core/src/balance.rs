@@ -50,6 +50,9 @@ pub struct Decision {
     pub strategy: String,
     /// Issued (`auto`), or proposed (`suggest`).
     pub issued: bool,
+    /// A sizing (the run started packed): the workers serving before, and after.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<[usize; 2]>,
 }
 
 /// The balancer's part of the summary.
@@ -144,18 +147,29 @@ pub struct Balanced {
     pub before: f64,
     /// As [`Balanced::before`], with the moves made.
     pub after: f64,
+    /// When the plan sizes the set of workers serving ([`crate::scale`]): how many serve
+    /// before and after.
+    pub workers: Option<[usize; 2]>,
 }
 
 impl Balanced {
     /// The plan as records and the log say it.
     pub fn describe(&self) -> String {
-        format!(
-            "balance: {:.2}x to {:.2}x predicted, {} bins, {}",
-            self.before,
-            self.after,
-            self.moved.len(),
-            human(self.bytes)
-        )
+        match self.workers {
+            Some([from, to]) => format!(
+                "balance: {from} to {to} workers, {:.2}x predicted, {} bins, {}",
+                self.after,
+                self.moved.len(),
+                human(self.bytes)
+            ),
+            None => format!(
+                "balance: {:.2}x to {:.2}x predicted, {} bins, {}",
+                self.before,
+                self.after,
+                self.moved.len(),
+                human(self.bytes)
+            ),
+        }
     }
 }
 
@@ -222,6 +236,7 @@ pub fn balanced(current: &[u32], load: &[f64], bytes: &[u64], alive: &[u32]) -> 
         bytes,
         before,
         after: imbalance(&total),
+        workers: None,
     }
 }
 

@@ -29,6 +29,7 @@ pub mod operator;
 pub mod plan;
 pub mod rss;
 pub mod sampler;
+pub mod scale;
 mod sink;
 pub mod size;
 pub mod skew;

@@ -86,6 +86,33 @@ fn suggest_mode_proposes_and_moves_nothing() {
     assert!(measured.iter().any(|i| *i > 1.2), "{measured:?}");
 }
 
+/// A run that starts packed is elastic: spread by a person onto both workers while its load
+/// needs one, the balancer packs it back (DS2's scale-in, sized by the true rates), and the
+/// output is the plain run's.
+#[test]
+fn an_elastic_run_packs_back_what_its_load_does_not_need() {
+    let packed = RunConfig {
+        placement: Some("pack:1".parse().unwrap()),
+        migrations: vec!["fluid@0.5:uniform".parse().unwrap()],
+        ..config(BalanceMode::Auto, 1)
+    };
+    let plain = summary_of(config(BalanceMode::Off, 1));
+    let elastic = summary_of(packed);
+    assert_eq!(elastic.output_digest, plain.output_digest);
+    assert_eq!(elastic.outputs, plain.outputs);
+    let balance = elastic.balance.as_ref().expect("the balancer's summary");
+    let sized: Vec<_> = balance.decisions.iter().filter(|d| d.workers.is_some()).collect();
+    assert_eq!(sized.len(), 1, "{balance:?}");
+    assert_eq!(sized[0].workers, Some([2, 1]), "{balance:?}");
+    let last = elastic.migrations.last().expect("the balancer's plan");
+    assert_eq!(last.by.as_deref(), Some("balancer"));
+    assert!(
+        last.target.starts_with("balance: 2 to 1 workers"),
+        "{}",
+        last.target
+    );
+}
+
 /// The job the property below runs: three workers, two replicas, a steep skew.
 fn replicated(mode: BalanceMode) -> RunConfig {
     RunConfig {

@@ -240,6 +240,13 @@ pub enum Event {
         /// Their bytes.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         bytes: Option<u64>,
+        /// A sizing (the run started packed): the workers serving now, and those the plan
+        /// leaves serving.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        serving: Option<u64>,
+        /// As `serving`, once the plan is done.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        needed: Option<u64>,
         /// How the plan moves them, as `--migrate` spells a schedule.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         strategy: Option<String>,

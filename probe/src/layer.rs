@@ -265,6 +265,8 @@ fn convert(target: &str, f: &Fields) -> Option<Event> {
             predicted: f.f64("predicted"),
             bins: f.u64("bins"),
             bytes: f.u64("bytes"),
+            serving: f.u64("serving"),
+            needed: f.u64("needed"),
             strategy: f.str("strategy"),
             reason: f.str("reason"),
         },

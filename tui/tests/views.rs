@@ -129,6 +129,8 @@ fn a_suggestion_is_offered_and_accepted() {
             predicted: Some(1.01),
             bins: Some(6),
             bytes: Some(688_128),
+            serving: None,
+            needed: None,
             strategy: Some("fluid".into()),
             reason: reason.map(str::to_string),
         },

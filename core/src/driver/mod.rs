@@ -126,6 +126,8 @@ pub struct PlanDriver {
     loads: Option<Loads>,
     /// What the balancer measured and decided.
     balance: BalanceLog,
+    /// The balancer's standing proposal (`suggest`): what the `balance` target starts.
+    proposal: Option<Balanced>,
 }
 
 impl PlanDriver {
@@ -163,6 +165,7 @@ impl PlanDriver {
             recent: VecDeque::new(),
             loads: None,
             balance: BalanceLog::default(),
+            proposal: None,
         }
     }
 
@@ -179,6 +182,12 @@ impl PlanDriver {
     /// The workers that serve bins (none failed and not rejoined).
     pub fn live(&self) -> impl Iterator<Item = u32> + '_ {
         self.placements.live()
+    }
+
+    /// The balancer's proposal stands (or, `None`, no longer does): the `balance` target
+    /// starts it rather than placing by the loads afresh.
+    pub fn propose(&mut self, plan: Option<Balanced>) {
+        self.proposal = plan;
     }
 
     /// The bins' and workers' loads as last measured: what the `balance` target places by.
@@ -369,7 +378,10 @@ impl PlanDriver {
             if self.active.is_some() {
                 return Err(CommandError::PlanRunning);
             }
-            let plan = self.by_load()?;
+            let plan = match self.proposal.take() {
+                Some(plan) => plan,
+                None => self.by_load()?,
+            };
             return self.start_balanced(schedule, plan, now_s);
         }
         self.start_as(schedule, target, || target.to_string(), now_s)

@@ -13,10 +13,11 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::loads::{Board, LoadReport, WindowSums};
-use crate::balance::{Balanced, Decision};
+use crate::balance::{Balanced, Decision, Loads};
 use crate::driver::PlanDriver;
 use crate::error::ConfigError;
 use crate::plan::{Schedule, Strategy};
+use crate::scale;
 
 /// The least improvement a balancer's plan must predict: the imbalance after at most this
 /// fraction of the imbalance before.
@@ -116,26 +117,40 @@ impl BalanceConfig {
 /// Worker 0's balancer.
 pub(crate) struct Balancer {
     config: BalanceConfig,
+    /// The run started packed (`--placement pack:N`): the set of workers serving is sized
+    /// by the measured true rates ([`crate::scale`]), and balanced within.
+    elastic: bool,
     board: Board,
     /// Since when (seconds into the run) the load has been uneven, if it is.
     uneven_since: Option<f64>,
     /// Whether a plan ran (or failures waited) at the last turn.
     was_busy: bool,
-    /// The plan proposed and not taken, if any (`suggest`).
-    suggested: Option<Balanced>,
+    /// Whether a proposal stands (`suggest`; the driver holds it).
+    suggested: bool,
     /// Each latency window's records per worker, until its imbalance is known.
     windows: WindowSums,
     workers: usize,
 }
 
+/// What the balancer would do with a window's loads.
+struct Proposal {
+    plan: Balanced,
+    /// Sizing: (workers serving now, workers needed, the true rate sized by).
+    sizing: Option<(usize, usize, f64)>,
+    /// The busiest serving worker, and the offered load in records/s.
+    busiest: Option<u32>,
+    load: f64,
+}
+
 impl Balancer {
-    pub(crate) fn new(config: BalanceConfig, bins: usize, workers: usize) -> Self {
+    pub(crate) fn new(config: BalanceConfig, elastic: bool, bins: usize, workers: usize) -> Self {
         Balancer {
             config,
+            elastic,
             board: Board::new(bins, workers, 0.0),
             uneven_since: None,
             was_busy: false,
-            suggested: None,
+            suggested: false,
             windows: WindowSums::default(),
             workers,
         }
@@ -144,7 +159,32 @@ impl Balancer {
     /// One turn of worker 0's loop, `now_s` into the measured run: takes the workers'
     /// reports, and once a window closes, gives the driver its loads and decides.
     pub(crate) fn turn(&mut self, reports: Vec<LoadReport>, driver: &mut PlanDriver, now_s: f64) {
-        for r in &reports {
+        self.take(&reports, driver);
+        let busy = driver.busy() || driver.urgent();
+        if busy != self.was_busy {
+            // A window that saw bins move says neither where their load was nor is: the
+            // measure starts afresh as a plan begins and as it ends (once each: this runs on
+            // every turn of worker 0's loop, and a reset allocates per bin).
+            self.board.reset(now_s);
+            self.uneven_since = None;
+            self.withdraw(driver, "a plan runs", now_s);
+            driver.set_loads(None);
+            self.was_busy = busy;
+        }
+        if busy || !self.board.tick(now_s) {
+            return;
+        }
+        let loads = self.board.loads();
+        driver.set_loads(loads.clone());
+        let Some(loads) = loads else { return };
+        let proposal = self.propose(&loads, driver);
+        self.judge(proposal, driver, now_s);
+    }
+
+    /// Takes the reports into the board, and each latency window's imbalance into the
+    /// driver's log once every live worker reported it.
+    fn take(&mut self, reports: &[LoadReport], driver: &mut PlanDriver) {
+        for r in reports {
             self.board.take(r);
             self.windows.take(r, self.workers);
         }
@@ -154,39 +194,69 @@ impl Balancer {
                 driver.balance_log().window(window, imbalance);
             }
         }
-        let busy = driver.busy() || driver.urgent();
-        if busy != self.was_busy {
-            // A window that saw bins move says neither where their load was nor is: the
-            // measure starts afresh as a plan begins and as it ends (once each: this runs on
-            // every turn of worker 0's loop, and a reset allocates per bin).
-            self.board.reset(now_s);
-            self.uneven_since = None;
-            self.withdraw("a plan runs", now_s);
-            driver.set_loads(None);
-            self.was_busy = busy;
+    }
+
+    /// The plan for a window's loads: balanced over the live workers, or, elastic, over as
+    /// many as the true rates say the load needs.
+    fn propose(&self, loads: &Loads, driver: &PlanDriver) -> Proposal {
+        let current: Vec<u32> = driver.placement().iter().map(|r| r.primary).collect();
+        let live: Vec<u32> = driver.live().collect();
+        let load_of = |w: u32| loads.workers.get(w as usize).copied().unwrap_or(0.0);
+        let load: f64 = live.iter().map(|w| load_of(*w)).sum();
+        let serving: Vec<u32> = live.iter().copied().filter(|w| current.contains(w)).collect();
+        let busiest = serving
+            .iter()
+            .copied()
+            .max_by(|a, b| load_of(*a).total_cmp(&load_of(*b)));
+        if !self.elastic {
+            let plan = crate::balance::balanced(&current, &loads.bins, &loads.bytes, &live);
+            return Proposal {
+                plan,
+                sizing: None,
+                busiest,
+                load,
+            };
         }
-        if busy {
-            return;
+        let rates: Vec<Option<f64>> = serving
+            .iter()
+            .map(|w| loads.true_rates.get(*w as usize).copied().flatten())
+            .collect();
+        let rate = scale::true_rate(&rates);
+        let needed = rate.map_or(serving.len(), |r| {
+            scale::workers_needed(load, r, serving.len(), live.len())
+        });
+        let idle: Vec<u32> = live.iter().copied().filter(|w| !serving.contains(w)).collect();
+        let with_load: Vec<(u32, f64)> = serving.iter().map(|w| (*w, load_of(*w))).collect();
+        let active = scale::choose(&with_load, &idle, needed);
+        let mut plan = scale::onto(&current, &loads.bins, &loads.bytes, &active);
+        let sizing = rate
+            .filter(|_| needed != serving.len())
+            .map(|r| (serving.len(), needed, r));
+        plan.workers = sizing.map(|(now, needed, _)| [now, needed]);
+        Proposal {
+            plan,
+            sizing,
+            busiest,
+            load,
         }
-        if !self.board.tick(now_s) {
-            return;
-        }
-        let loads = self.board.loads();
-        let busiest = loads
-            .as_ref()
-            .and_then(|l| (0..l.workers.len()).max_by(|a, b| l.workers[*a].total_cmp(&l.workers[*b])));
-        driver.set_loads(loads);
-        let Ok(plan) = driver.by_load() else {
-            return;
-        };
+    }
+
+    /// Decides on a window's proposal: nothing, propose it (`suggest`) or start it (`auto`).
+    fn judge(&mut self, proposal: Proposal, driver: &mut PlanDriver, now_s: f64) {
+        let Proposal {
+            plan,
+            sizing,
+            busiest,
+            load,
+        } = proposal;
         driver.balance_log().measured(now_s, plan.before);
         tracing::info!(
             target: "megaflux::balance",
             phase = "measured", imbalance = plan.before, predicted = plan.after, run_s = now_s
         );
-        if plan.before <= self.config.threshold {
+        if sizing.is_none() && plan.before <= self.config.threshold {
             self.uneven_since = None;
-            self.withdraw("the load evened out", now_s);
+            self.withdraw(driver, "the load evened out", now_s);
             return;
         }
         let since = *self
@@ -195,33 +265,33 @@ impl Balancer {
         if now_s - since + 1e-9 < self.config.every_s {
             return;
         }
-        if plan.moved.is_empty() || plan.after > plan.before * MIN_GAIN {
+        let helps = sizing.is_some() || plan.after <= plan.before * MIN_GAIN;
+        if plan.moved.is_empty() || !helps {
             // Uneven, but moving bins cannot help enough (one bin may carry it all).
             self.uneven_since = Some(now_s);
             return;
         }
         // A proposal stands until the load evens out or a plan runs: the loads of each window
         // differ a little, and so would the next proposal.
-        if self.suggested.is_some() {
+        if self.suggested {
             return;
         }
         let issued = self.config.mode == BalanceMode::Auto;
-        // Bins go both ways (a hot bin out, cooler ones back): say how many go where.
-        let mut to = std::collections::BTreeMap::<u32, usize>::new();
-        for w in plan.moved.iter().filter_map(|b| plan.map.get(*b as usize)) {
-            *to.entry(*w).or_default() += 1;
-        }
-        let to: Vec<String> = to.iter().map(|(w, n)| format!("{n} to worker {w}")).collect();
-        let reason = format!(
-            "worker {} at {:.2}x mean for {:.1} s; {} bins ({}): {}; predicted {:.2}x",
-            busiest.map_or("?".to_string(), |w| w.to_string()),
-            plan.before,
-            now_s - since,
-            plan.moved.len(),
-            crate::size::human(plan.bytes),
-            to.join(", "),
-            plan.after
-        );
+        let why = match sizing {
+            Some((now, needed, rate)) => format!(
+                "{} records/s need {needed} workers at {:.0} % of their true rate of {} records/s, {now} serve",
+                per_s(load),
+                scale::TARGET_UTILISATION * 100.0,
+                per_s(rate),
+            ),
+            None => format!(
+                "worker {} at {:.2}x mean for {:.1} s",
+                busiest.map_or("?".to_string(), |w| w.to_string()),
+                plan.before,
+                now_s - since
+            ),
+        };
+        let reason = format!("{why}; {}; predicted {:.2}x", moves(&plan), plan.after);
         let decision = Decision {
             at_s: now_s,
             imbalance_before: plan.before,
@@ -230,12 +300,14 @@ impl Balancer {
             bytes: plan.bytes,
             strategy: self.config.strategy.to_string(),
             issued,
+            workers: plan.workers,
         };
+        let [serving, needed] = plan.workers.map_or([None, None], |[a, b]| [Some(a), Some(b)]);
         tracing::info!(
             target: "megaflux::balance",
             phase = if issued { "issued" } else { "suggested" },
             imbalance = plan.before, predicted = plan.after, bins = plan.moved.len(), bytes = plan.bytes,
-            strategy = %self.config.strategy, reason = %reason, run_s = now_s
+            serving, needed, strategy = %self.config.strategy, reason = %reason, run_s = now_s
         );
         driver.balance_log().decided(decision);
         self.uneven_since = None;
@@ -244,15 +316,44 @@ impl Balancer {
                 tracing::warn!(target: "megaflux::balance", phase = "refused", reason = %e, run_s = now_s);
             }
         } else {
-            self.suggested = Some(plan);
+            driver.propose(Some(plan));
+            self.suggested = true;
         }
     }
 
     /// Drops the standing proposal, if there is one, and says why (the dashboard stops
     /// offering it).
-    fn withdraw(&mut self, why: &str, now_s: f64) {
-        if self.suggested.take().is_some() {
+    fn withdraw(&mut self, driver: &mut PlanDriver, why: &str, now_s: f64) {
+        if std::mem::take(&mut self.suggested) {
+            driver.propose(None);
             tracing::info!(target: "megaflux::balance", phase = "withdrawn", reason = why, run_s = now_s);
         }
+    }
+}
+
+/// How many of a plan's bins go to which worker, and their bytes (bins go both ways: a hot
+/// bin out, cooler ones back).
+fn moves(plan: &Balanced) -> String {
+    let mut to = std::collections::BTreeMap::<u32, usize>::new();
+    for w in plan.moved.iter().filter_map(|b| plan.map.get(*b as usize)) {
+        *to.entry(*w).or_default() += 1;
+    }
+    let to: Vec<String> = to.iter().map(|(w, n)| format!("{n} to worker {w}")).collect();
+    format!(
+        "{} bins ({}): {}",
+        plan.moved.len(),
+        crate::size::human(plan.bytes),
+        to.join(", ")
+    )
+}
+
+/// Records per second as people read them: `2.0M`, `650k`, `900`.
+fn per_s(r: f64) -> String {
+    if r >= 1e6 {
+        format!("{:.1}M", r / 1e6)
+    } else if r >= 1e3 {
+        format!("{:.0}k", r / 1e3)
+    } else {
+        format!("{r:.0}")
     }
 }

@@ -157,6 +157,14 @@ pub struct RunConfig {
     pub work: u32,
 }
 
+impl RunConfig {
+    /// Whether the balancer sizes the set of workers serving by their true rates: the run
+    /// starts packed (`--placement pack:N`), its other workers idle until needed.
+    pub fn elastic(&self) -> bool {
+        matches!(self.placement, Some(Target::Pack(_)))
+    }
+}
+
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }

@@ -87,7 +87,7 @@ impl ControlPlane {
             local: config.workers,
             deferred: None,
             balancer: (config.balance.mode != BalanceMode::Off && !config.native)
-                .then(|| Balancer::new(config.balance, config.bins.count(), peers)),
+                .then(|| Balancer::new(config.balance, config.elastic(), config.bins.count(), peers)),
         }
     }
 

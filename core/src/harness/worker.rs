@@ -316,8 +316,11 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
         sampler.begin(preloaded);
     }
     if config.balance.mode != BalanceMode::Off && !config.native {
-        // Records alone place bins: activations are timed only for an observer (true rates
-        // then come along in the reports).
+        // Records place bins; the true rates that size an elastic run's set of workers need
+        // the activations timed (an observer times them too).
+        if config.elastic() {
+            flow.stateful.observers.time_operators();
+        }
         let meter = Meter::new(index as u32, flow.stateful.observers.clone(), config.bins.count());
         flow.meter = Some((meter, Duration::ZERO));
     }

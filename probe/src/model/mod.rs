@@ -480,6 +480,8 @@ impl JobModel {
                 predicted,
                 bins,
                 bytes,
+                serving,
+                needed,
                 strategy,
                 ..
             } => match phase {
@@ -492,6 +494,7 @@ impl JobModel {
                         bins: bins.unwrap_or(0),
                         bytes: bytes.unwrap_or(0),
                         strategy: text(strategy.as_deref().unwrap_or("fluid")),
+                        workers: serving.zip(*needed).map(|(a, b)| [a, b]),
                     })
                 }
                 BalancePhase::Issued | BalancePhase::Withdrawn | BalancePhase::Refused => {

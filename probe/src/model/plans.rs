@@ -134,4 +134,7 @@ pub struct Suggestion {
     pub bytes: u64,
     /// How the plan would move them (`--balance-strategy`), as `--migrate` spells it.
     pub strategy: String,
+    /// A sizing: the workers serving now and after the plan.
+    #[serde(default)]
+    pub workers: Option<[u64; 2]>,
 }

@@ -54,10 +54,12 @@ pub(super) fn status_bar(frame: &mut Frame, area: Rect, dash: &Dash, theme: Them
         spans.push(Span::styled(format!(" {line} "), theme.fg(Color::Cyan)));
     }
     if let Some(s) = &dash.view().balance.suggestion {
+        let what = match s.workers {
+            Some([from, to]) => format!("{from} to {to} workers"),
+            None => format!("{:.2}x now, {:.2}x", s.imbalance, s.predicted),
+        };
         let line = format!(
-            " balancer: {:.2}x now, {:.2}x if {} bins ({}) move{} ",
-            s.imbalance,
-            s.predicted,
+            " balancer: {what} if {} bins ({}) move{} ",
             s.bins,
             megaflux::size::human(s.bytes),
             if dash.commandable { "; a accepts" } else { "" }
