@@ -496,9 +496,13 @@ impl Dash {
             Action::Accept => match &self.job.balance.suggestion {
                 _ if !self.commandable => self.notice = Some("a trace cannot be commanded".into()),
                 Some(s) => {
+                    let change = match s.workers {
+                        Some([from, to]) => format!("{from} to {to} workers"),
+                        None => format!("{:.2}x to {:.2}x predicted", s.imbalance, s.predicted),
+                    };
                     let what = format!(
-                        "the balancer's plan: {} to balance ({} bins, {:.2}x to {:.2}x predicted)",
-                        s.strategy, s.bins, s.imbalance, s.predicted
+                        "the balancer's plan: {} to balance ({} bins, {change})",
+                        s.strategy, s.bins
                     );
                     let command = CommandRequest::StartPlan {
                         schedule: s.strategy.clone(),
