@@ -12,6 +12,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use megaflux::harness::balancer::BalanceMode;
 use megaflux::harness::{Pace, RunConfig, Scripted};
 use megaflux::plan::Schedule;
 use megaflux::summary::Summary;
@@ -198,6 +199,11 @@ impl Recording {
             });
         }
         config.migrations.clear();
+        // The recorded balancer's plans are among the commands; the re-run's own would
+        // add others (its loads differ).
+        if config.balance.mode == BalanceMode::Auto {
+            config.balance.mode = BalanceMode::Suggest;
+        }
         config.failures.clear();
         config.rejoins.clear();
         config.panics.clear();

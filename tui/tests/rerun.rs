@@ -60,6 +60,65 @@ fn a_rerun_prints_the_comparison_and_records_itself() {
     );
 }
 
+/// The balancer's plans are in the trace as the maps they moved to: a re-run makes the same
+/// moves at the same times (its own balancer only measures) and gives the same outputs.
+#[test]
+fn a_rerun_moves_what_the_balancer_moved() {
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let trace = dir.path().join("balanced.jsonl");
+    let trace = trace.to_str().expect("a UTF-8 path");
+    let run = megaflux(&[
+        "run",
+        "--headless",
+        "--workload",
+        "hashcount",
+        "--keys",
+        "20000",
+        "--skew",
+        "zipf:1.5",
+        "--rate",
+        "40000",
+        "--duration",
+        "4",
+        "--balance",
+        "auto",
+        "--balance-every",
+        "1",
+        "--record",
+        trace,
+    ])
+    .output()
+    .expect("it runs");
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let recorded = std::fs::read_to_string(trace).expect("the trace");
+    let logged: Vec<&str> = recorded
+        .lines()
+        .filter(|l| l.contains(r#""kind":"command""#) && l.contains(r#""source":"balancer""#))
+        .collect();
+    assert!(
+        !logged.is_empty(),
+        "the balancer's plan is a command in the trace"
+    );
+    assert!(logged.iter().all(|l| l.contains("map:")), "{logged:?}");
+    let again = megaflux(&["replay", trace, "--rerun", "--speed", "max"])
+        .output()
+        .expect("it runs");
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert_eq!(
+        again.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert!(stdout.contains("(same)"), "{stdout}");
+    // As many plans as recorded: none of the re-run's own.
+    assert!(stdout.contains("migration 1 "), "{stdout}");
+    assert!(
+        !stdout.contains(&format!("migration {} ", logged.len() + 1)),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn bad_input_exits_2_with_a_reason() {
     let dir = tempfile::tempdir().expect("a scratch directory");

@@ -128,6 +128,8 @@ pub struct PlanDriver {
     balance: BalanceLog,
     /// The balancer's standing proposal (`suggest`): what the `balance` target starts.
     proposal: Option<Balanced>,
+    /// The last `balance` plan started, until [`PlanDriver::take_balanced`] takes it.
+    balanced: Option<(Schedule, Target)>,
 }
 
 impl PlanDriver {
@@ -166,6 +168,7 @@ impl PlanDriver {
             loads: None,
             balance: BalanceLog::default(),
             proposal: None,
+            balanced: None,
         }
     }
 
@@ -225,7 +228,16 @@ impl PlanDriver {
 
     fn start_balanced(&mut self, schedule: Schedule, plan: Balanced, now_s: f64) -> Result<(), CommandError> {
         let description = plan.describe();
-        self.start_as(schedule, &Target::Map(plan.map), || description, now_s)
+        let target = Target::Map(plan.map);
+        self.start_as(schedule, &target, || description, now_s)?;
+        self.balanced = Some((schedule, target));
+        Ok(())
+    }
+
+    /// The last `balance` plan started, as the plan of a map it is: what a re-run takes
+    /// again (its loads would differ). Each is given once.
+    pub fn take_balanced(&mut self) -> Option<(Schedule, Target)> {
+        self.balanced.take()
     }
 
     /// A driver with one replica per bin, starting from `map`, that never recovers.

@@ -96,6 +96,16 @@ impl ControlPlane {
         if let Some(balancer) = self.balancer.as_mut() {
             balancer.turn(reports, &mut self.driver, now_s);
         }
+        // A plan the balancer started is logged as the command it amounts to, for a re-run
+        // to take at the same time.
+        if let Some((schedule, target)) = self.driver.take_balanced() {
+            let request = Command::StartPlan { schedule, target }.request();
+            tracing::info!(
+                target: "megaflux::command",
+                outcome = "applied", time = self.time(), command = %format!("{schedule} plan to balance"),
+                request = %request, source = "balancer"
+            );
+        }
     }
 
     /// Plans standbys for the bins a crash left with one copy (see
@@ -261,12 +271,18 @@ impl ControlPlane {
         let source = if id.is_some() { "handle" } else { "run" };
         // The request is logged compact (bins as ranges), and only when applied: a replay
         // takes applied commands again, and a rejected one may quote anything it was sent.
-        let request = command.request();
+        let mut request = command.request();
         match self.apply(command, now_s) {
-            Ok(()) => tracing::info!(
-                target: "megaflux::command",
-                outcome = "applied", id, time, command = %describe, request = %request, source
-            ),
+            Ok(()) => {
+                // A `balance` plan is logged as the map it moved to: a re-run's loads differ.
+                if let Some((schedule, target)) = self.driver.take_balanced() {
+                    request = Command::StartPlan { schedule, target }.request();
+                }
+                tracing::info!(
+                    target: "megaflux::command",
+                    outcome = "applied", id, time, command = %describe, request = %request, source
+                )
+            }
             Err(e) => {
                 let reason = crate::bins::cut(&e.to_string(), REASON_CHARS);
                 tracing::warn!(
