@@ -195,6 +195,9 @@ impl KeyGenerator {
 /// the counts whatever the work.
 #[inline]
 fn work_on(key: u64, rounds: u32) {
+    if rounds == 0 {
+        return;
+    }
     let mut x = key;
     for _ in 0..rounds {
         x = mix64(x);

@@ -21,53 +21,66 @@ pub struct BinLoad {
 }
 
 /// One operator's per-bin counters on one worker.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct BinLoads {
+    inner: RefCell<Counters>,
+}
+
+#[derive(Debug)]
+struct Counters {
     /// Per bin: records applied, busy ns.
-    totals: RefCell<Vec<(u64, u64)>>,
+    totals: Vec<(u64, u64)>,
     /// The bins the current activation applied, each with its records (at least 1: a run
-    /// for scheduled work alone costs too).
-    touched: RefCell<Vec<(u32, u64)>>,
+    /// for scheduled work alone costs too); kept only while activations are timed.
+    touched: Vec<(u32, u64)>,
+    /// Whether the last activation was timed: the next is taken to be too (timing is
+    /// turned on once and stays on, so only the first timed activation goes unshared).
+    timed: bool,
 }
 
 impl BinLoads {
     /// Counters for `bins` bins.
     pub(crate) fn new(bins: usize) -> Self {
         BinLoads {
-            totals: RefCell::new(vec![(0, 0); bins]),
-            touched: RefCell::default(),
+            inner: RefCell::new(Counters {
+                totals: vec![(0, 0); bins],
+                touched: Vec::new(),
+                timed: true,
+            }),
         }
     }
 
     /// The logic ran for `bin` with `records` records.
     pub(crate) fn applied(&self, bin: u32, records: usize) {
-        let weight = (records as u64).max(1);
-        if let Some(t) = self.totals.borrow_mut().get_mut(bin as usize) {
+        let mut c = self.inner.borrow_mut();
+        if let Some(t) = c.totals.get_mut(bin as usize) {
             t.0 += records as u64;
         }
-        self.touched.borrow_mut().push((bin, weight));
+        if c.timed {
+            c.touched.push((bin, (records as u64).max(1)));
+        }
     }
 
     /// The activation that applied the bins since the last call took `ns` (if it was timed):
     /// each bin gets its share by records.
     pub(crate) fn attribute(&self, ns: Option<u64>) {
-        let mut touched = self.touched.borrow_mut();
+        let c = &mut *self.inner.borrow_mut();
         if let Some(ns) = ns {
-            let weight: u64 = touched.iter().map(|(_, w)| w).sum();
-            let mut totals = self.totals.borrow_mut();
-            for (bin, w) in touched.iter() {
-                if let Some(t) = totals.get_mut(*bin as usize) {
+            let weight: u64 = c.touched.iter().map(|(_, w)| w).sum();
+            for (bin, w) in c.touched.iter() {
+                if let Some(t) = c.totals.get_mut(*bin as usize) {
                     t.1 += (u128::from(ns) * u128::from(*w) / u128::from(weight.max(1))) as u64;
                 }
             }
         }
-        touched.clear();
+        c.touched.clear();
+        c.timed = ns.is_some();
     }
 
     /// Appends every bin that ever had work here, with its totals; `standby` says which
     /// this worker holds the standby of.
     pub(crate) fn read(&self, standby: impl Fn(u32) -> bool, out: &mut Vec<BinLoad>) {
-        for (bin, (records, busy_ns)) in self.totals.borrow().iter().enumerate() {
+        for (bin, (records, busy_ns)) in self.inner.borrow().totals.iter().enumerate() {
             if *records > 0 || *busy_ns > 0 {
                 out.push(BinLoad {
                     bin: bin as u32,
@@ -92,6 +105,9 @@ mod tests {
         loads.attribute(Some(4_000));
         loads.applied(3, 0);
         loads.attribute(None);
+        // After an untimed activation the next is not shared out (timing just came on).
+        loads.applied(3, 5);
+        loads.attribute(Some(9_999));
         // Scheduled work alone weighs one record.
         loads.applied(2, 0);
         loads.attribute(Some(500));
@@ -103,7 +119,7 @@ mod tests {
             .collect();
         assert_eq!(
             totals,
-            vec![(1, 30, 3_000, false), (2, 0, 500, false), (3, 10, 1_000, true)]
+            vec![(1, 30, 3_000, false), (2, 0, 500, false), (3, 15, 1_000, true)]
         );
     }
 }
