@@ -22,6 +22,8 @@ pub struct Loads {
     pub bytes: Vec<u64>,
     /// Per worker: records per second its primaries took.
     pub workers: Vec<f64>,
+    /// Records per second the workers' sources sent, in all.
+    pub offered: f64,
     /// Per worker: records per busy second (DS2's true rate), where it was timed and busy.
     pub true_rates: Vec<Option<f64>>,
     /// The window's end, in seconds into the run.

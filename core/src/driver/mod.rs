@@ -130,6 +130,8 @@ pub struct PlanDriver {
     proposal: Option<Balanced>,
     /// The last `balance` plan started, until [`PlanDriver::take_balanced`] takes it.
     balanced: Option<(Schedule, Target)>,
+    /// The run is elastic (started packed): `balance` keeps to the workers serving.
+    elastic: bool,
 }
 
 impl PlanDriver {
@@ -169,6 +171,7 @@ impl PlanDriver {
             balance: BalanceLog::default(),
             proposal: None,
             balanced: None,
+            elastic: false,
         }
     }
 
@@ -185,6 +188,12 @@ impl PlanDriver {
     /// The workers that serve bins (none failed and not rejoined).
     pub fn live(&self) -> impl Iterator<Item = u32> + '_ {
         self.placements.live()
+    }
+
+    /// The run is elastic (see [`crate::scale`]): the `balance` target keeps to the workers
+    /// serving rather than spreading onto idle ones.
+    pub fn set_elastic(&mut self, elastic: bool) {
+        self.elastic = elastic;
     }
 
     /// The balancer's proposal stands (or, `None`, no longer does): the `balance` target
@@ -207,7 +216,12 @@ impl PlanDriver {
             ));
         };
         let primaries: Vec<u32> = self.placement().iter().map(|r| r.primary).collect();
-        let alive: Vec<u32> = self.placements.live().collect();
+        // An elastic run balances within the workers serving; only its balancer sizes them.
+        let alive: Vec<u32> = self
+            .placements
+            .live()
+            .filter(|w| !self.elastic || primaries.contains(w))
+            .collect();
         Ok(balanced(&primaries, &loads.bins, &loads.bytes, &alive))
     }
 
@@ -390,11 +404,14 @@ impl PlanDriver {
             if self.active.is_some() {
                 return Err(CommandError::PlanRunning);
             }
-            let plan = match self.proposal.take() {
+            // The proposal goes only once its plan starts: a refused start leaves it standing.
+            let plan = match self.proposal.clone() {
                 Some(plan) => plan,
                 None => self.by_load()?,
             };
-            return self.start_balanced(schedule, plan, now_s);
+            self.start_balanced(schedule, plan, now_s)?;
+            self.proposal = None;
+            return Ok(());
         }
         self.start_as(schedule, target, || target.to_string(), now_s)
     }

@@ -354,3 +354,60 @@ fn a_standby_is_not_put_in_its_primary_process_while_another_has_room() {
         d.placement()
     );
 }
+
+fn loads(bins: Vec<f64>) -> Loads {
+    let n = bins.len();
+    Loads {
+        bins,
+        bytes: vec![8; n],
+        workers: Vec::new(),
+        offered: 0.0,
+        true_rates: Vec::new(),
+        at_s: 0.0,
+    }
+}
+
+#[test]
+fn a_standing_proposal_is_what_balance_starts_and_stays_if_refused() {
+    let mut d = PlanDriver::single(&uniform(4, 2), 2);
+    let fluid = schedule(Strategy::Fluid, false);
+    // A proposal that names a worker the job does not have cannot start: it stands.
+    let bad = Balanced {
+        map: vec![0, 5, 0, 1],
+        moved: vec![1],
+        bytes: 8,
+        before: 2.0,
+        after: 1.0,
+        workers: None,
+    };
+    d.propose(Some(bad.clone()));
+    assert!(d.start(fluid, &Target::Balance, 0.0).is_err());
+    assert_eq!(d.proposal, Some(bad));
+    // A good one starts, goes, and is logged as the map it moved to.
+    let good = Balanced {
+        map: vec![0, 0, 0, 1],
+        moved: vec![1],
+        bytes: 8,
+        before: 2.0,
+        after: 1.0,
+        workers: None,
+    };
+    d.propose(Some(good));
+    d.start(fluid, &Target::Balance, 0.0).unwrap();
+    assert_eq!(d.proposal, None);
+    assert_eq!(d.take_balanced(), Some((fluid, Target::Map(vec![0, 0, 0, 1]))));
+    assert_eq!(d.take_balanced(), None);
+}
+
+#[test]
+fn an_elastic_runs_balance_keeps_to_the_workers_serving() {
+    // Bins on workers 0 and 1 of three; worker 0 carries most of the load.
+    let mut d = PlanDriver::single(&[0, 0, 1, 1], 3);
+    d.set_loads(Some(loads(vec![4.0, 4.0, 1.0, 0.0])));
+    let spread = d.by_load().unwrap();
+    assert!(spread.map.contains(&2), "{spread:?}");
+    d.set_elastic(true);
+    let kept = d.by_load().unwrap();
+    assert!(!kept.map.contains(&2), "{kept:?}");
+    assert_eq!(kept.map.iter().filter(|w| **w == 1).count(), 3, "{kept:?}");
+}

@@ -167,7 +167,7 @@ impl Balancer {
             // every turn of worker 0's loop, and a reset allocates per bin).
             self.board.reset(now_s);
             self.uneven_since = None;
-            self.withdraw(driver, "a plan runs", now_s);
+            self.withdraw(driver, "a plan, a failure or a rejoin is under way", now_s);
             driver.set_loads(None);
             self.was_busy = busy;
         }
@@ -189,8 +189,13 @@ impl Balancer {
             self.windows.take(r, self.workers);
         }
         if !reports.is_empty() {
-            let live: Vec<u32> = driver.live().collect();
-            for (window, imbalance) in self.windows.settle(&live) {
+            // An elastic run's idle workers are not uneven load.
+            let current: Vec<u32> = driver.placement().iter().map(|r| r.primary).collect();
+            let counted: Vec<u32> = driver
+                .live()
+                .filter(|w| !self.elastic || current.contains(w))
+                .collect();
+            for (window, imbalance) in self.windows.settle(&counted) {
                 driver.balance_log().window(window, imbalance);
             }
         }
@@ -202,7 +207,9 @@ impl Balancer {
         let current: Vec<u32> = driver.placement().iter().map(|r| r.primary).collect();
         let live: Vec<u32> = driver.live().collect();
         let load_of = |w: u32| loads.workers.get(w as usize).copied().unwrap_or(0.0);
-        let load: f64 = live.iter().map(|w| load_of(*w)).sum();
+        // Sized by what the sources offer: what the workers applied stops at what they
+        // can, and an overloaded set would grow by a step at a time.
+        let load = live.iter().map(|w| load_of(*w)).sum::<f64>().max(loads.offered);
         let serving: Vec<u32> = live.iter().copied().filter(|w| current.contains(w)).collect();
         let busiest = serving
             .iter()
@@ -243,18 +250,13 @@ impl Balancer {
 
     /// Decides on a window's proposal: nothing, propose it (`suggest`) or start it (`auto`).
     fn judge(&mut self, proposal: Proposal, driver: &mut PlanDriver, now_s: f64) {
-        let Proposal {
-            plan,
-            sizing,
-            busiest,
-            load,
-        } = proposal;
+        let plan = &proposal.plan;
         driver.balance_log().measured(now_s, plan.before);
         tracing::info!(
             target: "megaflux::balance",
             phase = "measured", imbalance = plan.before, predicted = plan.after, run_s = now_s
         );
-        if sizing.is_none() && plan.before <= self.config.threshold {
+        if proposal.sizing.is_none() && plan.before <= self.config.threshold {
             self.uneven_since = None;
             self.withdraw(driver, "the load evened out", now_s);
             return;
@@ -265,18 +267,28 @@ impl Balancer {
         if now_s - since + 1e-9 < self.config.every_s {
             return;
         }
-        let helps = sizing.is_some() || plan.after <= plan.before * MIN_GAIN;
+        let helps = proposal.sizing.is_some() || plan.after <= plan.before * MIN_GAIN;
         if plan.moved.is_empty() || !helps {
             // Uneven, but moving bins cannot help enough (one bin may carry it all).
             self.uneven_since = Some(now_s);
+            self.withdraw(driver, "moving bins would no longer help enough", now_s);
             return;
         }
         // A proposal stands until the load evens out or a plan runs: the loads of each window
         // differ a little, and so would the next proposal.
-        if self.suggested {
-            return;
+        if !self.suggested {
+            self.decide(proposal, driver, now_s - since, now_s);
         }
-        let issued = self.config.mode == BalanceMode::Auto;
+    }
+
+    /// Proposes or starts the plan (uneven for `uneven_s`), and says so with its reason.
+    fn decide(&mut self, proposal: Proposal, driver: &mut PlanDriver, uneven_s: f64, now_s: f64) {
+        let Proposal {
+            plan,
+            sizing,
+            busiest,
+            load,
+        } = proposal;
         let why = match sizing {
             Some((now, needed, rate)) => format!(
                 "{} records/s need {needed} workers at {:.0} % of their true rate of {} records/s, {now} serve",
@@ -285,40 +297,41 @@ impl Balancer {
                 per_s(rate),
             ),
             None => format!(
-                "worker {} at {:.2}x mean for {:.1} s",
+                "worker {} at {:.2}x mean for {uneven_s:.1} s",
                 busiest.map_or("?".to_string(), |w| w.to_string()),
                 plan.before,
-                now_s - since
             ),
         };
         let reason = format!("{why}; {}; predicted {:.2}x", moves(&plan), plan.after);
-        let decision = Decision {
+        let auto = self.config.mode == BalanceMode::Auto;
+        let [serving, needed] = plan.workers.map_or([None, None], |[a, b]| [Some(a), Some(b)]);
+        tracing::info!(
+            target: "megaflux::balance",
+            phase = if auto { "issued" } else { "suggested" },
+            imbalance = plan.before, predicted = plan.after, bins = plan.moved.len(), bytes = plan.bytes,
+            serving, needed, strategy = %self.config.strategy, reason = %reason, run_s = now_s
+        );
+        let mut decision = Decision {
             at_s: now_s,
             imbalance_before: plan.before,
             imbalance_predicted: plan.after,
             bins: plan.moved.len(),
             bytes: plan.bytes,
             strategy: self.config.strategy.to_string(),
-            issued,
+            issued: auto,
             workers: plan.workers,
         };
-        let [serving, needed] = plan.workers.map_or([None, None], |[a, b]| [Some(a), Some(b)]);
-        tracing::info!(
-            target: "megaflux::balance",
-            phase = if issued { "issued" } else { "suggested" },
-            imbalance = plan.before, predicted = plan.after, bins = plan.moved.len(), bytes = plan.bytes,
-            serving, needed, strategy = %self.config.strategy, reason = %reason, run_s = now_s
-        );
-        driver.balance_log().decided(decision);
         self.uneven_since = None;
-        if issued {
+        if auto {
             if let Err(e) = driver.start_balance(self.config.strategy, plan, "balancer", now_s) {
+                decision.issued = false;
                 tracing::warn!(target: "megaflux::balance", phase = "refused", reason = %e, run_s = now_s);
             }
         } else {
             driver.propose(Some(plan));
             self.suggested = true;
         }
+        driver.balance_log().decided(decision);
     }
 
     /// Drops the standing proposal, if there is one, and says why (the dashboard stops

@@ -38,6 +38,10 @@ pub struct LoadReport {
     pub interval_ns: u64,
     /// Time the worker's operators were busy in it (0 unless timed).
     pub busy_ns: u64,
+    /// Records the worker's source sent in it: the load offered, which what the workers
+    /// apply falls short of when they cannot keep up.
+    #[serde(default)]
+    pub sent: u64,
     /// Per bin whose primary the worker holds and that had work: (bin, records, bytes).
     pub bins: Vec<(u32, u64, u64)>,
 }
@@ -50,6 +54,7 @@ pub(super) struct Meter {
     /// standby (a standby promoted to primary reports only what came after).
     last: Vec<u64>,
     busy_before: u64,
+    sent_before: u64,
     /// Per bin, this report's totals and bytes, and whether the worker holds its primary.
     now: Vec<(u64, u64, bool)>,
     scratch: Vec<BinLoad>,
@@ -63,18 +68,19 @@ impl Meter {
             observers,
             last: vec![0; bins],
             busy_before: 0,
+            sent_before: 0,
             now: vec![(0, 0, false); bins],
             scratch: Vec::new(),
             sizes: Vec::new(),
         };
         // What came before (a preload) is no load of the run's.
-        meter.report(Duration::ZERO, 0);
+        meter.report(Duration::ZERO, 0, 0);
         meter
     }
 
     /// What the worker's primaries cost since the last report, `interval` ago, as the
-    /// report that closes latency window `window`.
-    pub(super) fn report(&mut self, interval: Duration, window: u64) -> LoadReport {
+    /// report that closes latency window `window`; its source has sent `sent` records so far.
+    pub(super) fn report(&mut self, interval: Duration, window: u64, sent: u64) -> LoadReport {
         let (now, scratch, sizes) = (&mut self.now, &mut self.scratch, &mut self.sizes);
         now.fill((0, 0, false));
         self.observers.each(|op| {
@@ -98,11 +104,14 @@ impl Meter {
         let busy = self.observers.busy_ns();
         let busy_ns = busy.saturating_sub(self.busy_before);
         self.busy_before = busy;
+        let sent_since = sent.saturating_sub(self.sent_before);
+        self.sent_before = sent;
         LoadReport {
             worker: self.worker,
             window,
             interval_ns: interval.as_nanos() as u64,
             busy_ns,
+            sent: sent_since,
             bins,
         }
     }
@@ -173,11 +182,12 @@ pub(super) fn window_at(now: Duration) -> u64 {
 /// is given up (a worker whose loop stalled reports two windows as one).
 const WINDOWS_PENDING: u64 = 8;
 
-/// Per latency window, each worker's records applied as primary, until every live worker
-/// reported it: then the window's imbalance is known. Holds at most a few windows.
+/// Per latency window, each worker's records applied as primary and the time its reports
+/// covered, until every worker counted reported it: then the window's imbalance is known.
+/// Holds at most a few windows.
 #[derive(Debug, Default)]
 pub(super) struct WindowSums {
-    pending: std::collections::BTreeMap<u64, Vec<Option<u64>>>,
+    pending: std::collections::BTreeMap<u64, Vec<Option<(u64, u64)>>>,
 }
 
 impl WindowSums {
@@ -192,18 +202,23 @@ impl WindowSums {
             .entry(report.window)
             .or_insert_with(|| vec![None; workers]);
         let records: u64 = report.bins.iter().map(|(_, r, _)| r).sum();
-        sums[w] = Some(sums[w].unwrap_or(0) + records);
+        let (r, ns) = sums[w].unwrap_or((0, 0));
+        sums[w] = Some((r + records, ns + report.interval_ns));
     }
 
-    /// The windows now known, with their imbalance over the workers `live` (max / mean of
-    /// their records; a window with none has no figure), in window order.
-    pub(super) fn settle(&mut self, live: &[u32]) -> Vec<(u64, f64)> {
+    /// The windows now known, with their imbalance over the workers `counted` (max / mean of
+    /// their records per second: a worker whose loop stalled reports several windows in
+    /// one; a window with no records has no figure), in window order.
+    pub(super) fn settle(&mut self, counted: &[u32]) -> Vec<(u64, f64)> {
         let latest = self.pending.keys().next_back().copied().unwrap_or(0);
         let mut known = Vec::new();
         while let Some((&window, sums)) = self.pending.first_key_value() {
-            let each: Option<Vec<f64>> = live
+            let each: Option<Vec<f64>> = counted
                 .iter()
-                .map(|w| sums.get(*w as usize).copied().flatten().map(|r| r as f64))
+                .map(|w| {
+                    let (records, ns) = sums.get(*w as usize).copied().flatten()?;
+                    Some(records as f64 / (ns.max(1) as f64 / 1e9))
+                })
                 .collect();
             match each {
                 Some(each) => {
@@ -239,6 +254,8 @@ struct Window {
     bytes: Vec<u64>,
     per_worker: Vec<u64>,
     busy_ns: Vec<u64>,
+    /// Records the workers' sources sent.
+    sent: u64,
     /// Nanoseconds of reports per worker (a worker that reported nothing is unknown).
     reported_ns: Vec<u64>,
     secs: f64,
@@ -251,6 +268,7 @@ impl Window {
             bytes: vec![0; bins],
             per_worker: vec![0; workers],
             busy_ns: vec![0; workers],
+            sent: 0,
             reported_ns: vec![0; workers],
             secs: 0.0,
         }
@@ -283,6 +301,7 @@ impl Board {
             }
         }
         window.busy_ns[w] += report.busy_ns;
+        window.sent += report.sent;
         window.reported_ns[w] += report.interval_ns;
     }
 
@@ -321,6 +340,7 @@ impl Board {
             bins: w.records.iter().map(|r| *r as f64 / secs).collect(),
             bytes: w.bytes.clone(),
             workers: w.per_worker.iter().map(|r| *r as f64 / secs).collect(),
+            offered: w.sent as f64 / secs,
             true_rates: w
                 .per_worker
                 .iter()
@@ -342,6 +362,7 @@ mod tests {
             window: 0,
             interval_ns: 250_000_000,
             busy_ns: 100_000_000,
+            sent: 0,
             bins,
         }
     }

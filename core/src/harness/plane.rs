@@ -72,8 +72,9 @@ impl ControlPlane {
             )
             .collect();
         timed.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let driver = PlanDriver::new(initial, peers, config.workers, config.replicas, config.recovery)
+        let mut driver = PlanDriver::new(initial, peers, config.workers, config.replicas, config.recovery)
             .with_step_gap(config.epoch.per_ms());
+        driver.set_elastic(config.elastic());
         driver.report_placement(*input.time());
         ControlPlane {
             driver,

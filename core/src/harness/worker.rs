@@ -683,7 +683,7 @@ fn measured_loop<R: timely::ExchangeData + Clone>(
             && window_at(now) > window_at(*last)
         {
             flow.loads
-                .send(meter.report(now.saturating_sub(*last), window_at(now) - 1));
+                .send(meter.report(now.saturating_sub(*last), window_at(now) - 1, epochs.records_in()));
             *last = now;
         }
         if let Some(plane) = plane.as_mut() {

@@ -253,12 +253,19 @@ impl JobModel {
         self.placement.get_mut(bin as usize)
     }
 
-    /// This model as a keyframe carries it: without the latency history.
+    /// This model as a keyframe carries it: without the latency history or the bins' loads.
     pub fn keyframe(&self) -> JobModel {
-        JobModel {
+        let mut frame = JobModel {
             latency: Vec::new(),
             ..self.clone()
+        };
+        // Bins' loads are not part of a snapshot (see `BinView::load`).
+        for bins in frame.operators.values_mut() {
+            for bin in bins {
+                bin.load = None;
+            }
         }
+        frame
     }
 
     /// Total dropped events over every place (saturating: the counts come from the network).

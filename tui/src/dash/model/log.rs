@@ -2,7 +2,7 @@
 //! commands and bins are said to a person.
 
 use megaflux_probe::event::{BalancePhase, Event, Outcome, Phase, Stamped};
-use megaflux_probe::model::MAX_BINS;
+use megaflux_probe::model::{MAX_BINS, TEXT_CHARS};
 use megaflux_probe::wire::CommandRequest;
 
 use super::Dash;
@@ -193,6 +193,9 @@ impl Dash {
                 reason,
                 ..
             } => {
+                // A trace's line may be long: the log keeps what a model keeps of a text.
+                let reason = reason.as_deref().map(|r| megaflux::bins::cut(r, TEXT_CHARS));
+                let strategy = strategy.as_deref().map(|s| megaflux::bins::cut(s, TEXT_CHARS));
                 let plan = || {
                     format!(
                         "{} bins ({}) by {}, {:.2}x to {:.2}x predicted",
