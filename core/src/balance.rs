@@ -225,13 +225,7 @@ pub fn balanced(current: &[u32], load: &[f64], bytes: &[u64], alive: &[u32]) -> 
         held[lo].insert(at, (l, size, bin));
         map[bin as usize] = alive[lo];
     }
-    let moved: Vec<u32> = (0..current.len() as u32)
-        .filter(|b| map[*b as usize] != current[*b as usize])
-        .collect();
-    let bytes = moved
-        .iter()
-        .map(|b| bytes.get(*b as usize).copied().unwrap_or(0))
-        .sum();
+    let (moved, bytes) = moved(current, &map, bytes);
     Balanced {
         map,
         moved,
@@ -240,6 +234,18 @@ pub fn balanced(current: &[u32], load: &[f64], bytes: &[u64], alive: &[u32]) -> 
         after: imbalance(&total),
         workers: None,
     }
+}
+
+/// The bins whose worker differs between `current` and `map`, and their `bytes` in all.
+pub(crate) fn moved(current: &[u32], map: &[u32], bytes: &[u64]) -> (Vec<u32>, u64) {
+    let moved: Vec<u32> = (0..current.len() as u32)
+        .filter(|b| map.get(*b as usize) != current.get(*b as usize))
+        .collect();
+    let total = moved
+        .iter()
+        .map(|b| bytes.get(*b as usize).copied().unwrap_or(0))
+        .sum();
+    (moved, total)
 }
 
 /// The bin of `bins` (sorted by load) whose move from the busiest worker to the least busy,

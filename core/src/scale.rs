@@ -7,7 +7,7 @@
 //! at [`SCALE_IN_UTILISATION`]; after either, the load sits between the two, so a steady
 //! load never sees the set grow and shrink in turn.
 
-use crate::balance::{Balanced, balanced, imbalance};
+use crate::balance::{Balanced, balanced, imbalance, moved};
 
 /// The share of its true rate a worker is planned to run at: the rest is headroom for the
 /// worker's other work (its source, the exchange) and for bursts.
@@ -90,17 +90,11 @@ pub fn onto(current: &[u32], load: &[f64], bytes: &[u64], active: &[u32]) -> Bal
         }
     }
     let even = balanced(&map, load, bytes, active);
-    let moved: Vec<u32> = (0..current.len() as u32)
-        .filter(|b| even.map[*b as usize] != current[*b as usize])
-        .collect();
-    let moved_bytes = moved
-        .iter()
-        .map(|b| bytes.get(*b as usize).copied().unwrap_or(0))
-        .sum();
+    let (moved, bytes) = moved(current, &even.map, bytes);
     Balanced {
         map: even.map,
         moved,
-        bytes: moved_bytes,
+        bytes,
         before,
         after: even.after,
         workers: None,

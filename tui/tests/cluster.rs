@@ -191,51 +191,42 @@ fn scheduled_work_ends_with_the_run_in_a_cluster_too() {
         "--migrate",
         "fluid@0.7:pack:1",
     ];
-    let cluster = Cluster::new("cluster-q4");
+    let two = on_two_processes("cluster-q4", job);
+    let one = on_one_process(job, &[]);
+    assert!(one["outputs"].as_u64().unwrap() > 0);
+    assert_eq!(two["outputs"], one["outputs"]);
+    assert_eq!(two["output_digest"], one["output_digest"]);
+}
+
+/// Process 0's summary of `job` run by a two-process cluster (both must succeed).
+fn on_two_processes(name: &str, job: &[&str]) -> serde_json::Value {
+    let cluster = Cluster::new(name);
     let [out0, out1] = cluster.run(job, "1");
     assert!(out0.status.success(), "{}", String::from_utf8_lossy(&out0.stderr));
     assert!(out1.status.success(), "{}", String::from_utf8_lossy(&out1.stderr));
-    let two = summary(&out0);
+    summary(&out0)
+}
+
+/// The summary of `job` (with `more` flags) run by one process with the cluster's workers
+/// and epochs.
+fn on_one_process(job: &[&str], more: &[&str]) -> serde_json::Value {
     let mut single = job.to_vec();
     single.extend(["--workers", "2", "--epoch-us", common::CLUSTER_EPOCH_US]);
+    single.extend(more);
     let one = Command::new(env!("CARGO_BIN_EXE_megaflux"))
         .args(&single)
         .output()
         .unwrap();
     assert!(one.status.success(), "{}", String::from_utf8_lossy(&one.stderr));
-    let one = summary(&one);
-    assert!(one["outputs"].as_u64().unwrap() > 0);
-    assert_eq!(two["outputs"], one["outputs"]);
-    assert_eq!(two["output_digest"], one["output_digest"]);
+    summary(&one)
 }
 
 /// The balancer of a skewed cluster moves bins between the processes by itself, and the
 /// output is one process's without a balancer.
 #[test]
 fn the_balancer_moves_bins_across_processes_exactly_once() {
-    let job = &[
-        "run",
-        "--headless",
-        "--workload",
-        "hashcount",
-        "--keys",
-        "20000",
-        "--skew",
-        "zipf:1.5",
-        "--rate",
-        "20000",
-        "--duration",
-        "4",
-        "--balance",
-        "auto",
-        "--balance-every",
-        "1",
-    ];
-    let cluster = Cluster::new("cluster-balance");
-    let [out0, out1] = cluster.run(job, "1");
-    assert!(out0.status.success(), "{}", String::from_utf8_lossy(&out0.stderr));
-    assert!(out1.status.success(), "{}", String::from_utf8_lossy(&out1.stderr));
-    let two = summary(&out0);
+    let job = common::SKEWED_BALANCED;
+    let two = on_two_processes("cluster-balance", job);
     let by_balancer: Vec<_> = two["migrations"]
         .as_array()
         .unwrap()
@@ -245,21 +236,7 @@ fn the_balancer_moves_bins_across_processes_exactly_once() {
     assert!(!by_balancer.is_empty(), "{}", two["balance"]);
     assert!(by_balancer.iter().all(|m| m["bytes_moved"].as_u64().unwrap() > 0));
     // The same job without the balancer's flags (its last four).
-    let mut single = job[..job.len() - 4].to_vec();
-    single.extend([
-        "--workers",
-        "2",
-        "--epoch-us",
-        common::CLUSTER_EPOCH_US,
-        "--balance",
-        "off",
-    ]);
-    let one = Command::new(env!("CARGO_BIN_EXE_megaflux"))
-        .args(&single)
-        .output()
-        .unwrap();
-    assert!(one.status.success(), "{}", String::from_utf8_lossy(&one.stderr));
-    let one = summary(&one);
+    let one = on_one_process(&job[..job.len() - 4], &["--balance", "off"]);
     assert_eq!(two["outputs"], one["outputs"]);
     assert_eq!(two["output_digest"], one["output_digest"]);
 }

@@ -67,28 +67,9 @@ fn a_rerun_moves_what_the_balancer_moved() {
     let dir = tempfile::tempdir().expect("a scratch directory");
     let trace = dir.path().join("balanced.jsonl");
     let trace = trace.to_str().expect("a UTF-8 path");
-    let run = megaflux(&[
-        "run",
-        "--headless",
-        "--workload",
-        "hashcount",
-        "--keys",
-        "20000",
-        "--skew",
-        "zipf:1.5",
-        "--rate",
-        "40000",
-        "--duration",
-        "4",
-        "--balance",
-        "auto",
-        "--balance-every",
-        "1",
-        "--record",
-        trace,
-    ])
-    .output()
-    .expect("it runs");
+    let mut job = common::SKEWED_BALANCED.to_vec();
+    job.extend(["--record", trace]);
+    let run = megaflux(&job).output().expect("it runs");
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     let recorded = std::fs::read_to_string(trace).expect("the trace");
     let logged: Vec<&str> = recorded

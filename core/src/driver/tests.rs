@@ -372,27 +372,20 @@ fn a_standing_proposal_is_what_balance_starts_and_stays_if_refused() {
     let mut d = PlanDriver::single(&uniform(4, 2), 2);
     let fluid = schedule(Strategy::Fluid, false);
     // A proposal that names a worker the job does not have cannot start: it stands.
-    let bad = Balanced {
-        map: vec![0, 5, 0, 1],
+    let proposal = |map: Vec<u32>| Balanced {
+        map,
         moved: vec![1],
         bytes: 8,
         before: 2.0,
         after: 1.0,
         workers: None,
     };
+    let bad = proposal(vec![0, 5, 0, 1]);
     d.propose(Some(bad.clone()));
     assert!(d.start(fluid, &Target::Balance, 0.0).is_err());
     assert_eq!(d.proposal, Some(bad));
     // A good one starts, goes, and is logged as the map it moved to.
-    let good = Balanced {
-        map: vec![0, 0, 0, 1],
-        moved: vec![1],
-        bytes: 8,
-        before: 2.0,
-        after: 1.0,
-        workers: None,
-    };
-    d.propose(Some(good));
+    d.propose(Some(proposal(vec![0, 0, 0, 1])));
     d.start(fluid, &Target::Balance, 0.0).unwrap();
     assert_eq!(d.proposal, None);
     assert_eq!(d.take_balanced(), Some((fluid, Target::Map(vec![0, 0, 0, 1]))));

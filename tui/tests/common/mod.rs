@@ -11,6 +11,27 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// hashcount with steep skew and the balancer on `auto`, judging every second, 4 s: the job
+/// whose balancer moves bins (its last four flags are the balancer's).
+pub const SKEWED_BALANCED: &[&str] = &[
+    "run",
+    "--headless",
+    "--workload",
+    "hashcount",
+    "--keys",
+    "20000",
+    "--skew",
+    "zipf:1.5",
+    "--rate",
+    "20000",
+    "--duration",
+    "4",
+    "--balance",
+    "auto",
+    "--balance-every",
+    "1",
+];
+
 /// keycount with a standby per bin, 3 s: the cluster tests' job that survives a lost process.
 pub const REPLICATED_KEYCOUNT: &[&str] = &[
     "run",
