@@ -22,7 +22,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, Write};
 
-use megaflux_probe::event::{Event, Phase, Stamped};
+use megaflux_probe::event::{BalancePhase, Event, Phase, Stamped};
 use megaflux_probe::model::MAX_PEERS;
 use megaflux_probe::record::TraceReader;
 use serde_json::{Value, json};
@@ -324,6 +324,22 @@ impl<W: Write> Exporter<W> {
             }
             Event::Dropped { place, count } => {
                 self.counter(ts, pid, format!("dropped ({place})"), json!({"events": count}))?;
+            }
+            Event::Balance {
+                phase: BalancePhase::Measured,
+                imbalance: Some(imbalance),
+                ..
+            } => {
+                let name = "imbalance (busiest ÷ mean)".to_string();
+                self.counter(ts, 0, name, json!({"imbalance": imbalance}))?;
+            }
+            Event::Balance { phase, reason, .. } if *phase != BalancePhase::Measured => {
+                let name = match reason {
+                    Some(r) => format!("balancer {}: {r}", phase.name()),
+                    None => format!("balancer {}", phase.name()),
+                };
+                let args = serde_json::to_value(&e.event).unwrap_or(Value::Null);
+                self.instant(ts, pid, None, name, args)?;
             }
             Event::Takeover {
                 operator,

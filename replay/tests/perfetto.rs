@@ -69,3 +69,21 @@ fn every_sample_exports_one_async_slice_per_bin_move() {
         assert_eq!(threads, workers, "{}: a thread per worker", path.display());
     }
 }
+
+/// The balancer's sample shows its measures as a counter and its decision as an instant.
+#[test]
+fn the_balancers_measures_and_decisions_are_exported() {
+    let mut reader = TraceReader::open(&common::sample("hashcount-balance.jsonl")).unwrap();
+    let mut out = Vec::new();
+    export(&mut reader, &mut out, "memory").expect("exports");
+    let json: Value = serde_json::from_slice(&out).expect("valid JSON");
+    let events = json["traceEvents"].as_array().expect("a traceEvents array");
+    let named = |prefix: &str, ph: &str| {
+        events
+            .iter()
+            .filter(|e| e["ph"] == ph && e["name"].as_str().is_some_and(|n| n.starts_with(prefix)))
+            .count()
+    };
+    assert!(named("imbalance", "C") >= 3, "a measure a second");
+    assert_eq!(named("balancer issued: worker 1 at 1.42x mean", "i"), 1);
+}
