@@ -22,7 +22,7 @@ use std::collections::VecDeque;
 use crate::Time;
 use crate::balance::{BalanceLog, Balanced, Loads, balanced};
 use crate::bins::{cut, describe, list};
-use crate::config::{ControlInst, NONE, Placement, Replicas, colocated, same_process, single};
+use crate::config::{ControlInst, Map, NONE, Placement, Replicas, colocated, same_process, single};
 use crate::control::Command;
 use crate::error::CommandError;
 use crate::failover::Placements;
@@ -215,14 +215,29 @@ impl PlanDriver {
                 "balance: no load measured yet (a second of every worker's reports is needed, and none while a plan runs)".to_string(),
             ));
         };
-        let primaries: Vec<u32> = self.placement().iter().map(|r| r.primary).collect();
         // An elastic run balances within the workers serving; only its balancer sizes them.
-        let alive: Vec<u32> = self
-            .placements
-            .live()
-            .filter(|w| !self.elastic || primaries.contains(w))
-            .collect();
-        Ok(balanced(&primaries, &loads.bins, &loads.bytes, &alive))
+        let alive = if self.elastic {
+            self.serving()
+        } else {
+            self.live().collect()
+        };
+        Ok(balanced(&self.primaries(), &loads.bins, &loads.bytes, &alive))
+    }
+
+    /// Every bin's primary worker, in bin order.
+    pub fn primaries(&self) -> Map {
+        self.placement().iter().map(|r| r.primary).collect()
+    }
+
+    /// The live workers that hold a primary, in order (one pass over the bins).
+    pub fn serving(&self) -> Vec<u32> {
+        let mut holds = vec![false; self.workers];
+        for r in self.placement().iter() {
+            if let Some(h) = holds.get_mut(r.primary as usize) {
+                *h = true;
+            }
+        }
+        self.live().filter(|w| holds[*w as usize]).collect()
     }
 
     /// Starts the `balance` plan as the balancer decided it (`by` names who).

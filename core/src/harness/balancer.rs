@@ -190,11 +190,11 @@ impl Balancer {
         }
         if !reports.is_empty() {
             // An elastic run's idle workers are not uneven load.
-            let current: Vec<u32> = driver.placement().iter().map(|r| r.primary).collect();
-            let counted: Vec<u32> = driver
-                .live()
-                .filter(|w| !self.elastic || current.contains(w))
-                .collect();
+            let counted = if self.elastic {
+                driver.serving()
+            } else {
+                driver.live().collect()
+            };
             for (window, imbalance) in self.windows.settle(&counted) {
                 driver.balance_log().window(window, imbalance);
             }
@@ -204,13 +204,13 @@ impl Balancer {
     /// The plan for a window's loads: balanced over the live workers, or, elastic, over as
     /// many as the true rates say the load needs.
     fn propose(&self, loads: &Loads, driver: &PlanDriver) -> Proposal {
-        let current: Vec<u32> = driver.placement().iter().map(|r| r.primary).collect();
+        let current = driver.primaries();
         let live: Vec<u32> = driver.live().collect();
         let load_of = |w: u32| loads.workers.get(w as usize).copied().unwrap_or(0.0);
         // Sized by what the sources offer: what the workers applied stops at what they
         // can, and an overloaded set would grow by a step at a time.
         let load = live.iter().map(|w| load_of(*w)).sum::<f64>().max(loads.offered);
-        let serving: Vec<u32> = live.iter().copied().filter(|w| current.contains(w)).collect();
+        let serving = driver.serving();
         let busiest = serving
             .iter()
             .copied()
