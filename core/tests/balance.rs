@@ -93,7 +93,9 @@ fn suggest_mode_proposes_and_moves_nothing() {
 fn an_elastic_run_packs_back_what_its_load_does_not_need() {
     let packed = RunConfig {
         placement: Some("pack:1".parse().unwrap()),
-        migrations: vec!["fluid@0.5:uniform".parse().unwrap()],
+        // One step: a fluid spread of 128 bins can outlast a debug build's run on a busy
+        // machine, leaving no window without a plan for the balancer to measure.
+        migrations: vec!["all-at-once@0.5:uniform".parse().unwrap()],
         ..config(BalanceMode::Auto, 1)
     };
     let plain = summary_of(config(BalanceMode::Off, 1));

@@ -127,6 +127,9 @@ pub(crate) struct Balancer {
     was_busy: bool,
     /// Whether a proposal stands (`suggest`; the driver holds it).
     suggested: bool,
+    /// Since when a standing proposal's reason has lapsed (the load even, or moving bins no
+    /// help), if it has: one even window of a noisy load does not withdraw it.
+    lapsed_since: Option<f64>,
     /// Each latency window's records per worker, until its imbalance is known.
     windows: WindowSums,
     workers: usize,
@@ -151,6 +154,7 @@ impl Balancer {
             uneven_since: None,
             was_busy: false,
             suggested: false,
+            lapsed_since: None,
             windows: WindowSums::default(),
             workers,
         }
@@ -258,7 +262,9 @@ impl Balancer {
         );
         if proposal.sizing.is_none() && plan.before <= self.config.threshold {
             self.uneven_since = None;
-            self.withdraw(driver, "the load evened out", now_s);
+            if self.lapsed(now_s) {
+                self.withdraw(driver, "the load evened out", now_s);
+            }
             return;
         }
         let since = *self
@@ -271,9 +277,12 @@ impl Balancer {
         if plan.moved.is_empty() || !helps {
             // Uneven, but moving bins cannot help enough (one bin may carry it all).
             self.uneven_since = Some(now_s);
-            self.withdraw(driver, "moving bins would no longer help enough", now_s);
+            if self.lapsed(now_s) {
+                self.withdraw(driver, "moving bins would no longer help enough", now_s);
+            }
             return;
         }
+        self.lapsed_since = None;
         // A proposal stands until the load evens out or a plan runs: the loads of each window
         // differ a little, and so would the next proposal.
         if !self.suggested {
@@ -336,7 +345,17 @@ impl Balancer {
 
     /// Drops the standing proposal, if there is one, and says why (the dashboard stops
     /// offering it).
+    /// Whether a standing proposal's reason, lapsed in this window, has stayed lapsed for
+    /// `--balance-every` (as long as the load had to be uneven for it to be made).
+    fn lapsed(&mut self, now_s: f64) -> bool {
+        let since = *self
+            .lapsed_since
+            .get_or_insert(now_s - super::loads::WINDOW.as_secs_f64());
+        now_s - since + 1e-9 >= self.config.every_s
+    }
+
     fn withdraw(&mut self, driver: &mut PlanDriver, why: &str, now_s: f64) {
+        self.lapsed_since = None;
         if std::mem::take(&mut self.suggested) {
             driver.propose(None);
             tracing::info!(target: "megaflux::balance", phase = "withdrawn", reason = why, run_s = now_s);
@@ -368,5 +387,59 @@ fn per_s(r: f64) -> String {
         format!("{:.0}k", r / 1e3)
     } else {
         format!("{r:.0}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Worker `w`'s report of one second in which bin `b` took `records[b]` records (the
+    /// bins of `map` that `w` holds).
+    fn report(w: u32, window: u64, map: &[u32], records: &[u64]) -> LoadReport {
+        let bins = (0..map.len() as u32)
+            .filter(|b| map[*b as usize] == w)
+            .map(|b| (b, records[b as usize], 1024))
+            .collect();
+        LoadReport {
+            worker: w,
+            window,
+            interval_ns: 1_000_000_000,
+            busy_ns: 0,
+            sent: 0,
+            bins,
+        }
+    }
+
+    #[test]
+    fn a_standing_proposal_outlives_one_even_window_but_not_an_even_spell() {
+        const UNEVEN: [u64; 4] = [100, 100, 10, 10];
+        const EVEN: [u64; 4] = [50, 50, 50, 50];
+        let map = [0, 0, 1, 1];
+        let mut driver = PlanDriver::single(&map, 2);
+        let mut balancer = Balancer::new(BalanceConfig::default(), false, map.len(), 2);
+        let mut second = 0u64;
+        let mut turn = |balancer: &mut Balancer, driver: &mut PlanDriver, records: &[u64]| {
+            second += 1;
+            let reports = (0..2).map(|w| report(w, second, &map, records)).collect();
+            balancer.turn(reports, driver, second as f64);
+            balancer.suggested
+        };
+        // Uneven for `--balance-every` (2 s, two windows): one proposal, which stands.
+        let standing: Vec<bool> = [UNEVEN, UNEVEN, UNEVEN]
+            .iter()
+            .map(|r| turn(&mut balancer, &mut driver, r))
+            .collect();
+        assert_eq!(standing, [false, true, true]);
+        // A noisy window that looks even withdraws nothing, and the load uneven again
+        // proposes nothing new.
+        assert!(turn(&mut balancer, &mut driver, &EVEN));
+        for _ in 0..3 {
+            assert!(turn(&mut balancer, &mut driver, &UNEVEN));
+        }
+        assert_eq!(driver.balance_log().summary("suggest".into()).decisions.len(), 1);
+        // Even for 2 s: withdrawn.
+        assert!(turn(&mut balancer, &mut driver, &EVEN));
+        assert!(!turn(&mut balancer, &mut driver, &EVEN));
     }
 }
