@@ -18,6 +18,7 @@ pub mod driver;
 pub mod epoch;
 pub mod error;
 pub mod failover;
+mod failpoint;
 pub mod failure;
 pub mod files;
 pub mod harness;

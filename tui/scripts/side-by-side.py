@@ -12,6 +12,10 @@ largest window max in the 1.5 s after a migration starts.
 
     tui/scripts/side-by-side.py --reference ../shared/reference --rounds 2
 
+With `--processes 2` both systems run as two processes of one worker each on loopback
+(timely's `-n 2 -p P -h hosts`), so that every move crosses between processes; the
+latencies and peak RSS are process 0's.
+
 Each `--variant` (megaflux flags, e.g. "--epochs fixed") is a column of its own; the
 default is megaflux's defaults (adaptive epochs for hashcount) and `--epochs fixed`.
 
@@ -38,12 +42,29 @@ SETTLE_S = 1.0
 WORKERS = 2
 
 
-def run(cmd):
-    print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.exit(f"side-by-side: {cmd[0]} exited with {done.returncode}:\n{done.stderr[-2000:]}")
-    return done.stdout
+# Loopback ports for clusters (`--processes`): each run takes the next few.
+PORTS = iter(range(24100, 60000, 10))
+
+
+def run(cmd, processes=1):
+    """Runs `cmd`, or with `processes` > 1 that many processes of it as one timely cluster on
+    loopback (`cmd` then takes `-n`, `-p` and `-h` after its own `--`); process 0's output."""
+    if processes == 1:
+        cmds = [cmd]
+    else:
+        base = next(PORTS)
+        hosts = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"side-by-side-hosts-{base}.txt")
+        with open(hosts, "w") as f:
+            f.write("".join(f"127.0.0.1:{base + p}\n" for p in range(processes)))
+        cmds = [[*cmd, "-n", str(processes), "-p", str(p), "-h", hosts] for p in range(processes)]
+    for c in cmds:
+        print("+ " + " ".join(c), file=sys.stderr, flush=True)
+    running = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in cmds]
+    outs = [r.communicate() for r in running]
+    for c, r, (_, err) in zip(cmds, running, outs):
+        if r.returncode != 0:
+            sys.exit(f"side-by-side: {c[0]} exited with {r.returncode}:\n{err[-2000:]}")
+    return outs[0][0]
 
 
 class Run:
@@ -72,8 +93,10 @@ class Run:
         return max((w["max"] for w in self.windows if start <= w["t"] < start + DURING_S), default=None)
 
 
-def megaflux(binary, args, duration):
-    out = run([binary, "run", "--headless", *args])
+def megaflux(binary, args, duration, processes):
+    if processes > 1:
+        args = [*args, "--coordinator-port", str(next(PORTS)), "--"]
+    out = run([binary, "run", "--headless", *args], processes)
     try:
         summary = json.loads(out[out.index("{") : out.rindex("}") + 1])
     except ValueError:
@@ -83,9 +106,9 @@ def megaflux(binary, args, duration):
     return Run(windows, migrations, summary.get("rss_peak_bytes"), duration)
 
 
-def reference(binary, args, duration, phases):
+def reference(binary, args, duration, phases, processes):
     """`phases`: when each migration starts, in seconds (a fluid one is many steps)."""
-    out = run([binary, *args])
+    out = run([binary, *args], processes)
     windows, controls, done, rss = [], [], [], []
     for line in out.splitlines():
         f = line.split("\t")
@@ -127,19 +150,21 @@ def one_round(a):
     there, back = d // 3, 2 * d // 3
     ref_bin = os.path.join(a.reference, "word_count")
 
+    per_process = WORKERS // a.processes
+
     def ref(backend, migration, phases):
         args = ["--backend", backend, "--domain", str(a.keys), "--rate", str(a.rate // WORKERS),
-                "--duration", str(d), "--migration", migration, "--", f"-w{WORKERS}"]
-        return reference(ref_bin, args, d, phases)
+                "--duration", str(d), "--migration", migration, "--", f"-w{per_process}"]
+        return reference(ref_bin, args, d, phases, a.processes)
 
     def mf(flags, second):
         args = ["--workload", "hashcount", "--keys", str(a.keys), "--rate", str(a.rate), "--duration", str(d),
-                "--workers", str(WORKERS), *flags]
+                "--workers", str(per_process), *flags]
         if second:
             args += ["--migrate", f"all-at-once@{there}:pack:1", "--migrate", f"{second}@{back}:uniform"]
         else:
             args += ["--native"]
-        return megaflux(a.megaflux, args, d)
+        return megaflux(a.megaflux, args, d, a.processes)
 
     r = {"reference": {
         "sudden": ref("hashmap", "sudden", [there, back]),
@@ -163,6 +188,8 @@ def main():
     p.add_argument("--megaflux", default=os.path.join(ROOT, "target", "release", "megaflux"),
                    help="the megaflux binary (build it with cargo build --release first)")
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--processes", type=int, default=1, choices=[1, 2],
+                   help="run each system as this many processes on loopback (the workers split between them)")
     p.add_argument("--keys", type=int, default=16_000_000)
     p.add_argument("--rate", type=int, default=400_000, help="records/s over both workers")
     p.add_argument("--duration", type=int, default=21, help="seconds, a multiple of 3")
@@ -185,7 +212,7 @@ def main():
                 sys.exit(f"side-by-side: {b} is not an executable file")
         if a.duration % 3 or a.rounds < 1:
             sys.exit("side-by-side: --duration must be a multiple of 3 and --rounds at least 1")
-        settings = {"keys": a.keys, "rate": a.rate, "duration": a.duration}
+        settings = {"keys": a.keys, "rate": a.rate, "duration": a.duration, "processes": a.processes}
         rounds = [one_round(a) for _ in range(a.rounds)]
     names = list(rounds[0])
 
@@ -202,7 +229,9 @@ def main():
         ("peak RSS, all-at-once run",
          lambda s: "–" if s["sudden"].rss_peak is None else f"{s['sudden'].rss_peak / 1e9:.2f} GB"),
     ]
-    print(f"hashcount, {settings['keys']} keys, {settings['rate']} records/s, {WORKERS} workers, "
+    processes = settings.get("processes", 1)
+    where = f" in {processes} processes" if processes > 1 else ""
+    print(f"hashcount, {settings['keys']} keys, {settings['rate']} records/s, {WORKERS} workers{where}, "
           f"{settings['duration']} s ({len(rounds)} round{'s' if len(rounds) > 1 else ''}, one value per round)\n")
     print("| | " + " | ".join(f"`{n}`" if n != "reference" else n for n in names) + " |")
     print("|---" * (len(names) + 1) + "|")

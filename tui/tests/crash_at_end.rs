@@ -10,37 +10,13 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{
-    Cluster, REPLICATED_KEYCOUNT, assert_same_outputs, example, sorted_lines, summary, wait_all_within,
-};
+use common::{Cluster, REPLICATED_KEYCOUNT, example, survives_failpoints};
 
 /// Every process must be done well within this.
 const LIMIT: Duration = Duration::from_secs(120);
 
 fn survives_losses_at_the_end(binary: &Path, cluster: &Cluster, job: &[&str], points: &[&str]) {
-    let base_out = cluster.dir.join("base.jsonl");
-    let outputs = wait_all_within(cluster.spawn_all(binary, job, &base_out, None), LIMIT);
-    for o in &outputs {
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    }
-    let base = summary(&outputs[0]);
-    let base_lines = sorted_lines(&base_out);
-    assert!(!base_lines.is_empty());
-    for point in points {
-        let out = cluster.dir.join(format!("{point}.jsonl"));
-        let mut outputs = wait_all_within(cluster.spawn_all(binary, job, &out, Some((2, point))), LIMIT);
-        let lost = outputs.pop().expect("process 2's output");
-        let said = String::from_utf8_lossy(&lost.stderr);
-        assert!(
-            said.contains(point),
-            "{point}: process 2 exited elsewhere: {said}"
-        );
-        for o in &outputs {
-            let stderr = String::from_utf8_lossy(&o.stderr);
-            assert!(!stderr.contains("panicked"), "{point}: {stderr}");
-        }
-        assert_same_outputs(&outputs, &base, (&out, &base_lines), point);
-    }
+    survives_failpoints(binary, cluster, job, 2, points, LIMIT);
 }
 
 #[test]

@@ -349,7 +349,7 @@ pub fn run_job<J: Job + ?Sized>(
             (timely.clone(), rank, &here),
         )?;
         if let Ran::Finished(summary) = ran {
-            restart::failpoint::hit(restart::failpoint::Point::Finished);
+            crate::failpoint::hit(crate::failpoint::Point::Finished);
             if let Some(liveness) = &liveness {
                 liveness.finish();
             }

@@ -436,7 +436,7 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
         rss_samples: rss.map(RssSamples::into_samples).unwrap_or_default(),
         scheduled,
     };
-    super::restart::failpoint::hit(super::restart::failpoint::Point::Report);
+    crate::failpoint::hit(crate::failpoint::Point::Report);
     let reports = reports
         .exchange(report, || shared.step(worker))
         .inspect_err(keep)?;
@@ -518,7 +518,7 @@ fn drain<R: timely::ExchangeData + Clone>(
     policy: Drain,
     start: Instant,
 ) -> Result<(Time, Duration), Stopped> {
-    super::restart::failpoint::hit(super::restart::failpoint::Point::Drain);
+    crate::failpoint::hit(crate::failpoint::Point::Drain);
     let began = Instant::now();
     let plan = drain::Plan {
         index: flow.index,

@@ -17,6 +17,7 @@
 //! output also stays the same when a worker fails at any point (see `crate::failure`).
 
 mod apply;
+mod decode;
 mod handoff;
 mod load;
 mod native;
@@ -275,11 +276,24 @@ pub(crate) fn pack_kept<S>(
 /// Bins that arrived on a worker and wait to be installed, by install time and bin.
 pub(crate) type Arriving<S> = std::collections::BTreeMap<(Time, u32), Arrival<S>>;
 
-/// A bin that arrived: its state messages, still encoded, or the bin itself (handed over by
-/// a worker of this process).
+/// A bin that arrived: from another process, being decoded (with its encoding's length), or
+/// the bin itself (handed over by a worker of this process).
 pub(crate) enum Arrival<S> {
-    Encoded(Vec<Vec<u8>>),
+    Decoding(decode::Decoding<S>, usize),
     Handed(Bin<S>),
+}
+
+impl<S: Serialize + DeserializeOwned + Send + 'static> Arrival<S> {
+    /// The bin, waiting for its decoding if it is still decoding (it stays here, decoded).
+    pub(crate) fn decoded(&mut self) -> Result<&mut Bin<S>, String> {
+        if let Arrival::Decoding(decoding, _) = self {
+            *self = Arrival::Handed(decoding.take()?);
+        }
+        match self {
+            Arrival::Handed(bin) => Ok(bin),
+            Arrival::Decoding(..) => Err("the bin was taken already".to_string()),
+        }
+    }
 }
 
 /// Bins shipped away, by move time and bin, with whether each left as a standby.

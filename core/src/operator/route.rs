@@ -387,6 +387,7 @@ where
                 if encoded_here >= budget {
                     actions.push(action);
                     self.local.wake_route();
+                    crate::failpoint::hit(crate::failpoint::Point::Shipping);
                     break;
                 }
                 // A fail point between two bins of a step.

@@ -34,8 +34,7 @@ use serde::de::DeserializeOwned;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use super::transfer::decode;
-use super::{Arrival, Bin, BinTable, Local, StatefulConfig, encoded};
+use super::{Bin, BinTable, Local, StatefulConfig, encoded};
 use crate::Time;
 use crate::config::{NONE, Placement, Replicas, Role};
 use crate::size::BinState;
@@ -285,18 +284,12 @@ pub(crate) fn handout<S: BinState>(operator: &str, local: &Local<S>) -> BTreeMap
         .collect();
     for ((time, bin), arrival) in local.arriving.borrow_mut().iter_mut() {
         let standby = standby(*bin, *time);
-        let bytes = match arrival {
-            Arrival::Handed(arrived) => moved(operator, *bin, *time, arrived),
-            Arrival::Encoded(parts) => {
-                let mut arrived: Bin<S> = match decode(parts.clone()) {
-                    Ok(b) => b,
-                    Err(e) => panic!(
-                        "{operator}: bin {bin} arrived corrupt at worker {}: {e}",
-                        local.me
-                    ),
-                };
-                moved(operator, *bin, *time, &mut arrived)
-            }
+        let bytes = match arrival.decoded() {
+            Ok(arrived) => moved(operator, *bin, *time, arrived),
+            Err(e) => panic!(
+                "{operator}: bin {bin} arrived corrupt at worker {}: {e}",
+                local.me
+            ),
         };
         out.insert(
             *bin,

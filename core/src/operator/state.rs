@@ -38,11 +38,12 @@ use timely::dataflow::operators::{Capability, InputCapability};
 use timely::progress::{Antichain, frontier::MutableAntichain};
 
 use super::apply::{Applied, Hooks, apply_time};
+use super::decode::Decoding;
 use super::handoff::{HANDED, Mailbox};
 use super::pending::Pending;
 use super::replica::{self, Ack, AckBoard, CHECK_REPLICAS, Holding, ack, emitted};
 use super::route::{DEST_SHIFT, Routed, Routes, bin_key, bin_of_key, order_key};
-use super::transfer::{Assembly, StateChunk, decode};
+use super::transfer::{Assembly, StateChunk};
 use super::{Arrival, Bin, Holds, Local, StatefulConfig, TakeoverLog};
 use crate::Time;
 use crate::config::{NONE, Placement, Role};
@@ -60,9 +61,9 @@ struct Work<R> {
     /// Bins whose earliest scheduled work is at this time (see `apply_time`). Some may
     /// have moved away since, their work with them: applying skips those.
     scheduled: Vec<u32>,
-    /// Bins arriving at this time: their bytes wait in `Local::arriving` (still serialized:
-    /// decoding waits until the time is applied, so that receiving a bin never holds up the
-    /// sender's next move; and a restart hands them out from there).
+    /// Bins arriving at this time: they wait in `Local::arriving` (those from another
+    /// process decoding off the worker, see `operator/decode.rs`; a restart hands them out
+    /// from there).
     installs: Vec<u32>,
 }
 
@@ -297,7 +298,7 @@ where
 
 impl<R: Serialize, O: Clone + Serialize, S, L> State<R, O, S, L>
 where
-    S: Serialize + DeserializeOwned + StateSize,
+    S: Serialize + DeserializeOwned + StateSize + Send + 'static,
     L: FnMut(Time, &mut Bin<S>, &mut Vec<R>, &mut Vec<O>),
 {
     fn receive_records(&mut self, cap: &InputCapability<Time>, batch: &mut Vec<Routed<R>>) {
@@ -331,7 +332,7 @@ where
                     continue;
                 };
                 let bytes = parts.iter().map(Vec::len).sum::<usize>();
-                (bin, Arrival::Encoded(parts), bytes)
+                (bin, Arrival::Decoding(Decoding::start(parts), bytes), bytes)
             };
             tracing::debug!(
                 target: "megaflux::migration",
@@ -427,16 +428,13 @@ where
                     let bytes = bin.held_bytes();
                     (bin, bytes)
                 }
-                Arrival::Encoded(parts) => {
-                    let bytes = parts.iter().map(Vec::len).sum();
-                    match decode(parts) {
-                        Ok(bin) => (bin, bytes),
-                        Err(e) => panic!(
-                            "{}: bin {bin_index} arrived corrupt at worker {me}: {e}",
-                            self.name
-                        ),
-                    }
-                }
+                Arrival::Decoding(decoding, bytes) => match decoding.take() {
+                    Ok(bin) => (bin, bytes),
+                    Err(e) => panic!(
+                        "{}: bin {bin_index} arrived corrupt at worker {me}: {e}",
+                        self.name
+                    ),
+                },
             };
             // Scheduled work moves with the bin: its earliest time is entered (`apply_time`
             // enters each next one as the bin runs).

@@ -256,3 +256,45 @@ pub fn assert_same_outputs(
     assert_eq!(sorted_lines(out), base_lines, "{what}: the output file");
     s
 }
+
+/// Runs `job` on every process of `cluster` with `binary`, once as it is and once for each
+/// of `points` with process `victim` made to exit there (`MEGAFLUX_FAILPOINT`), within
+/// `limit`. Checks that the victim exited at the point, that no survivor panicked, and
+/// that the survivors' outputs are the run's without the loss. Returns process 0's summary
+/// of each lossy run.
+pub fn survives_failpoints(
+    binary: &Path,
+    cluster: &Cluster,
+    job: &[&str],
+    victim: usize,
+    points: &[&str],
+    limit: Duration,
+) -> Vec<Value> {
+    let base_out = cluster.dir.join("base.jsonl");
+    let outputs = wait_all_within(cluster.spawn_all(binary, job, &base_out, None), limit);
+    for o in &outputs {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let base = summary(&outputs[0]);
+    let base_lines = sorted_lines(&base_out);
+    assert!(!base_lines.is_empty(), "the job wrote outputs");
+    points
+        .iter()
+        .map(|point| {
+            let out = cluster.dir.join(format!("{point}.jsonl"));
+            let failing = Some((victim, *point));
+            let mut outputs = wait_all_within(cluster.spawn_all(binary, job, &out, failing), limit);
+            let lost = outputs.remove(victim);
+            let said = String::from_utf8_lossy(&lost.stderr);
+            assert!(
+                said.contains(point),
+                "{point}: process {victim} exited elsewhere: {said}"
+            );
+            for o in &outputs {
+                let stderr = String::from_utf8_lossy(&o.stderr);
+                assert!(!stderr.contains("panicked"), "{point}: {stderr}");
+            }
+            assert_same_outputs(&outputs, &base, (&out, &base_lines), point)
+        })
+        .collect()
+}

@@ -42,7 +42,7 @@ pub(in crate::harness) fn agree(
     stateful: bool,
     abort: &Abort,
 ) -> Result<Option<(Placement, Survived)>, Disagreed> {
-    super::failpoint::hit(super::failpoint::Point::Agree);
+    crate::failpoint::hit(crate::failpoint::Point::Agree);
     let mut input = InputHandleVec::<Time, (u32, u32, bool)>::new();
     let heard: Rc<RefCell<Vec<(u32, u32, bool)>>> = Rc::default();
     let probe = ProbeHandle::new();

@@ -30,7 +30,7 @@ where
 {
     use timely::communication::allocator::zero_copy::initialize::initialize_networking_from_sockets;
     use timely::communication::allocator::{AllocatorBuilder, ProcessBuilder};
-    super::failpoint::hit(super::failpoint::Point::Connect);
+    crate::failpoint::hit(crate::failpoint::Point::Connect);
     let gone = || abort.is_stopped();
     let sockets = mesh((addresses, generation), rank, wait, &gone)
         .map_err(|e| RunError::Timely(format!("restarting the cluster: {e}")))?;

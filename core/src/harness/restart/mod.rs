@@ -14,7 +14,6 @@
 //! starts the next generation empty, and a rebalance under `--recovery` moves bins onto it.
 
 mod agree;
-pub(super) mod failpoint;
 mod mesh;
 
 use std::collections::BTreeMap;

@@ -1,6 +1,6 @@
 //! Fault injection for tests: `MEGAFLUX_FAILPOINT=<point>` makes the process exit at once,
 //! as `kill -9` would (no cleanup, its connections closed by the system), the first time it
-//! reaches that point of a restart or of the end of a run. A crash at the exact phase is
+//! reaches that point of a restart, of a move or of the end of a run. A crash at the exact phase is
 //! otherwise a matter of luck in the timing of a signal.
 
 use std::sync::OnceLock;
@@ -8,9 +8,9 @@ use std::sync::OnceLock;
 /// The variable that names the point.
 pub const VARIABLE: &str = "MEGAFLUX_FAILPOINT";
 
-/// Where a restart can be made to crash.
+/// Where a process can be made to crash.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(in crate::harness) enum Point {
+pub(crate) enum Point {
     /// Before connecting to the other survivors.
     Connect,
     /// Once connected, before agreeing where the bins are.
@@ -21,6 +21,9 @@ pub(in crate::harness) enum Point {
     Report,
     /// Once this process's part of the run finished, before it says so.
     Finished,
+    /// In a move, once a worker sent part of its bins' chunks to another process, before it
+    /// sends the rest: chunks are in flight.
+    Shipping,
 }
 
 impl Point {
@@ -31,12 +34,13 @@ impl Point {
             Point::Drain => "end-drain",
             Point::Report => "end-report",
             Point::Finished => "end-finished",
+            Point::Shipping => "move-shipping",
         }
     }
 }
 
 /// Exits the process if `MEGAFLUX_FAILPOINT` names `point`.
-pub(in crate::harness) fn hit(point: Point) {
+pub(crate) fn hit(point: Point) {
     static ARMED: OnceLock<Option<String>> = OnceLock::new();
     let armed = ARMED.get_or_init(|| std::env::var(VARIABLE).ok());
     if armed.as_deref() == Some(point.name()) {
