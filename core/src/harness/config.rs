@@ -293,7 +293,7 @@ pub enum EpochMode {
     /// since its last batch, once the output has passed that batch. A batch is as long as
     /// the job took with the last one: short when the job is light (a record waits for one
     /// turn of the loop, not half an epoch), long when it is loaded (fewer times, each
-    /// costing its progress round once), up to 1 ms; a worker behind by more has up to four
+    /// costing its progress round once), up to 1 ms; a worker behind by more has up to 32
     /// such batches in flight. A batch takes the time of its first epoch, so each
     /// record goes in at or before its own epoch, and its latency (measured once the output
     /// passes its epoch) is never taken before it is done. The times depend on how fast

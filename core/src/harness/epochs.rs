@@ -25,8 +25,13 @@ const PARK_MARGIN: Duration = Duration::from_micros(100);
 /// The longest a worker of a [`Pace::Max`] run waits for news with nothing to do.
 const MAX_PACE_PARK: Duration = Duration::from_millis(1);
 /// Adaptive epochs: the most batches a worker has in flight at once (a worker keeping up
-/// has one; one behind catches up with a few, as fixed epochs pipeline theirs).
-const MAX_BATCHES_IN_FLIGHT: usize = 4;
+/// has one; one behind catches up with several, as fixed epochs pipeline theirs). A worker
+/// behind catches up by at most this many batches per round trip of the output frontier.
+/// With four, a 2-process job under a fluid plan (each step holds the output a few ms, and
+/// the frontier's round trip between processes takes a few ms too) caught up 4 ms a round
+/// and fell further behind with every step: 250-530 ms of latency, against 20-26 ms with 32
+/// (README, *Moves between processes*).
+const MAX_BATCHES_IN_FLIGHT: usize = 32;
 /// Adaptive epochs: the longest stretch of due time one batch holds. A worker behind by more
 /// sends more batches rather than a larger one: a batch's cost per record grows with its size
 /// (its buffers are fresh memory), so ever larger batches would never catch up.
@@ -378,6 +383,37 @@ mod tests {
             third.extend(turn(2500, true));
             assert_eq!(third, (2000..2500).map(|i| (201, i)).collect::<Vec<_>>());
         });
+    }
+
+    #[test]
+    fn adaptive_epochs_far_behind_keep_several_batches_out_without_waiting() {
+        let len = EpochLen::from_us(10).expect("10 us divides a millisecond");
+        let config = RunConfig {
+            workers: 1,
+            rate: 1_000_000,
+            epoch: len,
+            epoch_mode: EpochMode::Adaptive,
+            duration: Duration::from_millis(20),
+            ..RunConfig::default()
+        };
+        let feed = Feed::Generated {
+            make: Box::new(|i, _| i),
+            index: 0,
+            peers: 1,
+            rate: config.rate,
+            len,
+        };
+        let mut epochs = Epochs::<u64>::new(&config, 0, 0, feed);
+        // 20 ms in, with the output held at the start (a step between processes holds it):
+        // twenty full batches go out one after another, none waiting for the output to
+        // pass the ones before it, so one round trip of the output catches the worker up.
+        for batch in 0..20u64 {
+            let due = epochs.due(Duration::from_millis(20), 0, false);
+            assert_eq!(due, (batch + 1) * 100, "batch {batch}");
+            // What `send` keeps of a batch it sent.
+            epochs.next = due + 1;
+            epochs.in_flight.push_back(epochs.next_time());
+        }
     }
 
     #[test]
