@@ -305,6 +305,28 @@ mod tests {
         std::mem::take(&mut *seen.borrow_mut())
     }
 
+    /// The epochs of a run of `ms` milliseconds at 1M records/s in 10 us epochs: epoch `e`
+    /// holds records `10(e-1)..10e`, record `i` due `i` us into the run.
+    fn generated(mode: EpochMode, ms: u64) -> Epochs<u64> {
+        let len = EpochLen::from_us(10).expect("10 us divides a millisecond");
+        let config = RunConfig {
+            workers: 1,
+            rate: 1_000_000,
+            epoch: len,
+            epoch_mode: mode,
+            duration: Duration::from_millis(ms),
+            ..RunConfig::default()
+        };
+        let feed = Feed::Generated {
+            make: Box::new(|i, _| i),
+            index: 0,
+            peers: 1,
+            rate: config.rate,
+            len,
+        };
+        Epochs::new(&config, 0, 0, feed)
+    }
+
     /// 1M records/s in 10 us epochs: epoch `e` holds records `10(e-1)..10e`, record `i`
     /// due `i` us into the run.
     fn run(
@@ -328,23 +350,7 @@ mod tests {
                     .probe()
                     .0
             });
-            let len = EpochLen::from_us(10).expect("10 us divides a millisecond");
-            let config = RunConfig {
-                workers: 1,
-                rate: 1_000_000,
-                epoch: len,
-                epoch_mode: mode,
-                duration: Duration::from_millis(5),
-                ..RunConfig::default()
-            };
-            let feed = Feed::Generated {
-                make: Box::new(|i, _| i),
-                index: 0,
-                peers: 1,
-                rate: config.rate,
-                len,
-            };
-            let mut epochs = Epochs::new(&config, 0, 0, feed);
+            let mut epochs = generated(mode, 5);
             data.advance_to(epochs.next_time());
             while probe.less_than(&epochs.next_time()) {
                 worker.step();
@@ -387,23 +393,7 @@ mod tests {
 
     #[test]
     fn adaptive_epochs_far_behind_keep_several_batches_out_without_waiting() {
-        let len = EpochLen::from_us(10).expect("10 us divides a millisecond");
-        let config = RunConfig {
-            workers: 1,
-            rate: 1_000_000,
-            epoch: len,
-            epoch_mode: EpochMode::Adaptive,
-            duration: Duration::from_millis(20),
-            ..RunConfig::default()
-        };
-        let feed = Feed::Generated {
-            make: Box::new(|i, _| i),
-            index: 0,
-            peers: 1,
-            rate: config.rate,
-            len,
-        };
-        let mut epochs = Epochs::<u64>::new(&config, 0, 0, feed);
+        let mut epochs = generated(EpochMode::Adaptive, 20);
         // 20 ms in, with the output held at the start (a step between processes holds it):
         // twenty full batches go out one after another, none waiting for the output to
         // pass the ones before it, so one round trip of the output catches the worker up.
