@@ -20,6 +20,7 @@ use megaflux_probe::wire::TOKEN_ENV;
 
 use crate::dash::{self, model::Connection, model::Dash};
 use crate::flags;
+use crate::memory;
 use crate::observe::{self, ProbeArgs};
 use crate::outcome::print_summary;
 use crate::session::{self, LOOPBACK_ANY, Shown};
@@ -245,6 +246,10 @@ struct RunArgs {
     /// timely port + 1000).
     #[arg(long, value_name = "PORT")]
     coordinator_port: Option<u16>,
+    /// Let the allocator use transparent huge pages (off by default: a move's first touch of
+    /// fresh 2 MiB pages stalls the worker that installs the bins).
+    #[arg(long)]
+    huge_pages: bool,
     /// Arguments for timely: -n PROCESSES -p INDEX -h HOSTFILE.
     #[arg(last = true, value_name = "TIMELY_ARGS")]
     timely: Vec<String>,
@@ -274,6 +279,8 @@ pub fn main(jobs: impl Into<Jobs>) -> ExitCode {
         // `run` and `replay` set up tracing themselves, with the probe when asked for.
         observe::install_tracing(None);
     }
+    // Before the job allocates its state; bench and replay runs take the default.
+    memory::apply(matches!(&cli.command, Command::Run(args) if args.huge_pages));
     match cli.command {
         Command::Run(args) => run(*args, &jobs),
         Command::Replay(args) => crate::replay::replay(args, &jobs),

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod dash;
 mod drain;
 mod flags;
+mod memory;
 pub mod observe;
 mod outcome;
 pub mod replay;
