@@ -1,41 +1,36 @@
 //! megaflux: stateful timely dataflow operators whose state migrates between workers while
-//! they run (Megaphone), with the workloads, plans and measurements to study it.
+//! they run (Megaphone) and survives a worker's failure (Flux), the runner that runs a job
+//! on them, and the built-in workloads.
 //!
-//! * [`bins`]: keys hash to a power-of-two number of bins, the unit of placement.
-//! * [`config`]: bin→worker maps and their history by logical time.
-//! * [`plan`]: migration strategies turning a current and a target map into steps.
-//! * [`operator`]: `stateful_unary` / `stateful_binary`, the F/S operator pair.
-//! * [`control`]: the thread-safe handle through which commands reach the dataflow.
+//! Three layers, each using only those below it:
+//!
+//! * The engine: [`bins`] (keys hash to a power-of-two number of bins, the unit of
+//!   placement), [`config`] (bin→worker maps and their history by logical time), [`plan`]
+//!   (migration strategies turning a current and a target map into steps), [`driver`] (the
+//!   plan driver), [`operator`] (`stateful_unary` / `stateful_binary`, the F/S operator
+//!   pair, and replicas), [`control`] (the handle through which commands reach the
+//!   dataflow), [`failure`], [`failover`], [`balance`], [`scale`], [`size`], [`epoch`],
+//!   [`error`].
+//! * The runner: [`job`] (what a job is, its own flags, the registry), [`source`],
+//!   [`harness`] (`run_job`: the run from start to summary), [`membership`] (the cluster's
+//!   processes), [`summary`], [`latency`], [`sampler`], [`rate`], [`rss`], [`files`].
+//! * The built-in workloads, jobs like a user's: [`workload`] (key count, and
+//!   [`workload::builtin`]), [`nexmark`], [`skew`].
 
 #![warn(missing_docs)]
 
-pub mod abort;
-pub mod balance;
-pub mod bins;
-pub mod config;
-pub mod control;
-pub mod driver;
-pub mod epoch;
-pub mod error;
-pub mod failover;
-mod failpoint;
-pub mod failure;
-pub mod files;
-pub mod harness;
-pub mod job;
-pub mod latency;
-pub mod membership;
+mod engine;
+mod runner;
+
+pub(crate) use engine::failpoint;
+pub use engine::{
+    balance, bins, config, control, driver, epoch, error, failover, failure, operator, plan, scale, size,
+};
+pub(crate) use runner::sink;
+pub use runner::{files, harness, job, latency, membership, rate, rss, sampler, source, summary};
+
 pub mod nexmark;
-pub mod operator;
-pub mod plan;
-pub mod rss;
-pub mod sampler;
-pub mod scale;
-mod sink;
-pub mod size;
 pub mod skew;
-pub mod source;
-pub mod summary;
 pub mod workload;
 
 /// Logical time: epochs of scheduled input time, [`epoch::DEFAULT_EPOCH_US`] (100 µs) each

@@ -51,7 +51,7 @@ impl Job for Ticker {
         Source::lines(|l: &str| l.parse::<u64>().map_err(|e| e.to_string()))
     }
 
-    fn drain(&self) -> Drain {
+    fn drain(&self, _run: &RunConfig) -> Drain {
         self.drain
     }
 

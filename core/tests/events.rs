@@ -5,7 +5,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use megaflux::control::ControlHandle;
-use megaflux::harness::{RunConfig, run};
+use megaflux::harness::RunConfig;
+use megaflux::job::ParamValues;
+use megaflux::workload::run;
 use tracing::field::{Field, Visit};
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::{Context, SubscriberExt};
@@ -43,7 +45,7 @@ fn every_moved_bin_goes_through_every_phase() {
     tracing::subscriber::set_global_default(subscriber).unwrap();
 
     let config = RunConfig {
-        keys: 5_000,
+        params: ParamValues::new().with("keys", 5_000),
         rate: 20_000,
         duration: Duration::from_millis(1200),
         migrations: vec!["matched@0.3:pack:1".parse().unwrap()],

@@ -3,7 +3,10 @@
 //! process detects reach the coordinator; another job's process is refused; and a flood of
 //! silent connections does not keep a member out; a process joins only in a lost one's place
 //! of a job that restarts, and takes part in the next restart order; one waiting for a held
-//! place is told when the job ends.
+//! place is told when the job ends. Every connection proves the cluster's secret both ways:
+//! a stranger without it takes no place and is told nothing, a flood cannot push out a
+//! member being admitted, failure reports name only the reporter's own workers (numbered as
+//! the current computation numbers them), and a member checks process 0's frames.
 
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
@@ -11,9 +14,22 @@ use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use megaflux::failure::Failures;
+use megaflux::membership::secret::{Nonce, nonce};
 use megaflux::membership::wire::{Frame, FrameReader, Read1, write_frame};
-use megaflux::membership::{Coordinator, Event, Hello, Member, OnEvent, Settings};
+use megaflux::membership::{Coordinator, Event, Hello, Links, Member, OnEvent, Secret, Settings, proofs};
+
+/// The cluster's secret in these tests.
+fn secret() -> Secret {
+    Secret::new("membership tests' cluster secret").unwrap()
+}
+
+/// A coordinator at `address` of 3 processes of 2 workers, for `job`.
+fn coordinator(address: &str, job: Settings, committed: Option<Arc<AtomicU64>>, on: OnEvent) -> Coordinator {
+    Coordinator::start(address, (job, secret()), (3, 2), WAIT, committed, on).unwrap()
+}
 
 /// The test job's settings; `seed` tells jobs apart.
 fn job_with(seed: u64) -> Settings {
@@ -59,32 +75,88 @@ fn start_member(
     failures: Arc<Failures>,
     join: bool,
 ) -> (Member, Receiver<Event>) {
+    start_member_with(address, (process, join), (job, secret()), failures).0
+}
+
+/// A member, and the events it reports.
+type Started = (Member, Receiver<Event>);
+
+/// A member as given, and the committed frontier and reach it links.
+fn start_member_with(
+    address: &str,
+    (process, join): (usize, bool),
+    (job, secret): (Settings, Secret),
+    failures: Arc<Failures>,
+) -> (Started, (Arc<AtomicU64>, Arc<AtomicU64>)) {
     let (on, got) = events();
     let hello = Hello {
         job,
         process,
         processes: 3,
         join,
+        secret,
     };
-    (
-        Member::start(address.to_string(), hello, WAIT, failures, Default::default(), on).unwrap(),
-        got,
-    )
+    let (committed, reached) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let links = Links {
+        newly_failed: Arc::new(move || failures.newly_failed()),
+        committed: Arc::clone(&committed),
+        reached: Arc::clone(&reached),
+    };
+    let member = Member::start(address.to_string(), hello, WAIT, links, on).unwrap();
+    ((member, got), (committed, reached))
 }
 
-/// A member that says hello by hand and then does what the test says.
-fn fake_member(address: &str, process: u32) -> TcpStream {
+/// Reads the next frame from `s`, within the patience.
+fn next_frame(s: &mut TcpStream, reader: &mut FrameReader) -> Option<Frame> {
+    s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    let since = std::time::Instant::now();
+    let mut frames = Vec::new();
+    while frames.is_empty() {
+        assert!(since.elapsed() < PATIENCE, "no frame came");
+        match reader.read(s) {
+            Ok(Read1::Frames(f)) => frames = f,
+            Ok(Read1::Closed) | Err(_) => return None,
+        }
+    }
+    Some(frames.remove(0))
+}
+
+/// The challenge a new connection to the coordinator is sent.
+fn challenged(s: &mut TcpStream, reader: &mut FrameReader) -> Nonce {
+    match next_frame(s, reader) {
+        Some(Frame::Challenge { nonce }) => nonce,
+        other => panic!("expected a challenge, got {other:?}"),
+    }
+}
+
+/// A hello or join for `process`, proved with `secret` over `challenge`.
+fn hello_frame(secret: &Secret, join: bool, challenge: &Nonce, process: u32) -> Frame {
+    let hello = Hello {
+        job: job(),
+        process: process as usize,
+        processes: 3,
+        join,
+        secret: secret.clone(),
+    };
+    hello.frame(challenge, nonce().unwrap())
+}
+
+/// A member that proves the secret by hand (`join`: joins), is welcomed, and then does
+/// what the test says.
+fn fake_joiner(address: &str, process: u32, join: bool) -> (TcpStream, FrameReader) {
     let mut s = TcpStream::connect(address).unwrap();
-    write_frame(
-        &mut s,
-        &Frame::Hello {
-            job: job(),
-            process,
-            processes: 3,
-        },
-    )
-    .unwrap();
-    s
+    let mut reader = FrameReader::default();
+    let challenge = challenged(&mut s, &mut reader);
+    write_frame(&mut s, &hello_frame(&secret(), join, &challenge, process)).unwrap();
+    match next_frame(&mut s, &mut reader) {
+        Some(Frame::Welcome { .. }) => {}
+        other => panic!("expected a welcome, got {other:?}"),
+    }
+    (s, reader)
+}
+
+fn fake_member(address: &str, process: u32) -> TcpStream {
+    fake_joiner(address, process, false).0
 }
 
 fn lost(event: Event) -> (usize, String) {
@@ -98,7 +170,7 @@ fn lost(event: Event) -> (usize, String) {
 fn the_coordinator_reports_a_silent_member_a_closed_one_and_not_one_that_said_bye() {
     let address = free_address();
     let (on, got) = events();
-    let _c = Coordinator::start(&address, job(), (3, 2), WAIT, None, on).unwrap();
+    let _c = coordinator(&address, job(), None, on);
     // Process 1 says hello and nothing more: it hangs.
     let _hung = fake_member(&address, 1);
     // Process 2 beats a while, says bye, and goes.
@@ -117,11 +189,27 @@ fn the_coordinator_reports_a_silent_member_a_closed_one_and_not_one_that_said_by
 
     let address = free_address();
     let (on, got) = events();
-    let _c = Coordinator::start(&address, job(), (3, 2), WAIT, None, on).unwrap();
+    let _c = coordinator(&address, job(), None, on);
     let gone = fake_member(&address, 2);
     drop(gone);
     let (process, cause) = lost(got.recv_timeout(PATIENCE).unwrap());
     assert_eq!((process, cause.as_str()), (2, "its connection closed"));
+}
+
+/// A coordinator by hand on `listener`: challenges the next member, and welcomes it with
+/// a proof of `secret`, right or not.
+fn fake_coordinator(listener: &TcpListener, secret: &Secret) -> (TcpStream, FrameReader) {
+    let (mut s, _) = listener.accept().unwrap();
+    let mut reader = FrameReader::default();
+    let challenge = nonce().unwrap();
+    write_frame(&mut s, &Frame::Challenge { nonce: challenge }).unwrap();
+    let (theirs, process) = match next_frame(&mut s, &mut reader) {
+        Some(Frame::Hello { nonce, process, .. } | Frame::Join { nonce, process, .. }) => (nonce, process),
+        other => panic!("expected a hello, got {other:?}"),
+    };
+    let proof = proofs::welcome(secret, (&theirs, &challenge), process);
+    write_frame(&mut s, &Frame::Welcome { proof }).unwrap();
+    (s, reader)
 }
 
 #[test]
@@ -130,7 +218,7 @@ fn a_member_reports_process_0_silent_or_closed() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let address = listener.local_addr().unwrap().to_string();
         let (_m, got) = member(&address, 1, job(), Arc::new(Failures::new(6)));
-        let (coordinator, _) = listener.accept().unwrap();
+        let (coordinator, _) = fake_coordinator(&listener, &secret());
         if !hang {
             drop(coordinator);
         }
@@ -156,17 +244,18 @@ fn failures_of_other_processes_reach_the_driver_and_the_run_ends_quietly() {
         }
         on(e)
     });
-    let c = Coordinator::start(&address, job(), (3, 2), WAIT, None, on).unwrap();
+    let c = coordinator(&address, job(), None, on);
     let failures1 = Arc::new(Failures::new(6));
     let (m1, got1) = member(&address, 1, job(), Arc::clone(&failures1));
     let (m2, got2) = member(&address, 2, job(), Arc::new(Failures::new(6)));
     // Worker 3 (of process 1) fails by itself, twice, a rejoin between.
     failures1.fail(3);
     assert_eq!(got.recv_timeout(PATIENCE).unwrap(), Event::Failed { worker: 3 });
+    assert_eq!(coordinator_failures.newly_failed(), vec![3]);
     failures1.revive(3, 10);
     failures1.fail(3);
     assert_eq!(got.recv_timeout(PATIENCE).unwrap(), Event::Failed { worker: 3 });
-    assert_eq!(coordinator_failures.newly_failed(), vec![3, 3]);
+    assert_eq!(coordinator_failures.newly_failed(), vec![3]);
     // A member beats while its run goes on: a few silence limits pass without news.
     assert!(got.recv_timeout(Duration::from_secs(3)).is_err());
     m1.finish();
@@ -182,7 +271,7 @@ fn failures_of_other_processes_reach_the_driver_and_the_run_ends_quietly() {
 fn another_jobs_process_is_refused_and_told_why() {
     let address = free_address();
     let (on, _got) = events();
-    let _c = Coordinator::start(&address, job(), (3, 2), WAIT, None, on).unwrap();
+    let _c = coordinator(&address, job(), None, on);
     let (_m, got) = member(&address, 1, job_with(0xfeed + 1), Arc::new(Failures::new(6)));
     match got.recv_timeout(PATIENCE).unwrap() {
         Event::Refused { reason } => assert!(reason.contains("another job"), "{reason}"),
@@ -195,7 +284,7 @@ fn silent_connections_and_garbage_do_not_keep_a_member_out() {
     let address = free_address();
     let failures0 = Arc::new(Failures::new(6));
     let (on, got) = events();
-    let _c = Coordinator::start(&address, job(), (3, 2), WAIT, None, on).unwrap();
+    let _c = coordinator(&address, job(), None, on);
     let mut crowd: Vec<TcpStream> = (0..100)
         .filter_map(|_| TcpStream::connect(&address).ok())
         .collect();
@@ -230,7 +319,7 @@ fn refused(got: &Receiver<Event>) -> String {
 fn restartable(address: &str) -> (Coordinator, Receiver<Event>) {
     let (on, got) = events();
     let committed = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let c = Coordinator::start(address, job(), (3, 2), WAIT, Some(committed), on).unwrap();
+    let c = coordinator(address, job(), Some(committed), on);
     (c, got)
 }
 
@@ -239,7 +328,7 @@ fn a_process_joins_only_in_a_lost_place_of_a_job_that_restarts() {
     // A job that does not restart takes no one in.
     let address = free_address();
     let (on, _got) = events();
-    let _c = Coordinator::start(&address, job(), (3, 2), WAIT, None, on).unwrap();
+    let _c = coordinator(&address, job(), None, on);
     let (_m, got) = start_member(&address, 2, job(), Arc::new(Failures::new(6)), true);
     assert!(refused(&got).contains("does not restart"));
 
@@ -330,15 +419,12 @@ fn a_join_waiting_for_a_held_place_is_refused_when_the_job_ends() {
     taken_in(&c, 1);
     // A twin of process 1, which still runs: the coordinator waits for process 1 to go,
     // beating to the twin meanwhile.
+    // It proved the secret: it hears beats while it waits, and a welcome only once its
+    // verdict is in.
     let mut twin = TcpStream::connect(&address).unwrap();
-    let join = Frame::Join {
-        job: job(),
-        process: 1,
-        processes: 3,
-    };
-    write_frame(&mut twin, &join).unwrap();
-    twin.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
     let mut reader = FrameReader::default();
+    let challenge = challenged(&mut twin, &mut reader);
+    write_frame(&mut twin, &hello_frame(&secret(), true, &challenge, 1)).unwrap();
     let mut next = || -> Vec<Frame> {
         let since = std::time::Instant::now();
         loop {
@@ -363,4 +449,196 @@ fn a_join_waiting_for_a_held_place_is_refused_when_the_job_ends() {
         }
     };
     assert!(reason.contains("has ended"), "{reason}");
+}
+
+/// Reads `s` until it closes; every frame it was sent.
+fn all_frames(s: &mut TcpStream, reader: &mut FrameReader) -> Vec<Frame> {
+    let mut frames = Vec::new();
+    while let Some(frame) = next_frame(s, reader) {
+        frames.push(frame);
+    }
+    frames
+}
+
+/// A stranger without the secret cannot take a process's place, and is told nothing: not
+/// by guessing the proof, nor by any frame but a hello; the real process is then taken in.
+#[test]
+fn a_stranger_without_the_secret_takes_no_place_and_is_told_nothing() {
+    let address = free_address();
+    let (on, got) = events();
+    let c = coordinator(&address, job(), None, on);
+    let wrong = Secret::new("not the membership tests' secret").unwrap();
+    for attempt in 0..3 {
+        let mut s = TcpStream::connect(&address).unwrap();
+        let mut reader = FrameReader::default();
+        let challenge = challenged(&mut s, &mut reader);
+        let frame = match attempt {
+            0 => hello_frame(&wrong, false, &challenge, 1),
+            1 => hello_frame(&Secret::none(), true, &challenge, 2),
+            _ => Frame::Bye,
+        };
+        write_frame(&mut s, &frame).unwrap();
+        assert_eq!(
+            all_frames(&mut s, &mut reader),
+            vec![],
+            "attempt {attempt}: told something"
+        );
+    }
+    assert!(c.live().is_empty());
+    // A member with another secret is not welcomed either, and says why it may be.
+    let (_other, _) = start_member_with(&address, (1, false), (job(), wrong), Arc::new(Failures::new(6)));
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(c.live().is_empty());
+    // The real process 1 is taken in.
+    let (_m1, _) = member(&address, 1, job(), Arc::new(Failures::new(6)));
+    taken_in(&c, 1);
+    assert!(got.try_recv().is_err(), "a stranger made news");
+}
+
+/// A member trusts no coordinator that does not prove the secret: it never starts watching
+/// one, and after its wait says the coordinator did not prove it.
+#[test]
+fn a_member_does_not_trust_a_coordinator_without_the_secret() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let (on, got) = events();
+    let hello = Hello {
+        job: job(),
+        process: 1,
+        processes: 3,
+        join: false,
+        secret: secret(),
+    };
+    let links = Links {
+        newly_failed: Arc::new(Vec::new),
+        committed: Arc::default(),
+        reached: Arc::default(),
+    };
+    let _m = Member::start(address, hello, Duration::from_secs(2), links, on).unwrap();
+    // It challenges and welcomes every connection, with a proof it cannot make.
+    let impostor = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming() {
+            let Ok(mut s) = s else { return };
+            let mut reader = FrameReader::default();
+            let _ = write_frame(
+                &mut s,
+                &Frame::Challenge {
+                    nonce: nonce().unwrap(),
+                },
+            );
+            let _ = next_frame(&mut s, &mut reader);
+            let _ = write_frame(&mut s, &Frame::Welcome { proof: [7; 32] });
+            held.push(s);
+        }
+    });
+    let (process, cause) = lost(got.recv_timeout(PATIENCE).unwrap());
+    assert_eq!(process, 0);
+    assert!(cause.contains("did not prove the cluster secret"), "{cause}");
+    drop(impostor);
+}
+
+/// A flood of silent connections while a process waits to join (admitted, waiting for the
+/// place it takes to be lost) does not close its connection: it is taken in.
+#[test]
+fn a_flood_does_not_close_a_member_being_admitted() {
+    let address = free_address();
+    let (c, got0) = restartable(&address);
+    let (m1, _) = member(&address, 1, job(), Arc::new(Failures::new(6)));
+    taken_in(&c, 1);
+    // A process joins for process 1's place, which is still held: it waits.
+    let (_joiner, got) = start_member(&address, 1, job(), Arc::new(Failures::new(6)), true);
+    let flood: Vec<TcpStream> = (0..300)
+        .filter_map(|_| TcpStream::connect(&address).ok())
+        .collect();
+    drop(m1);
+    assert_eq!(lost(got0.recv_timeout(PATIENCE).unwrap()).0, 1);
+    assert_eq!(got0.recv_timeout(PATIENCE).unwrap(), Event::Join { process: 1 });
+    assert_eq!(c.joined(), vec![1]);
+    assert!(got.try_recv().is_err(), "the joiner heard of a loss");
+    drop(flood);
+}
+
+/// A process reports only its own workers' failures, numbered as the current computation
+/// numbers them: after a restart without process 1, process 2 is rank 1, with workers 2
+/// and 3. Reports repeated before the driver reads them are one.
+#[test]
+fn failure_reports_name_only_the_reporters_workers_as_renumbered() {
+    let address = free_address();
+    let driver = Arc::new(Failures::new(6));
+    let (on, got) = events();
+    let reported = Arc::clone(&driver);
+    let on: OnEvent = Arc::new(move |e| {
+        if let Event::Failed { worker } = e {
+            reported.report(worker);
+        }
+        on(e)
+    });
+    let committed = Arc::new(AtomicU64::new(0));
+    let c = coordinator(&address, job(), Some(committed), on);
+    let (m1, _) = member(&address, 1, job(), Arc::new(Failures::new(6)));
+    let mut p2 = fake_member(&address, 2);
+    taken_in(&c, 1);
+    taken_in(&c, 2);
+    // Before the restart, process 2 may name workers 4 and 5 only.
+    for worker in [0, 2, 3, 6, u32::MAX, 4, 4, 4] {
+        write_frame(&mut p2, &Frame::Failed { worker }).unwrap();
+    }
+    assert_eq!(got.recv_timeout(PATIENCE).unwrap(), Event::Failed { worker: 4 });
+    for _ in 0..3 {
+        write_frame(&mut p2, &Frame::Beat).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(driver.newly_failed(), vec![4], "repeated reports are one");
+    drop(m1);
+    loop {
+        match got.recv_timeout(PATIENCE).unwrap() {
+            Event::Lost { process: 1, .. } => break,
+            Event::Failed { .. } => {}
+            other => panic!("expected process 1 lost, got {other:?}"),
+        }
+    }
+    c.restart((1, 0, None), &[1], 0);
+    for worker in [4, 5, 0, 3] {
+        write_frame(&mut p2, &Frame::Failed { worker }).unwrap();
+    }
+    assert_eq!(got.recv_timeout(PATIENCE).unwrap(), Event::Failed { worker: 3 });
+    assert!(got.recv_timeout(Duration::from_millis(500)).is_err());
+}
+
+/// A member checks process 0's frames: a committed frontier past what its inputs reached
+/// is not believed (it would drop the outputs kept for a restart), and a restart order
+/// naming places the cluster does not have stops it with one clear cause.
+#[test]
+fn a_member_checks_process_0s_frames() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let ((_m, got), (committed, reached)) = start_member_with(
+        &address,
+        (1, false),
+        (job(), secret()),
+        Arc::new(Failures::new(6)),
+    );
+    let (mut c, _) = fake_coordinator(&listener, &secret());
+    reached.store(50, Ordering::Release);
+    write_frame(&mut c, &Frame::Committed { time: u64::MAX }).unwrap();
+    write_frame(&mut c, &Frame::Committed { time: 40 }).unwrap();
+    let since = std::time::Instant::now();
+    while committed.load(Ordering::Acquire) != 40 {
+        assert!(since.elapsed() < PATIENCE, "the believable frontier never came");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    write_frame(&mut c, &Frame::Committed { time: 51 }).unwrap();
+    let order = Frame::Restart {
+        generation: 1,
+        survivors: vec![0, 1, 9],
+        committed: 40,
+        clock_ns: 0,
+        end: None,
+    };
+    write_frame(&mut c, &order).unwrap();
+    let (process, cause) = lost(got.recv_timeout(PATIENCE).unwrap());
+    assert_eq!(process, 0);
+    assert!(cause.contains("process 9 of a cluster of 3"), "{cause}");
+    assert_eq!(committed.load(Ordering::Acquire), 40);
 }

@@ -117,7 +117,7 @@ fn run(
         let job = NexmarkJob::new(query);
         let run = Arc::new(RunConfig {
             rate: RATE,
-            nexmark: params(),
+            params: params().values(),
             epoch: EpochLen::MS,
             ..RunConfig::default()
         });

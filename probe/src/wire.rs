@@ -10,12 +10,12 @@
 
 use std::time::Duration;
 
-use futures::{SinkExt, StreamExt};
+use futures::StreamExt;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncRead, AsyncWrite, ReadHalf, WriteHalf};
-use tokio_util::bytes::Bytes;
-use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
+use tokio_util::bytes::{Buf, Bytes, buf::Chain};
+use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 
 use megaflux::ConfigError;
 use megaflux::control::Command;
@@ -224,9 +224,16 @@ pub enum ServerFrame {
 
 /// A framed connection. Reading and writing have their own frame limits: a collector reads
 /// little from a client it does not trust yet, and still sends it whole snapshots.
+///
+/// A frame is written from its own bytes, not copied into a buffer of the connection's: a
+/// frame shared by every subscriber stays one copy however many of them are slow to take
+/// it, and a connection keeps no buffer the size of the largest frame it ever sent.
 pub struct Connection<T> {
     reader: FramedRead<ReadHalf<T>, LengthDelimitedCodec>,
-    writer: FramedWrite<WriteHalf<T>, LengthDelimitedCodec>,
+    writer: WriteHalf<T>,
+    /// What a send cut short (by a timeout) left unwritten: the next send writes it first,
+    /// so the peer never sees half a frame followed by another.
+    unsent: Option<Chain<std::io::Cursor<[u8; 4]>, Bytes>>,
 }
 
 fn codec(max: usize) -> LengthDelimitedCodec {
@@ -245,7 +252,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
         let (read, write) = tokio::io::split(io);
         Connection {
             reader: FramedRead::new(read, codec(max)),
-            writer: FramedWrite::new(write, codec(MAX_FRAME_BYTES)),
+            writer: write,
+            unsent: None,
         }
     }
 
@@ -261,10 +269,32 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
 
     /// Sends a frame [`encode`]d before (once, for every subscriber that gets it).
     pub async fn send_encoded(&mut self, frame: Bytes) -> Result<(), ProbeError> {
-        self.writer
-            .send(frame)
-            .await
-            .map_err(|e| ProbeError::io("sending a frame", e))
+        let len = u32::try_from(frame.len())
+            .ok()
+            .filter(|n| *n as usize <= MAX_FRAME_BYTES)
+            .ok_or_else(|| {
+                ProbeError::Protocol(format!(
+                    "frame of {} bytes is over the limit of {MAX_FRAME_BYTES}",
+                    frame.len()
+                ))
+            })?;
+        self.write_unsent().await?;
+        self.unsent = Some(std::io::Cursor::new(len.to_be_bytes()).chain(frame));
+        self.write_unsent().await
+    }
+
+    /// Writes what is left of the last frame (cancel-safe: `unsent` keeps what was not
+    /// written yet).
+    async fn write_unsent(&mut self) -> Result<(), ProbeError> {
+        if let Some(unsent) = self.unsent.as_mut() {
+            let written = async {
+                self.writer.write_all_buf(unsent).await?;
+                self.writer.flush().await
+            };
+            written.await.map_err(|e| ProbeError::io("sending a frame", e))?;
+            self.unsent = None;
+        }
+        Ok(())
     }
 
     /// Receives one frame and its size in bytes; `Ok(None)` when the peer closed the
@@ -621,6 +651,28 @@ mod tests {
             r#"{"type":"hello","protocol":2,"role":"exporter","process":1}"#
         );
         assert_eq!(serde_json::from_str::<ClientFrame>(&json).unwrap(), hello);
+    }
+
+    /// A send cut short (its future dropped, as by a timeout, with half the frame written)
+    /// is finished by the next send: the peer reads both frames whole, in order. And a
+    /// frame over the limit is refused before a byte of it is written.
+    #[tokio::test]
+    async fn a_send_cut_short_is_finished_before_the_next_frame() {
+        let (near, far) = tokio::io::duplex(1 << 10);
+        let mut writer = Connection::new(near);
+        let mut reader = Connection::new(far);
+        let big = encode(&vec![7u8; 64 << 10]).unwrap();
+        let cut = tokio::time::timeout(Duration::from_millis(50), writer.send_encoded(big)).await;
+        assert!(cut.is_err(), "the peer reads nothing yet: the send waits");
+        let too_big = Bytes::from(vec![0u8; MAX_FRAME_BYTES + 1]);
+        assert!(writer.send_encoded(too_big).await.is_err());
+        let sending = tokio::spawn(async move {
+            writer.send(&"after".to_string()).await.unwrap();
+            writer
+        });
+        assert_eq!(reader.recv::<Vec<u8>>().await.unwrap(), Some(vec![7u8; 64 << 10]));
+        assert_eq!(reader.recv::<String>().await.unwrap().as_deref(), Some("after"));
+        drop(sending.await.unwrap());
     }
 
     /// A snapshot over the part size goes in parts and is put together whole.

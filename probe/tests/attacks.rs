@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use megaflux::Bins;
 use megaflux::control::ControlHandle;
-use megaflux::harness::{self, RunConfig};
+use megaflux::harness::RunConfig;
 use megaflux_probe::ProbeLayer;
 use megaflux_probe::collector::{Collector, CollectorConfig, Limits};
 use megaflux_probe::event::{Event, Outcome, Stamped};
@@ -34,10 +34,12 @@ const TOKEN: &str = "s3cret";
 /// Enough bins for the flood's moves of 7,000 bins.
 const BINS: u32 = 8192;
 
+/// The attacked job: it runs until well after the attacks end (about 28 s on an idle
+/// machine, past 30 s under load, when the last command found the job finished).
 fn config() -> RunConfig {
     RunConfig {
         bins: Bins::new(BINS as usize).unwrap(),
-        ..common::job(30)
+        ..common::job(45)
     }
 }
 
@@ -248,7 +250,7 @@ fn an_attacked_collector_keeps_the_job_and_its_viewers_whole() {
     .unwrap();
     let port = collector.local_addr().unwrap().port();
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-    let job = std::thread::spawn(move || harness::run(config(), control).unwrap().unwrap());
+    let job = std::thread::spawn(move || megaflux::workload::run(config(), control).unwrap().unwrap());
 
     let rt = common::runtime();
     // The well-behaved viewer, on a thread of its own (the attacks below block theirs).
@@ -466,6 +468,25 @@ fn an_attacked_collector_keeps_the_job_and_its_viewers_whole() {
             "{welcome:?}"
         );
 
+        phase("moved");
+        // The flood's moves are allowed through a burst: the first one moves 7000 bins for
+        // real, and that move's events (about 21k, for the model and every viewer) cost the
+        // job tens of MiB whoever asked for it. Made here first, by a client that does not
+        // flood, the flood's own moves find the bins where they ask for them, and what is
+        // measured below is what the flood costs.
+        let mut mover = subscribe_from([127, 0, 0, 3], addr).await;
+        let first = ask(
+            &mut mover,
+            vec![CommandRequest::MoveBins {
+                bins: (0..7000).collect(),
+                worker: 1,
+                standby: false,
+            }],
+        )
+        .await;
+        assert_eq!(first[0].0, Outcome::Applied, "{first:?}");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+
         phase("flood");
         // The command flood, twice: each wave's 40 clients never read, and lose events to a
         // burst; 80 stalled viewers in all, more than the model keeps places of drops for.
@@ -542,13 +563,14 @@ fn an_attacked_collector_keeps_the_job_and_its_viewers_whole() {
         attacks.moved[1].1.len()
     );
 
-    // The command flood cost the job little memory (it cost 968 MiB before budgets).
+    // The command flood cost the job little memory (it cost 968 MiB before budgets; 9.3-9.5
+    // MiB on 2026-12-06, once a connection no longer copied each frame it sent).
     eprintln!(
         "the command flood (2 waves of 40 clients x 32 moves of 7000 bins) grew the job by {:.1} MiB",
         attacks.grown as f64 / f64::from(1 << 20)
     );
     assert!(
-        attacks.grown < 64 << 20,
+        attacks.grown < 32 << 20,
         "the flood grew the job by {} MiB",
         attacks.grown >> 20
     );
@@ -671,8 +693,15 @@ fn an_attacked_collector_keeps_the_job_and_its_viewers_whole() {
         }
     }
 
-    // The job computed what a job nobody attacked computes.
-    let quiet = harness::run(config(), ControlHandle::new()).unwrap().unwrap();
+    // The job computed what a job nobody attacked computes (as fast as it goes: the same
+    // records at the same logical times).
+    let quiet = RunConfig {
+        pace: megaflux::harness::Pace::Max,
+        ..config()
+    };
+    let quiet = megaflux::workload::run(quiet, ControlHandle::new())
+        .unwrap()
+        .unwrap();
     assert_eq!(summary.output_digest, quiet.output_digest);
     assert_eq!(summary.outputs, quiet.outputs);
 }

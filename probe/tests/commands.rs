@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use megaflux::control::ControlHandle;
-use megaflux::harness::{self, RunConfig};
+use megaflux::harness::RunConfig;
 use megaflux_probe::ProbeLayer;
 use megaflux_probe::collector::{Collector, CollectorConfig};
 use megaflux_probe::event::{Event, Outcome};
@@ -41,7 +41,7 @@ fn bad_commands_are_rejected_and_the_job_goes_on() {
     )
     .unwrap();
     let addr = collector.local_addr().unwrap();
-    let job = std::thread::spawn(move || harness::run(config(), control).unwrap().unwrap());
+    let job = std::thread::spawn(move || megaflux::workload::run(config(), control).unwrap().unwrap());
 
     let rt = common::runtime();
     let answers = rt.block_on(async {
@@ -91,7 +91,9 @@ fn bad_commands_are_rejected_and_the_job_goes_on() {
     let report = collector.finish(Duration::ZERO, None).unwrap();
     assert!(report.model.moving.is_empty());
     // Unchanged: the same output as a job nobody sent commands to.
-    let quiet = harness::run(config(), ControlHandle::new()).unwrap().unwrap();
+    let quiet = megaflux::workload::run(config(), ControlHandle::new())
+        .unwrap()
+        .unwrap();
     assert_eq!(summary.output_digest, quiet.output_digest);
     assert_eq!(summary.outputs, quiet.outputs);
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use megaflux::Bins;
 use megaflux::control::{Command, ControlHandle};
-use megaflux::harness::{self, RunConfig};
+use megaflux::harness::RunConfig;
 use megaflux_probe::event::{Event, KINDS, Outcome, Phase, expand};
 use megaflux_probe::{ProbeLayer, Stamped};
 use tracing_subscriber::prelude::*;
@@ -22,7 +22,7 @@ fn a_job_s_events_arrive_typed() {
         workload: "keycount".into(),
         workers: 2,
         bins: Bins::new(16).unwrap(),
-        keys: KEYS,
+        params: megaflux::job::ParamValues::new().with("keys", KEYS),
         rate: 20_000,
         duration: Duration::from_secs(2),
         migrations: vec!["all-at-once@0.6:pack:1".parse().unwrap()],
@@ -35,7 +35,7 @@ fn a_job_s_events_arrive_typed() {
         worker: 0,
         standby: false,
     });
-    let summary = harness::run(config, control).unwrap().unwrap();
+    let summary = megaflux::workload::run(config, control).unwrap().unwrap();
 
     let mut events: Vec<Stamped> = Vec::new();
     while let Ok(e) = queue.events.try_recv() {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use megaflux::Bins;
 use megaflux::control::ControlHandle;
-use megaflux::harness::{self, RunConfig, RunError};
+use megaflux::harness::{RunConfig, RunError};
 use megaflux_probe::event::{Event, expand};
 use megaflux_probe::{ProbeLayer, Stamped};
 use tracing_subscriber::prelude::*;
@@ -25,15 +25,15 @@ fn failures_takeovers_rejoins_recoveries_and_losses_arrive_typed() {
     let config = RunConfig {
         workers: 3,
         bins: Bins::new(16).unwrap(),
-        keys: 20_000,
+        params: megaflux::job::ParamValues::new().with("keys", 20_000),
         rate: 20_000,
-        duration: Duration::from_millis(2500),
+        duration: Duration::from_millis(4000),
         replicas: 2,
         failures: vec!["1@0.5".parse().unwrap()],
         rejoins: vec!["1@1.2".parse().unwrap()],
         ..RunConfig::default()
     };
-    let summary = harness::run(config.clone(), ControlHandle::new())
+    let summary = megaflux::workload::run(config.clone(), ControlHandle::new())
         .unwrap()
         .unwrap();
     let events = drain(&mut queue);
@@ -61,17 +61,32 @@ fn failures_takeovers_rejoins_recoveries_and_losses_arrive_typed() {
             .iter()
             .any(|e| matches!(e.event, Event::Rejoin { worker: 1, .. }))
     );
-    let recovered = events.iter().find_map(|e| match &e.event {
+    // The last plan for the failure is the summary's recovery; a plan that finished says
+    // which bins it copied. On a busy machine the last one (after the rejoin) may still run
+    // when the run ends: the summary then has it unfinished, and no event speaks for it.
+    let recovered = events.iter().rev().find_map(|e| match &e.event {
         Event::Recovery { worker: 1, bins } => Some(bins.len()),
         _ => None,
     });
-    assert_eq!(recovered, f.recovery.as_ref().map(|r| r.bins_copied));
-    // The placement at the start, after the failure, after the recovery and the rebalance.
+    let recovery = f.recovery.as_ref().expect("a recovery for the failure");
+    let finished = recovery.duration_s.is_some() && !recovery.cancelled;
+    if finished {
+        assert_eq!(recovered, Some(recovery.bins_copied), "{recovery:?}");
+    }
+    // The placement at the start, after the failure, and after each recovery or rebalance
+    // that finished (the recovery may be superseded by the rebalance after the rejoin).
     let placements = events
         .iter()
         .filter(|e| matches!(e.event, Event::Placement { .. }))
         .count();
-    assert!(placements >= 4, "{placements} placements");
+    let plans_finished = events
+        .iter()
+        .filter(|e| matches!(e.event, Event::Recovery { .. }))
+        .count();
+    assert!(
+        placements >= 2 + plans_finished,
+        "{placements} placements, {plans_finished} plans finished: {recovery:?}"
+    );
     assert!(
         events
             .iter()
@@ -84,7 +99,7 @@ fn failures_takeovers_rejoins_recoveries_and_losses_arrive_typed() {
         rejoins: Vec::new(),
         ..config
     };
-    match harness::run(lossy, ControlHandle::new()) {
+    match megaflux::workload::run(lossy, ControlHandle::new()) {
         Err(RunError::BinsLost { bins, .. }) => assert_eq!(bins, vec![1, 4, 7, 10, 13]),
         other => panic!("expected lost bins, got {other:?}"),
     }

@@ -54,6 +54,15 @@ fn sample(name: &str) -> (record::Trace, JobModel) {
     (trace, model)
 }
 
+/// The job's `--keys`: a flag of its own (`params`), or, in traces from before jobs had
+/// flags, a field of the job's settings.
+fn keys_of(config: &serde_json::Value) -> u64 {
+    match config["params"]["keys"].as_str() {
+        Some(keys) => keys.parse().unwrap(),
+        None => config["keys"].as_u64().unwrap(),
+    }
+}
+
 fn total_keys(model: &JobModel) -> u64 {
     model.operators.values().flatten().map(|b| b.keys).sum()
 }
@@ -62,7 +71,7 @@ fn total_keys(model: &JobModel) -> u64 {
 fn keycount_fluid() {
     let (trace, model) = sample("keycount-fluid.jsonl");
     assert_eq!(trace.header.config["workload"], "keycount");
-    assert_eq!(total_keys(&model), trace.header.config["keys"].as_u64().unwrap());
+    assert_eq!(total_keys(&model), keys_of(&trace.header.config));
     assert_eq!(model.finished_plans.len(), 2);
     // After `matched` back to uniform, the owners are the initial map again.
     let owners: Vec<u32> = model
@@ -98,7 +107,7 @@ fn q4_batched() {
 fn cluster_keycount() {
     let (trace, model) = sample("cluster-keycount.jsonl");
     assert_eq!(trace.header.processes, 2);
-    assert_eq!(total_keys(&model), trace.header.config["keys"].as_u64().unwrap());
+    assert_eq!(total_keys(&model), keys_of(&trace.header.config));
     for process in [0, 1] {
         assert!(
             trace
@@ -114,7 +123,7 @@ fn cluster_keycount() {
 fn keycount_failover() {
     let (trace, model) = sample("keycount-failover.jsonl");
     assert_eq!(trace.header.config["replicas"], 2);
-    assert_eq!(total_keys(&model), trace.header.config["keys"].as_u64().unwrap());
+    assert_eq!(total_keys(&model), keys_of(&trace.header.config));
     // Worker 1 failed, its standbys took over, the spare got copies, then it rejoined and
     // the bins spread back: the last placement is the first one.
     let f = &model.failures[0];

@@ -96,6 +96,10 @@ pub struct Recording {
     /// workers of the restarted computation, numbered afresh. A re-run does not crash a
     /// process; a restart changes no output, so the outputs still compare.
     pub restarted: Option<(String, Time, usize)>,
+    /// The trace is from before jobs had flags of their own: `config.params` holds every
+    /// setting that became a flag ([`megaflux::workload::upgrade_header`]), of which the
+    /// job keeps those it declares.
+    pub older: bool,
 }
 
 impl Recording {
@@ -106,8 +110,11 @@ impl Recording {
         let name = path.display().to_string();
         let bad = |why: String| ReplayError::Rerun(format!("{name}: {why}"));
         let header = reader.header().clone();
-        let mut config: RunConfig = serde_json::from_value(header.config.clone())
-            .map_err(|e| bad(format!("the header's job cannot be read: {e}")))?;
+        let mut job = header.config.clone();
+        // Traces from before jobs had flags of their own: their settings become flags.
+        let older = megaflux::workload::upgrade_header(&mut job);
+        let mut config: RunConfig =
+            serde_json::from_value(job).map_err(|e| bad(format!("the header's job cannot be read: {e}")))?;
         if config.native {
             return Err(bad("a --native run has no migrations to re-run".into()));
         }
@@ -219,6 +226,7 @@ impl Recording {
             gaps,
             unreadable: reader.unreadable().clone(),
             restarted,
+            older,
         })
     }
 

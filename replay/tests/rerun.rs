@@ -5,7 +5,7 @@
 use std::io::Write;
 
 use megaflux::control::{Command, ControlHandle};
-use megaflux::harness::{self, Pace};
+use megaflux::harness::Pace;
 use megaflux::plan::{Schedule, Strategy};
 use megaflux::summary::Summary;
 use megaflux_replay::ReplayError;
@@ -18,7 +18,7 @@ use common::{sample, samples};
 
 fn run(recording: &Recording, options: &Options) -> Summary {
     let config = recording.rerun(options).expect("the sample re-runs");
-    harness::run(config, ControlHandle::new())
+    megaflux::workload::run(config, ControlHandle::new())
         .expect("the re-run runs")
         .expect("worker 0's process has the summary")
 }
@@ -159,7 +159,9 @@ fn traces_that_cannot_be_rerun_say_why() {
             "a command that cannot be taken again",
         ),
         (
-            cut(whole, |l| l.replace(r#""keys":100000"#, r#""keys":"many""#)),
+            cut(whole, |l| {
+                l.replace(r#""chunk_bytes":1048576"#, r#""chunk_bytes":"many""#)
+            }),
             "the header's job cannot be read",
         ),
     ];

@@ -73,7 +73,7 @@ impl Job for ActiveUsers {
 
     /// After [`ACTIVE`] with no view every count is 0 and stays so: later reports change
     /// nothing.
-    fn drain(&self) -> Drain {
+    fn drain(&self, _run: &RunConfig) -> Drain {
         Drain::For(ACTIVE + REPORT_EVERY)
     }
 

@@ -10,7 +10,7 @@
 
 use std::process::ExitCode;
 
-use megaflux::job::{Job, Jobs, Operators};
+use megaflux::job::{Job, Operators};
 use megaflux::timely::dataflow::StreamVec;
 use megaflux::{Bin, RunConfig, Source, Time, bins::mix64};
 use rustc_hash::FxHashMap;
@@ -51,5 +51,5 @@ impl Job for FileCount {
 }
 
 fn main() -> ExitCode {
-    megaflux_tui::main(Jobs::builtin().with(FileCount))
+    megaflux_tui::main(megaflux::workload::builtin().with(FileCount))
 }

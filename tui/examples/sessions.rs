@@ -1,5 +1,5 @@
-//! Sessions per user: clicks (`user,ts_ms` lines, CSV) separated by less than [`GAP`] of the
-//! run's logical time make one session; a session closes once the gap passes with no click,
+//! Sessions per user: clicks (`user,ts_ms` lines, CSV) separated by less than the gap
+//! (`--gap-ms`, the job's own flag: [`GAP_MS`]) of the run's logical time make one session; a session closes once the gap passes with no click,
 //! and outputs `(user, first_ms, last_ms, clicks)`.
 //!
 //! Each click schedules its session's closing for when the gap ends
@@ -11,19 +11,29 @@
 //! `--speed`).
 //!
 //! `cargo run --release -p megaflux-tui --example sessions -- run --input clicks.csv
-//! --pace event-time --output sessions.jsonl`
+//! --pace event-time --gap-ms 500 --output sessions.jsonl`
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use megaflux::job::{Drain, Job, Operators};
+use megaflux::job::{Drain, Flag, Job, Operators, Params};
 use megaflux::timely::dataflow::StreamVec;
 use megaflux::{Bin, RunConfig, Source, Time, bins::hash_key, size::StateSize};
 use serde::{Deserialize, Serialize};
 
-/// A session ends after this long without a click, in logical time.
-const GAP: Duration = Duration::from_millis(200);
+/// A session ends after this many ms without a click, in logical time.
+const GAP_MS: Flag<u64> = Flag::new(
+    "gap-ms",
+    "200",
+    "A session ends after this many ms without a click",
+)
+.value_name("MS");
+
+/// The run's gap.
+fn gap(run: &RunConfig) -> Duration {
+    Duration::from_millis(run.get(&GAP_MS))
+}
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct Click {
@@ -75,9 +85,20 @@ impl Job for Sessions {
         Source::csv().event_time(|c: &Click| c.ts_ms)
     }
 
+    fn params(&self) -> Params {
+        Params::new().with(&GAP_MS)
+    }
+
+    fn validate(&self, run: &RunConfig) -> Result<(), String> {
+        match run.get(&GAP_MS) {
+            0 => Err("--gap-ms 0: a session needs a gap of at least 1 ms".into()),
+            _ => Ok(()),
+        }
+    }
+
     /// The last sessions close one gap after the last click.
-    fn drain(&self) -> Drain {
-        Drain::For(GAP)
+    fn drain(&self, run: &RunConfig) -> Drain {
+        Drain::For(gap(run))
     }
 
     fn dataflow<'s>(
@@ -85,6 +106,7 @@ impl Job for Sessions {
         clicks: StreamVec<'s, Time, Click>,
         ops: &Operators<'s>,
     ) -> StreamVec<'s, Time, Closed> {
+        let gap = gap(ops.run());
         ops.unary(
             clicks,
             "sessions",
@@ -97,7 +119,7 @@ impl Job for Sessions {
                 {
                     for user in entry.remove() {
                         if let Some(s) = bin.state.sessions.get(&user)
-                            && bin.since(s.last_time) >= GAP
+                            && bin.since(s.last_time) >= gap
                             && let Some(s) = bin.state.sessions.remove(&user)
                         {
                             out.push((user, s.first_ms, s.last_ms, s.clicks));
@@ -114,7 +136,7 @@ impl Job for Sessions {
                     session.last_ms = session.last_ms.max(click.ts_ms);
                     session.clicks += 1;
                     session.last_time = time;
-                    let closes = bin.schedule_after(GAP);
+                    let closes = bin.schedule_after(gap);
                     bin.state.closing.entry(closes).or_default().push(click.user);
                 }
             },

@@ -10,8 +10,7 @@ use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use megaflux::harness::{DEFAULT_RECOVERY, Pacing, RunConfig, WorkerAt};
-use megaflux::job::{Jobs, registry::Takes};
-use megaflux::nexmark::NexmarkParams;
+use megaflux::job::{Jobs, ParamValues, registry::Takes};
 use megaflux::plan::{MigrationSpec, Schedule};
 use megaflux::source::Input;
 use megaflux::summary::Summary;
@@ -54,14 +53,15 @@ pub struct BenchArgs {
     /// Offered rates to try (records/s), comma separated.
     #[arg(long, value_delimiter = ',', default_value = "400000")]
     rates: Vec<u64>,
-    /// Keys of the counting workloads.
+    /// Keys of the counting workloads (their `--keys`).
     #[arg(long, default_value_t = 4_000_000)]
     keys: u64,
     /// Seconds per run.
     #[arg(long, default_value_t = 30.0)]
     duration: f64,
-    /// NEXMark: auctions open at any time (state of Q3, Q4, Q6).
-    #[arg(long, default_value_t = NexmarkParams::default().in_flight_auctions)]
+    /// NEXMark: auctions open at any time (state of Q3, Q4, Q6; the queries'
+    /// `--in-flight-auctions`).
+    #[arg(long, default_value_t = megaflux::nexmark::NexmarkParams::default().in_flight_auctions)]
     in_flight_auctions: usize,
     /// Worker threads.
     #[arg(long, default_value_t = 2)]
@@ -128,6 +128,9 @@ struct Cell {
     workload: String,
     /// Whether the job reads `--input`.
     reads: bool,
+    /// The job's own flags the bench sets (`--keys`, `--in-flight-auctions`), where it has
+    /// them.
+    params: ParamValues,
     variant: String,
     bins: usize,
     rate: u64,
@@ -181,6 +184,14 @@ fn cells(args: &BenchArgs, jobs: &Jobs) -> Result<Vec<Cell>, ConfigError> {
         let job = jobs.find(w)?;
         let workload = job.name().to_string();
         let reads = matches!(job.input(&RunConfig::default()), Takes::Input { .. });
+        let declared = job.params();
+        let params = [
+            ("keys", args.keys.to_string()),
+            ("in-flight-auctions", args.in_flight_auctions.max(1).to_string()),
+        ]
+        .into_iter()
+        .filter(|(name, _)| declared.declares(name))
+        .fold(ParamValues::new(), |p, (name, value)| p.with(name, value));
         for &bins in &args.bins {
             Bins::new(bins)?;
             for &rate in &args.rates {
@@ -201,6 +212,7 @@ fn cells(args: &BenchArgs, jobs: &Jobs) -> Result<Vec<Cell>, ConfigError> {
                     cells.push(Cell {
                         workload: workload.clone(),
                         reads,
+                        params: params.clone(),
                         variant: variant.clone(),
                         bins,
                         rate,
@@ -289,10 +301,11 @@ fn run_args(args: &BenchArgs, cell: &Cell, summary: &Path, trace: &Path) -> Vec<
         flag("epochs", mode.to_string());
     }
     flag("bins", cell.bins.to_string());
-    flag("keys", args.keys.to_string());
     flag("rate", cell.rate.to_string());
     flag("duration", args.duration.to_string());
-    flag("in-flight-auctions", args.in_flight_auctions.max(1).to_string());
+    for (name, value) in cell.params.iter() {
+        flag(name, value.to_string());
+    }
     flag("summary", summary.display().to_string());
     let variant = Variant::parse(&cell.variant);
     if variant.probe {
@@ -383,7 +396,7 @@ fn check(args: &BenchArgs, cell: &Cell, jobs: &Jobs) -> anyhow::Result<()> {
         speed: args.speed,
         workers: args.workers,
         bins: Bins::new(cell.bins)?,
-        keys: args.keys,
+        params: cell.params.clone(),
         rate: cell.rate,
         duration: Duration::from_secs_f64(args.duration),
         native: variant.base == "native",
@@ -398,10 +411,6 @@ fn check(args: &BenchArgs, cell: &Cell, jobs: &Jobs) -> anyhow::Result<()> {
         recovery: match recovery {
             Some(r) => r.parse()?,
             None => DEFAULT_RECOVERY,
-        },
-        nexmark: NexmarkParams {
-            in_flight_auctions: args.in_flight_auctions.max(1),
-            ..NexmarkParams::default()
         },
         ..RunConfig::default()
     };

@@ -11,7 +11,8 @@ use clap::{Args, Parser, Subcommand};
 use megaflux::epoch::{ADAPTIVE_EPOCH_US, EpochLen};
 use megaflux::harness::{self, EpochMode, Idle, Pacing, RunConfig, RunError, WorkerAt};
 use megaflux::job::{AnyJob, Jobs, registry::Takes};
-use megaflux::nexmark::NexmarkParams;
+use megaflux::membership::Secret;
+use megaflux::membership::secret::TOKEN_ENV as CLUSTER_TOKEN_ENV;
 use megaflux::plan::{MigrationSpec, Schedule};
 use megaflux::source::{Input, Location};
 use megaflux::{Bins, ConfigError, control::ControlHandle};
@@ -53,6 +54,49 @@ enum Command {
     Replay(crate::replay::ReplayArgs),
 }
 
+/// Why a command line was not taken.
+#[derive(Debug)]
+pub enum Usage {
+    /// Clap's word on it (a bad flag or value, or `--help` and `--version`, which it prints).
+    Clap(clap::Error),
+    /// The binary's jobs declare a flag `run` has already.
+    Jobs(String),
+}
+
+/// Checks the command line `args` (the program's name first) of a binary offering `jobs`
+/// without running it: its subcommand and flags, and for `run`, that the job is one of
+/// `jobs` and takes the job flags given. (`run` checks the rest of its settings as it
+/// starts, against the files and cluster they name.)
+pub fn check_command_line<I, T>(args: I, jobs: &Jobs) -> Result<(), Usage>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = parse_cli(args, jobs)?;
+    if let Command::Run(args) = cli.command {
+        let job = job_of(&args, jobs).map_err(|e| Usage::Jobs(e.to_string()))?;
+        job.params()
+            .resolve(job.name(), &args.params)
+            .map_err(|e| Usage::Jobs(e.to_string()))?;
+    }
+    Ok(())
+}
+
+fn parse_cli<I, T>(args: I, jobs: &Jobs) -> Result<Cli, Usage>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    use clap::{CommandFactory, FromArgMatches};
+    let command = crate::job_flags::add(Cli::command(), jobs).map_err(Usage::Jobs)?;
+    let matches = command.try_get_matches_from(args).map_err(Usage::Clap)?;
+    let mut cli = Cli::from_arg_matches(&matches).map_err(Usage::Clap)?;
+    if let (Command::Run(args), Some(("run", run))) = (&mut cli.command, matches.subcommand()) {
+        args.params = crate::job_flags::given(run, jobs);
+    }
+    Ok(cli)
+}
+
 #[derive(Debug, Args)]
 struct AttachArgs {
     /// The collector's address, HOST:PORT, e.g. localhost:6650 or 127.0.0.1:6650.
@@ -65,11 +109,13 @@ struct AttachArgs {
 
 #[derive(Debug, Args)]
 struct RunArgs {
+    /// The job's own flags given (read apart: each binary's jobs have their own).
+    #[arg(skip)]
+    params: megaflux::job::ParamValues,
     /// No dashboard: print the final JSON summary as the last line of stdout.
     #[arg(long)]
     headless: bool,
-    /// The job to run, by name: one of this binary's (`megaflux`: keycount, hashcount, q1 to
-    /// q8) [default: its first].
+    /// The job to run, by name: one of this binary's [default: its first].
     #[arg(long, value_name = "JOB")]
     workload: Option<String>,
     /// Where a job that reads its records reads them: a file, - for standard input, or
@@ -93,9 +139,6 @@ struct RunArgs {
     /// Number of bins: a power of two from 16 to 65536.
     #[arg(long, default_value_t = megaflux::bins::DEFAULT_BINS, value_parser = flags::bins)]
     bins: usize,
-    /// Number of distinct keys (the key-count workloads).
-    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
-    keys: u64,
     /// Offered load in records per second, over all workers (generated records, and a file
     /// read by rate).
     #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..))]
@@ -110,8 +153,8 @@ struct RunArgs {
     /// Run the plain-timely twin of the job (no migration machinery).
     #[arg(long)]
     native: bool,
-    /// Start the measured run with empty state: no preload of every key (count workloads)
-    /// or of the events that open `--in-flight-auctions` auctions (NEXMark).
+    /// Start the measured run with empty state: no preload of what a generated job makes
+    /// first (every key of a key count, the events that open a query's auctions).
     #[arg(long)]
     no_preload: bool,
     /// A migration: STRATEGY[+pipelined]@SECS:TARGET, e.g. fluid@10:pack:1 or matched@20:uniform.
@@ -138,15 +181,6 @@ struct RunArgs {
     /// exits non-zero with the panic's message). Repeatable.
     #[arg(long = "inject-panic", value_name = "W@SECS", value_parser = flags::worker_at)]
     panics: Vec<WorkerAt>,
-    /// NEXMark: window length of Q5 (sliding), Q7 and Q8 (tumbling), in ms.
-    #[arg(long, default_value_t = NexmarkParams::default().window_ms, value_parser = clap::value_parser!(u64).range(1..))]
-    window_ms: u64,
-    /// NEXMark: slide of Q5's window in ms (must divide --window-ms).
-    #[arg(long, default_value_t = NexmarkParams::default().slide_ms, value_parser = clap::value_parser!(u64).range(1..))]
-    slide_ms: u64,
-    /// NEXMark: auctions open at any time (state of Q3, Q4, Q6).
-    #[arg(long, default_value_t = NexmarkParams::default().in_flight_auctions, value_parser = flags::auctions)]
-    in_flight_auctions: usize,
     /// What a worker with nothing to do does: spin (lowest latency, a busy core per worker)
     /// or park (waits for news until its next epoch: little CPU at low rates, but on a
     /// shared machine a parked core can wake late).
@@ -163,8 +197,8 @@ struct RunArgs {
     /// sends what came due since its last batch once that batch is out: a record waits for
     /// a turn of the loop rather than half an epoch, and a loaded job makes fewer, larger
     /// batches, of up to 1 ms; only for jobs whose outputs do not read times, and the digest leaves times
-    /// out), or auto: adaptive where allowed (keycount, hashcount, q1-q3, except in a
-    /// cluster that restarts after a crash), fixed for the rest.
+    /// out), or auto: adaptive where allowed (jobs that say so, `Job::allows_adaptive_epochs`,
+    /// except in a cluster that restarts after a crash), fixed for the rest.
     #[arg(long, default_value = "auto", value_parser = flags::epochs)]
     epochs: flags::Epochs,
     /// How far the work a job scheduled past its input's end (sessions that close,
@@ -200,17 +234,6 @@ struct RunArgs {
     /// How the balancer's plans move bins.
     #[arg(long, default_value = "fluid", value_parser = flags::schedule, value_name = "STRATEGY")]
     balance_strategy: Schedule,
-    /// How keycount and hashcount draw their keys: uniform, or zipf:S (Zipf's law with
-    /// exponent S over --keys, the hottest keys spread over the bins).
-    #[arg(long, default_value = "uniform", value_name = "uniform|zipf:S", value_parser = flags::skew)]
-    skew: megaflux::skew::Skew,
-    /// Another set of keys is hot from this many seconds into the run (with --skew zipf:S).
-    #[arg(long, value_name = "SECS", value_parser = flags::duration)]
-    skew_shift: Option<f64>,
-    /// Rounds of a 64-bit hash mix keycount and hashcount spend on each record they apply
-    /// (a few ns each): a stand-in for an expensive per-record function.
-    #[arg(long, default_value_t = 0, value_name = "ROUNDS")]
-    work: u32,
     /// Largest state message in bytes.
     #[arg(long, default_value_t = megaflux::operator::DEFAULT_CHUNK_BYTES, value_parser = flags::chunk)]
     chunk_bytes: usize,
@@ -239,6 +262,15 @@ struct RunArgs {
     /// serve on a non-loopback address.
     #[arg(long, value_name = "TOKEN")]
     token: Option<String>,
+    /// In a cluster, the secret every process proves to the others (default:
+    /// $MEGAFLUX_CLUSTER_TOKEN, at least 16 bytes); needed when a host is not loopback. A
+    /// flag's value is visible to other users of the machine: prefer the file or variable.
+    #[arg(long, value_name = "TOKEN", conflicts_with = "cluster_token_file")]
+    cluster_token: Option<String>,
+    /// In a cluster, read the secret from this file (its first line; keep it readable by
+    /// you alone).
+    #[arg(long, value_name = "FILE")]
+    cluster_token_file: Option<PathBuf>,
     /// In a cluster, how long to wait for the other processes to connect before giving up.
     #[arg(long, value_name = "SECS", default_value_t = megaflux::harness::CLUSTER_WAIT.as_secs_f64(), value_parser = flags::duration)]
     cluster_wait: f64,
@@ -260,10 +292,10 @@ struct RunArgs {
 /// with status 2.
 pub fn main(jobs: impl Into<Jobs>) -> ExitCode {
     let jobs: Jobs = jobs.into();
-    let cli = match Cli::try_parse() {
+    let cli = match parse_cli(std::env::args_os(), &jobs) {
         Ok(cli) => cli,
-        Err(e) if !e.use_stderr() => e.exit(),
-        Err(e) => {
+        Err(Usage::Clap(e)) if !e.use_stderr() => e.exit(),
+        Err(Usage::Clap(e)) => {
             // What is wrong (a line, and the arguments it names), without clap's usage block.
             let text = e.render().to_string();
             let what: Vec<&str> = text.lines().take_while(|l| !l.trim().is_empty()).collect();
@@ -272,6 +304,10 @@ pub fn main(jobs: impl Into<Jobs>) -> ExitCode {
             } else {
                 eprintln!("{}", what.join("\n"));
             }
+            return ExitCode::from(2);
+        }
+        Err(Usage::Jobs(why)) => {
+            eprintln!("error: {why}");
             return ExitCode::from(2);
         }
     };
@@ -319,7 +355,10 @@ fn attach(args: AttachArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    let token = args.token.or_else(|| std::env::var(TOKEN_ENV).ok());
+    let token = args
+        .token
+        .or_else(|| std::env::var(TOKEN_ENV).ok())
+        .or_else(|| crate::token::find(args.addr));
     let (tx, rx) = dash::queue();
     let commands = dash::source::live(args.addr, token, tx.clone());
     let view = Dash::new(Connection::Connecting(args.addr.to_string()), None);
@@ -345,27 +384,46 @@ fn attach(args: AttachArgs) -> ExitCode {
     }
 }
 
-fn run(args: RunArgs, jobs: &Jobs) -> ExitCode {
-    let dashboard = !args.headless && std::io::stdout().is_terminal();
-    let job = match args.workload.as_deref() {
+/// The job `run` runs: the one `--workload` names, or the binary's first.
+fn job_of(args: &RunArgs, jobs: &Jobs) -> Result<std::sync::Arc<dyn AnyJob>, ConfigError> {
+    match args.workload.as_deref() {
         Some(name) => jobs.find(name),
         None => jobs
             .first()
             .ok_or_else(|| ConfigError::Invalid("this binary has no job to run".into())),
-    };
-    let (job, mut config) = match job.and_then(|job| run_config(&args, dashboard, &*job).map(|c| (job, c))) {
-        Ok(found) => found,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
+    }
+}
+
+fn run(args: RunArgs, jobs: &Jobs) -> ExitCode {
+    let dashboard = !args.headless && std::io::stdout().is_terminal();
+    let (job, mut config) =
+        match job_of(&args, jobs).and_then(|job| run_config(&args, dashboard, &*job).map(|c| (job, c))) {
+            Ok(found) => found,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        };
     if let Some(clash) = record_clash(args.record.as_deref(), &config) {
         eprintln!("error: {clash}");
         return ExitCode::from(2);
     }
     if !args.headless && !dashboard {
         eprintln!("megaflux: stdout is not a terminal, so no dashboard: running headless");
+    }
+    if harness::cluster_position(&config.timely_args).is_ok_and(|c| c.processes > 1)
+        && !config.cluster_secret.is_given()
+    {
+        eprintln!(
+            "megaflux: warning: no cluster token (--cluster-token, --cluster-token-file or ${CLUSTER_TOKEN_ENV}): every host is loopback, so the cluster runs, but anyone on this machine can join, stall or stop it"
+        );
+    }
+    if let Some(warning) = args
+        .cluster_token_file
+        .as_deref()
+        .and_then(crate::token::readable_by_others)
+    {
+        eprintln!("megaflux: warning: {warning}");
     }
     if dashboard && args.export.is_some() {
         eprintln!(
@@ -540,18 +598,13 @@ fn run_config(args: &RunArgs, dashboard: bool, job: &dyn AnyJob) -> Result<RunCo
         workload: job.name().to_string(),
         workers: args.workers as usize,
         bins: Bins::new(args.bins)?,
-        keys: args.keys,
         rate: args.rate,
         seed: args.seed,
         native: args.native,
         preload: !args.no_preload,
         migrations: args.migrations.clone(),
         chunk_bytes: args.chunk_bytes,
-        nexmark: NexmarkParams {
-            window_ms: args.window_ms,
-            slide_ms: args.slide_ms,
-            in_flight_auctions: args.in_flight_auctions,
-        },
+        params: job.params().resolve(job.name(), &args.params)?,
         timely_args: args.timely.clone(),
         replicas: args.replicas as usize,
         failures: args.failures.clone(),
@@ -576,9 +629,6 @@ fn run_config(args: &RunArgs, dashboard: bool, job: &dyn AnyJob) -> Result<RunCo
             every_s: args.balance_every,
             strategy: args.balance_strategy,
         },
-        skew: args.skew,
-        skew_shift: args.skew_shift,
-        work: args.work,
         max_line_bytes: args
             .max_line_bytes
             .map_or(megaflux::source::DEFAULT_MAX_LINE_BYTES, |n| n as usize),
@@ -600,6 +650,32 @@ fn run_config(args: &RunArgs, dashboard: bool, job: &dyn AnyJob) -> Result<RunCo
         (None, EpochMode::Adaptive) => EpochLen::from_us(ADAPTIVE_EPOCH_US)?,
         (None, EpochMode::Fixed) => EpochLen::default(),
     };
+    config.cluster_secret = cluster_secret(args)?;
+    config
+        .cluster_secret
+        .check_hosts(&cluster.addresses)
+        .map_err(invalid)?;
     job.check(&config)?;
     Ok(config)
+}
+
+fn invalid(e: impl std::fmt::Display) -> ConfigError {
+    ConfigError::Invalid(e.to_string())
+}
+
+/// The cluster's secret as the flags or the environment give it; none if none does.
+fn cluster_secret(args: &RunArgs) -> Result<Secret, ConfigError> {
+    let token = match (&args.cluster_token, &args.cluster_token_file) {
+        (Some(token), _) => Some(token.clone()),
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| invalid(format!("--cluster-token-file {}: {e}", path.display())))?;
+            Some(text.lines().next().unwrap_or_default().to_string())
+        }
+        (None, None) => std::env::var(CLUSTER_TOKEN_ENV).ok(),
+    };
+    match token {
+        Some(token) => Secret::new(&token).map_err(invalid),
+        None => Ok(Secret::none()),
+    }
 }

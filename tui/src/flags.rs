@@ -38,13 +38,6 @@ pub(crate) fn address(s: &str) -> Result<std::net::SocketAddr, String> {
     }
 }
 
-pub(crate) fn auctions(s: &str) -> Result<usize, String> {
-    match s.parse::<usize>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(format!("`{s}` is not a number of auctions (at least 1)")),
-    }
-}
-
 pub(crate) fn bins(s: &str) -> Result<usize, String> {
     let n: usize = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
     Bins::new(n).map(Bins::count).map_err(|e| e.to_string())
@@ -76,10 +69,6 @@ pub(crate) fn schedule(s: &str) -> Result<Schedule, String> {
 }
 
 pub(crate) fn balance(s: &str) -> Result<megaflux::harness::balancer::BalanceMode, String> {
-    s.parse().map_err(|e: ConfigError| e.to_string())
-}
-
-pub(crate) fn skew(s: &str) -> Result<megaflux::skew::Skew, String> {
     s.parse().map_err(|e: ConfigError| e.to_string())
 }
 

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod dash;
 mod drain;
 mod flags;
+mod job_flags;
 mod memory;
 pub mod observe;
 mod outcome;
@@ -17,11 +18,14 @@ pub mod replay;
 pub mod report;
 pub mod session;
 mod signals;
+mod token;
 
 pub use cli::main;
 
 // Memory a worker frees after shipping bins away goes back to the system promptly, so
 // migrations do not ratchet up the job's resident memory (glibc keeps it per thread arena).
-// Every binary built on this crate, a user's too, gets it.
+// A binary built on this crate gets it unless it turns the default feature `mimalloc` off
+// (to keep an allocator of its own).
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -3,5 +3,5 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    megaflux_tui::main(megaflux::Jobs::builtin())
+    megaflux_tui::main(megaflux::workload::builtin())
 }

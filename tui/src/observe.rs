@@ -47,10 +47,17 @@ impl ProbeArgs {
 pub enum Observer {
     /// Nothing: no recording, serving or exporting was asked for (tracing only).
     None,
-    /// This process's collector: it records, serves, or both.
-    Collector(Collector),
+    /// This process's collector: it records, serves, or both; with the token made for it
+    /// when it serves and none was given.
+    Collector(Collector, Option<Made>),
     /// This process's events going to another process's collector.
     Exporter(Exporter),
+}
+
+/// A token made for this run's collector, and its file (removed with it).
+pub struct Made {
+    token: String,
+    _file: Option<crate::token::TokenFile>,
 }
 
 /// Installs the tracing subscriber: `MEGAFLUX_LOG` to stderr, plus the probe's layer when
@@ -99,7 +106,13 @@ pub fn start(config: &RunConfig, probe: &ProbeArgs, control: &ControlHandle) -> 
             )
             .into());
         }
-        let exporter = Exporter::start(addr, process, probe.token.clone(), hello, queue)
+        // A collector on this machine that made its own token leaves it for its exporters
+        // as it starts (perhaps after this process).
+        let token = probe
+            .token
+            .clone()
+            .or_else(|| crate::token::wait_for(addr, config.cluster_wait));
+        let exporter = Exporter::start(addr, process, token, hello, queue)
             .with_context(|| format!("exporting events to {addr}"))?;
         return Ok(Observer::Exporter(exporter));
     }
@@ -122,10 +135,17 @@ pub fn start(config: &RunConfig, probe: &ProbeArgs, control: &ControlHandle) -> 
         hosts: cluster.addresses.clone(),
         ..TraceHeader::new(json, processes, workers, bins, map)
     };
+    // Serving without a token given: one is made, so that no other user of the machine
+    // can command the job.
+    // (A public address needs a token given: its viewers elsewhere cannot read the file.)
+    let made = match (&probe.token, probe.serve) {
+        (None, Some(serve)) if serve.ip().is_loopback() => Some(crate::token::generate()?),
+        _ => None,
+    };
     let collector = Collector::start(
         CollectorConfig {
             serve: probe.serve,
-            token: probe.token.clone(),
+            token: probe.token.clone().or_else(|| made.clone()),
             record: probe.record.clone().map(|p| (p, header)),
             replace: probe.force,
             control: (process == 0).then(|| control.clone()),
@@ -135,17 +155,51 @@ pub fn start(config: &RunConfig, probe: &ProbeArgs, control: &ControlHandle) -> 
         queue,
     )
     .context("starting the collector")?;
-    if let Some(addr) = collector.local_addr() {
+    let addr = collector.local_addr();
+    if let Some(addr) = addr {
         eprintln!("megaflux: collector serving on {addr}");
     }
-    Ok(Observer::Collector(collector))
+    let made = match (made, addr) {
+        (Some(token), Some(addr)) => Some(Made {
+            _file: keep_token(addr, &token),
+            token,
+        }),
+        _ => None,
+    };
+    Ok(Observer::Collector(collector, made))
+}
+
+/// Writes the token made for the collector on `addr` where `attach` and exporters find it,
+/// and says where; if it cannot be written, says the token itself.
+fn keep_token(addr: SocketAddr, token: &str) -> Option<crate::token::TokenFile> {
+    match crate::token::TokenFile::write(addr, token) {
+        Ok(file) => {
+            eprintln!(
+                "megaflux: commands need this run's token, in {} (yours alone; `megaflux attach {addr}` reads it)",
+                file.path().display()
+            );
+            Some(file)
+        }
+        Err(e) => {
+            eprintln!("megaflux: warning: {e:#}: commands need this run's token {token} (--token)");
+            None
+        }
+    }
 }
 
 impl Observer {
     /// Where this process's collector serves, if it does.
     pub fn local_addr(&self) -> Option<SocketAddr> {
         match self {
-            Observer::Collector(c) => c.local_addr(),
+            Observer::Collector(c, _) => c.local_addr(),
+            _ => None,
+        }
+    }
+
+    /// The token made for this process's collector, if it made one.
+    pub fn made_token(&self) -> Option<String> {
+        match self {
+            Observer::Collector(_, Some(made)) => Some(made.token.clone()),
             _ => None,
         }
     }
@@ -159,7 +213,7 @@ impl Observer {
                 e.finish().context("sending the last events to the collector")?;
                 Ok(None)
             }
-            Observer::Collector(c) => {
+            Observer::Collector(c, _made) => {
                 let report = c
                     .finish(EXPORTER_LINGER, summary)
                     .context("finishing the collector")?;

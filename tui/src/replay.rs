@@ -143,6 +143,10 @@ fn rerun(args: &ReplayArgs, jobs: &Jobs) -> anyhow::Result<bool> {
         );
     }
     let mut config = recording.rerun(&options)?;
+    if recording.older {
+        let declared = job.params();
+        config.params.retain(|name| declared.declares(name));
+    }
     config.output = args.output.clone();
     config.replace_output = args.force;
     job.check(&config)
@@ -185,6 +189,9 @@ fn rerun(args: &ReplayArgs, jobs: &Jobs) -> anyhow::Result<bool> {
         token: std::env::var(TOKEN_ENV).ok(),
         force: args.force,
     };
+    // The re-run's header says every flag of the job's own, as the run will take them (an
+    // older trace's header had only some).
+    config.params = job.params().resolve(job.name(), &config.params)?;
     let control = ControlHandle::new();
     let observer = observe::start(&config, &probe, &control)?;
     let shown = if dashboard {

@@ -57,7 +57,8 @@ pub fn run(
     let ran = match (observer.local_addr(), shown) {
         (Some(addr), Shown::Dashboard) => {
             let recording = probe.record.as_ref().map(|p| p.display().to_string());
-            with_dashboard(job, config, recording, probe.token.clone(), addr, control)
+            let token = probe.token.clone().or_else(|| observer.made_token());
+            with_dashboard(job, config, recording, token, addr, control)
         }
         (_, Shown::Progress) => with_progress(job, config, control, true),
         _ => with_progress(job, config, control, false),

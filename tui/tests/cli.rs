@@ -289,18 +289,19 @@ fn attach_takes_host_names_and_needs_a_terminal() {
 
 #[test]
 fn auto_epochs_are_adaptive_where_allowed_and_fixed_elsewhere() {
-    for (workload, epochs) in [
-        ("keycount", "adaptive epochs"),
-        ("q3", "adaptive epochs"),
+    // Each sized by a flag of its own.
+    for (workload, size, epochs) in [
+        ("keycount", "--keys", "adaptive epochs"),
+        ("q3", "--in-flight-auctions", "adaptive epochs"),
         // 100 µs in a release build, 1000 in a debug one.
-        ("q4", "00 µs epochs"),
+        ("q4", "--in-flight-auctions", "00 µs epochs"),
     ] {
         let out = megaflux(&[
             "run",
             "--headless",
             "--workload",
             workload,
-            "--keys",
+            size,
             "1000",
             "--rate",
             "1000",
@@ -317,4 +318,37 @@ fn auto_epochs_are_adaptive_where_allowed_and_fixed_elsewhere() {
             "{workload}: {first}"
         );
     }
+}
+
+/// A cluster with a host that is not loopback needs a secret, named by its flag; a short
+/// one, or a token file that cannot be read, is refused before any process connects.
+#[test]
+fn cluster_tokens_are_checked_before_anything_connects() {
+    let dir = std::env::temp_dir().join(format!("megaflux-cli-tokens-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let hosts = dir.join("hosts.txt");
+    std::fs::write(&hosts, "127.0.0.1:2101\n192.0.2.7:2101\n").expect("a temporary file");
+    let hosts = hosts.to_str().expect("a UTF-8 path");
+    let cluster = |flags: &[&'static str]| -> Vec<String> {
+        let mut args: Vec<String> = ["run", "--headless"].iter().map(ToString::to_string).collect();
+        args.extend(flags.iter().map(ToString::to_string));
+        args.extend(
+            ["--", "-n", "2", "-p", "1", "-h", hosts]
+                .iter()
+                .map(ToString::to_string),
+        );
+        args
+    };
+    let check = |args: Vec<String>, names: &str| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_usage_error(&args, names);
+    };
+    check(cluster(&[]), "not loopback (192.0.2.7:2101)");
+    check(cluster(&[]), "--cluster-token");
+    check(cluster(&["--cluster-token", "short"]), "at least 16");
+    check(
+        cluster(&["--cluster-token-file", "/nonexistent/megaflux-token"]),
+        "/nonexistent/megaflux-token",
+    );
+    std::fs::remove_dir_all(&dir).ok();
 }

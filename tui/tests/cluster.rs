@@ -102,7 +102,7 @@ fn check_trace(path: &std::path::Path) {
         "every hello anchors its clock"
     );
     assert_eq!(trace.header.peers, 2);
-    assert_eq!(trace.header.config["keys"], 20000);
+    assert_eq!(trace.header.config["params"]["keys"], "20000");
     assert!(!trace.truncated);
     for process in [0, 1] {
         let of = |pred: fn(&Event) -> bool| {
@@ -267,6 +267,8 @@ fn a_process_with_other_settings_is_refused() {
     let cluster = Cluster::new("refused");
     let output = cluster.dir.join("out.jsonl");
     let mut job = JOB.to_vec();
+    // Process 0 waits for a process it refused as for one that never came, and says why.
+    job.extend(["--cluster-wait", "5"]);
     let p0 = cluster.spawn("0", &job, "1");
     job.extend(["--output", output.to_str().unwrap()]);
     let p1 = cluster.spawn("1", &job, "1");
@@ -284,4 +286,5 @@ fn a_process_with_other_settings_is_refused() {
     );
     assert!(!out0.status.success(), "{e0}");
     assert!(e0.contains("process 1"), "{e0}");
+    assert!(e0.contains("it was refused: process 1 runs another job"), "{e0}");
 }

@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use std::path::Path;
 
-use common::{Cluster, assert_same_outputs, example, sorted_lines, summary, wait_all, wait_all_within};
+use common::{
+    Cluster, Draws, assert_same_outputs, example, sorted_lines, summary, wait_all, wait_all_within,
+};
 
 /// Kills per workload: `MEGAFLUX_KILLS` for a longer loop.
 fn kills(default: usize) -> usize {
@@ -21,19 +23,6 @@ fn kills(default: usize) -> usize {
         .ok()
         .and_then(|k| k.parse().ok())
         .unwrap_or(default)
-}
-
-/// A seeded generator of kill moments and victims (xorshift): the same sequence every run,
-/// printed with each failure.
-struct Draws(u64);
-
-impl Draws {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
 }
 
 /// Starts every process of `job` on `cluster` with `--output` into `out`.
@@ -108,10 +97,11 @@ fn stateful(job: &[&str]) -> bool {
         .any(|w| w[0] == "--workload" && ["q1", "q2"].contains(&w[1]))
 }
 
-/// Kill moments, in seconds after the processes start: from once timely's cluster has
-/// formed (it polls once a second; a process lost before is `a_process_lost_while_the_cluster_forms_stops_the_others_at_once`)
-/// to the end of the run.
-const FORMED_TO_END: (f64, f64) = (2.0, 4.8);
+/// Kill moments, in seconds after the processes start: from once the cluster has formed
+/// (within milliseconds; a process lost before is
+/// `a_process_lost_while_the_cluster_forms_stops_the_others_at_once`) to the end of the
+/// run (4 s, and its drain).
+const FORMED_TO_END: (f64, f64) = (1.0, 3.8);
 
 const KEYCOUNT: &[&str] = &[
     "run",
@@ -381,14 +371,16 @@ fn a_hung_process_is_left_behind_and_the_job_goes_on() {
 fn a_process_lost_while_the_cluster_forms_stops_the_others_at_once() {
     let cluster = Cluster::of("crash-forming", 3);
     let out = cluster.dir.join("out.jsonl");
-    let mut children = spawn_all(&cluster, KEYCOUNT, out.to_str().unwrap());
-    // Timely's processes find each other in about a second (they poll once a second); each
-    // has said hello to process 0's coordinator within milliseconds.
-    std::thread::sleep(Duration::from_millis(500));
-    let mut lost = children.remove(1);
-    lost.kill().expect("kill -9");
-    let _ = lost.wait();
+    // Process 1 exits once process 0 admitted it, before the computation's connections.
+    let binary = env!("CARGO_BIN_EXE_megaflux").as_ref();
+    let mut children = cluster.spawn_all(binary, KEYCOUNT, &out, Some((1, "form-connect")));
     let started = Instant::now();
+    let lost = children.remove(1).wait_with_output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&lost.stderr).contains("form-connect"),
+        "{}",
+        String::from_utf8_lossy(&lost.stderr)
+    );
     let outputs = wait_all(children);
     for o in &outputs {
         let stderr = String::from_utf8_lossy(&o.stderr);

@@ -212,6 +212,22 @@ fn the_readme_program_counts_every_view_once_under_migration_and_failover() {
     let views = views(&cwd.join("views.csv"));
     assert!(views["u0"] > 20 * views["u299"].max(1), "skewed: {views:?}");
 
+    // Its command line is its own: no built-in workload's flags, its job by name.
+    let help = run(&binary, &["run", "--help"], cwd);
+    let help = String::from_utf8_lossy(&help.stdout);
+    for builtin in [
+        "--keys",
+        "--window-ms",
+        "--slide-ms",
+        "--in-flight-auctions",
+        "--skew",
+        "--work <",
+    ] {
+        assert!(!help.contains(builtin), "{builtin} in {help}");
+    }
+    assert!(!help.contains("NEXMark") && !help.contains("keycount"), "{help}");
+    assert!(help.contains("one of this binary's (pageviews)"), "{help}");
+
     // A migration, recorded.
     let moved = run_views(
         &binary,

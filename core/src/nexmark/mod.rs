@@ -22,7 +22,7 @@ use crate::Time;
 use crate::epoch::EpochLen;
 use crate::error::ConfigError;
 use crate::harness::RunConfig;
-use crate::job::{Job, Operators};
+use crate::job::{Flag, Job, Operators, ParamValues, Params};
 use crate::source::{Generator, Source};
 
 /// Auctions among every `EVENT_PROPORTION` generated events (the generator's default mix:
@@ -81,7 +81,60 @@ pub struct NexmarkParams {
     pub in_flight_auctions: usize,
 }
 
+/// `--window-ms`: see [`NexmarkParams::window_ms`].
+pub const WINDOW_MS: Flag<u64> = Flag::parsed_by(
+    "window-ms",
+    "2000",
+    "Window length of Q5 (sliding), Q7 and Q8 (tumbling), in ms",
+    at_least_one,
+)
+.value_name("MS");
+/// `--slide-ms`: see [`NexmarkParams::slide_ms`].
+pub const SLIDE_MS: Flag<u64> = Flag::parsed_by(
+    "slide-ms",
+    "500",
+    "Slide of Q5's window in ms (must divide --window-ms)",
+    at_least_one,
+)
+.value_name("MS");
+/// `--in-flight-auctions`: see [`NexmarkParams::in_flight_auctions`].
+pub const IN_FLIGHT_AUCTIONS: Flag<usize> = Flag::parsed_by(
+    "in-flight-auctions",
+    "10000",
+    "Auctions open at any time (state of Q3, Q4, Q6)",
+    |text| match text.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("`{text}` is not a number of auctions (at least 1)")),
+    },
+)
+.value_name("N");
+
+fn at_least_one(text: &str) -> Result<u64, String> {
+    match text.parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("`{text}` is not a whole number of at least 1")),
+    }
+}
+
 impl NexmarkParams {
+    /// The queries' settings in the run `run` describes (`--window-ms`, `--slide-ms`,
+    /// `--in-flight-auctions`).
+    pub fn of(run: &RunConfig) -> Self {
+        NexmarkParams {
+            window_ms: run.get(&WINDOW_MS),
+            slide_ms: run.get(&SLIDE_MS),
+            in_flight_auctions: run.get(&IN_FLIGHT_AUCTIONS),
+        }
+    }
+
+    /// These settings as the queries' flags take them, for [`RunConfig::params`].
+    pub fn values(&self) -> ParamValues {
+        ParamValues::new()
+            .with(WINDOW_MS.name(), self.window_ms)
+            .with(SLIDE_MS.name(), self.slide_ms)
+            .with(IN_FLIGHT_AUCTIONS.name(), self.in_flight_auctions)
+    }
+
     /// The windows in logical time, for epochs of `len`.
     pub fn windows(&self, len: EpochLen) -> Windows {
         let window = self.window_ms.max(1);
@@ -102,13 +155,10 @@ pub struct Windows {
     pub slide: Time,
 }
 
+/// The flags' defaults.
 impl Default for NexmarkParams {
     fn default() -> Self {
-        NexmarkParams {
-            window_ms: 2_000,
-            slide_ms: 500,
-            in_flight_auctions: 10_000,
-        }
+        NexmarkParams::of(&RunConfig::default())
     }
 }
 
@@ -173,7 +223,7 @@ impl Job for NexmarkJob {
     fn source(&self, run: &RunConfig) -> Source<Event> {
         Source::generated(Events {
             rate: run.rate,
-            params: run.nexmark,
+            params: NexmarkParams::of(run),
             epoch: run.epoch,
         })
     }
@@ -184,13 +234,32 @@ impl Job for NexmarkJob {
         ops: &Operators<'s>,
     ) -> StreamVec<'s, Time, Output> {
         let run = ops.run();
-        queries::build(self.query, run.nexmark.windows(run.epoch), data, ops)
+        queries::build(self.query, NexmarkParams::of(run).windows(run.epoch), data, ops)
+    }
+
+    fn params(&self) -> Params {
+        Params::new()
+            .with(&WINDOW_MS)
+            .with(&SLIDE_MS)
+            .with(&IN_FLIGHT_AUCTIONS)
+    }
+
+    fn validate(&self, run: &RunConfig) -> Result<(), String> {
+        let n = NexmarkParams::of(run);
+        if n.window_ms.is_multiple_of(n.slide_ms) {
+            Ok(())
+        } else {
+            Err(format!(
+                "--slide-ms {} must divide --window-ms {}",
+                n.slide_ms, n.window_ms
+            ))
+        }
     }
 
     fn describe(&self, run: &RunConfig) -> Option<String> {
         Some(format!(
             "{} in-flight auctions{}",
-            run.nexmark.in_flight_auctions,
+            run.get(&IN_FLIGHT_AUCTIONS),
             if run.preload {
                 "; preloading the events that open the in-flight auctions"
             } else {
@@ -199,7 +268,7 @@ impl Job for NexmarkJob {
         ))
     }
 
-    fn drain(&self) -> crate::job::Drain {
+    fn drain(&self, _run: &RunConfig) -> crate::job::Drain {
         crate::job::Drain::Off
     }
 

@@ -8,15 +8,15 @@
 //! flood costs the collector no more than answering a trickle. At most [`ADDRESSES`] are
 //! remembered; when full, those whose buckets are full again are forgotten first.
 
-use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::Duration;
 
+pub use megaflux::rate::ADDRESSES;
+use megaflux::rate::PerAddress;
+
 use super::limits::{Limits, Rate};
 
-/// Client addresses remembered at once.
-pub const ADDRESSES: usize = 4096;
 /// Refusals an address may be answered in a burst, and per second after it.
 pub const REFUSALS_BURST: u32 = 256;
 /// Refusals an address may be answered per second once its burst is spent.
@@ -35,7 +35,7 @@ struct Budget {
 /// Every address's buckets.
 pub struct Addresses {
     limits: Limits,
-    budgets: Mutex<HashMap<IpAddr, Budget>>,
+    budgets: Mutex<PerAddress<Budget>>,
 }
 
 /// What a command from an address may do.
@@ -54,32 +54,23 @@ impl Addresses {
     pub fn new(limits: &Limits) -> Self {
         Addresses {
             limits: limits.clone(),
-            budgets: Mutex::new(HashMap::new()),
+            budgets: Mutex::new(PerAddress::default()),
         }
     }
 
     fn with<T>(&self, addr: IpAddr, f: impl FnOnce(&mut Budget) -> T) -> T {
-        let addr = client(addr);
         let mut budgets = self
             .budgets
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if !budgets.contains_key(&addr) && budgets.len() >= ADDRESSES {
-            budgets.retain(|_, b| !(b.commands.is_full() && b.refusals.is_full() && b.auth.is_full()));
-            if budgets.len() >= ADDRESSES {
-                // Every address is spending: forget one (it regains a full budget, once).
-                if let Some(any) = budgets.keys().next().copied() {
-                    budgets.remove(&any);
-                }
-            }
-        }
         let limits = &self.limits;
-        let budget = budgets.entry(addr).or_insert_with(|| Budget {
+        let new = || Budget {
             commands: Rate::new(limits.commands_burst, limits.commands_per_s),
             refusals: Rate::new(REFUSALS_BURST, REFUSALS_PER_S),
             auth: Rate::new(AUTH_BURST, AUTH_PER_S),
-        });
-        f(budget)
+        };
+        let at_rest = |b: &mut Budget| b.commands.is_full() && b.refusals.is_full() && b.auth.is_full();
+        f(budgets.get(addr, new, at_rest))
     }
 
     /// Spends for one command from `addr`, which holds the token or not.
@@ -121,18 +112,6 @@ impl Addresses {
     /// Whether no address is remembered.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-}
-
-/// The client an address stands for: an IPv6 address's /64 (one host is given a whole
-/// /64, and would otherwise have a fresh budget per address), an IPv4 address as itself.
-fn client(addr: IpAddr) -> IpAddr {
-    match addr {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
-        },
-        v4 => v4,
     }
 }
 

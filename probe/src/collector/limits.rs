@@ -3,8 +3,6 @@
 
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 /// Most events in one frame to a subscriber or from an exporter (a few hundred kB).
 pub const FRAME_EVENTS: usize = 2048;
 /// Most bytes in one frame of events to a subscriber: well under the wire's limit, so
@@ -83,68 +81,7 @@ pub fn short(reason: &str) -> String {
     }
 }
 
-/// A token bucket: `burst` at once, refilled at `per_s`.
-#[derive(Debug)]
-pub struct Rate {
-    tokens: f64,
-    burst: f64,
-    per_s: f64,
-    at: Instant,
-}
-
-impl Rate {
-    /// A full bucket of `burst` tokens, refilled at `per_s` tokens a second.
-    pub fn new(burst: u32, per_s: u32) -> Self {
-        Rate {
-            tokens: f64::from(burst),
-            burst: f64::from(burst),
-            per_s: f64::from(per_s),
-            at: Instant::now(),
-        }
-    }
-
-    fn refill(&mut self) {
-        let now = Instant::now();
-        let refill = now.duration_since(self.at).as_secs_f64() * self.per_s;
-        self.tokens = (self.tokens + refill).min(self.burst);
-        self.at = now;
-    }
-
-    /// Whether a token is there, without taking it.
-    pub fn peek(&mut self) -> bool {
-        self.refill();
-        self.tokens >= 1.0
-    }
-
-    /// Whether the bucket is full (it has been idle long enough to forget).
-    pub fn is_full(&mut self) -> bool {
-        self.refill();
-        self.tokens >= self.burst
-    }
-
-    /// How long until a token is there (a minute for a bucket that never refills).
-    pub fn until_next(&mut self) -> Duration {
-        self.refill();
-        if self.tokens >= 1.0 {
-            Duration::ZERO
-        } else if self.per_s <= 0.0 {
-            Duration::from_secs(60)
-        } else {
-            Duration::from_secs_f64(((1.0 - self.tokens) / self.per_s).min(60.0))
-        }
-    }
-
-    /// Takes one token if there is one.
-    pub fn take(&mut self) -> bool {
-        self.refill();
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
-}
+pub use megaflux::rate::Rate;
 
 #[cfg(test)]
 mod tests {
@@ -158,12 +95,5 @@ mod tests {
         assert!(cut.starts_with(&"é".repeat(REASON_CHARS)));
         assert!(cut.ends_with("(20000 bytes)"), "{cut}");
         assert!(cut.chars().count() < REASON_CHARS + 20);
-    }
-
-    #[test]
-    fn a_bucket_allows_its_burst_then_refuses() {
-        let mut rate = Rate::new(3, 0);
-        assert!((0..3).all(|_| rate.take()));
-        assert!(!rate.take());
     }
 }

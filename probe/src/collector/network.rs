@@ -17,6 +17,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 use tokio_util::bytes::Bytes;
 
+use megaflux::rate::evictee;
+
 use super::addresses::{Addresses, Spend};
 use super::gate::Gate;
 use super::lifecycle::Inbox;
@@ -56,22 +58,6 @@ struct Pending {
     waiting: Mutex<VecDeque<(u64, IpAddr, AbortHandle)>>,
 }
 
-/// Which of `waiting` goes to make room: the oldest of the address with the most places
-/// (the oldest such address on a tie).
-fn evictee<T>(waiting: &VecDeque<(u64, IpAddr, T)>) -> Option<usize> {
-    let mut held: Vec<(IpAddr, usize, usize)> = Vec::new();
-    for (i, (_, ip, _)) in waiting.iter().enumerate() {
-        match held.iter_mut().find(|(a, _, _)| a == ip) {
-            Some(entry) => entry.1 += 1,
-            None => held.push((*ip, 1, i)),
-        }
-    }
-    let most = held.iter().map(|(_, n, _)| *n).max()?;
-    held.iter()
-        .find(|(_, n, _)| *n == most)
-        .map(|(_, _, first)| *first)
-}
-
 impl Pending {
     /// Makes room for one more: `true` if a waiting connection had to go.
     fn make_room(&self, places: usize) -> bool {
@@ -79,7 +65,8 @@ impl Pending {
         if waiting.len() < places {
             return false;
         }
-        if let Some((_, _, gone)) = evictee(&waiting).and_then(|i| waiting.remove(i)) {
+        let clients = waiting.iter().map(|(_, ip, _)| *ip);
+        if let Some((_, _, gone)) = evictee(clients).and_then(|i| waiting.remove(i)) {
             gone.abort();
         }
         true
@@ -414,22 +401,5 @@ async fn send_encoded(conn: &mut Connection<TcpStream>, frame: Bytes, limits: &L
     match tokio::time::timeout(limits.send_timeout, conn.send_encoded(frame)).await {
         Ok(sent) => sent.map_err(|e: ProbeError| e.to_string()),
         Err(_) => Err(format!("left its feed unread for {:?}", limits.send_timeout)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_address_holding_the_most_places_gives_one_up() {
-        let a: IpAddr = [10, 0, 0, 1].into();
-        let b: IpAddr = [10, 0, 0, 2].into();
-        let waiting: VecDeque<(u64, IpAddr, ())> =
-            [(0, b, ()), (1, a, ()), (2, a, ()), (3, b, ()), (4, a, ())].into();
-        assert_eq!(evictee(&waiting), Some(1), "a's oldest, not b's older one");
-        let tie: VecDeque<(u64, IpAddr, ())> = [(0, b, ()), (1, a, ())].into();
-        assert_eq!(evictee(&tie), Some(0));
-        assert_eq!(evictee::<()>(&VecDeque::new()), None);
     }
 }

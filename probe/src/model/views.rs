@@ -20,7 +20,7 @@ pub struct BinView {
     /// Shallow estimate of the bin's state in bytes, as its primary last reported.
     pub bytes: u64,
     /// What the bin cost its primary in the last interval it had work in. Not part of a
-    /// model's snapshot (a welcome, a keyframe): it is stale within [`LOAD_FRESH_S`], the
+    /// model's snapshot (a welcome, a keyframe): it is stale within `LOAD_FRESH_S`, the
     /// next sample brings it, and 2^16 bins' loads would triple every snapshot's size.
     #[serde(skip)]
     pub load: Option<BinLoadView>,
@@ -35,7 +35,7 @@ pub struct BinLoadView {
     /// activations that applied it).
     pub busy: f64,
     /// When the interval ended, on the probe's clock: a bin with no work since reports
-    /// nothing, so a load older than [`LOAD_FRESH_S`] is none.
+    /// nothing, so a load older than `LOAD_FRESH_S` is none.
     pub at_s: f64,
 }
 

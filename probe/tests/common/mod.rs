@@ -59,7 +59,7 @@ pub fn job(seconds: u64) -> RunConfig {
         workload: "hashcount".into(),
         workers: 2,
         bins: Bins::new(16).unwrap(),
-        keys: 5_000,
+        params: megaflux::job::ParamValues::new().with("keys", 5_000),
         rate: 20_000,
         duration: Duration::from_secs(seconds),
         ..RunConfig::default()

@@ -73,8 +73,34 @@ pub fn free_ports<const N: usize>() -> [u16; N] {
     std::array::from_fn(|i| listeners[i].local_addr().expect("a bound address").port())
 }
 
+/// A seeded generator (xorshift) of kill moments, victims and a stranger's bytes: the same
+/// sequence every run, printed with each failure.
+pub struct Draws(pub u64);
+
+impl Draws {
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// `N` bytes drawn.
+    pub fn bytes<const N: usize>(&mut self) -> [u8; N] {
+        let mut b = [0u8; N];
+        for x in &mut b {
+            *x = self.next() as u8;
+        }
+        b
+    }
+}
+
 /// The epoch of the tests' clusters, in microseconds, unless a job names its own.
 pub const CLUSTER_EPOCH_US: &str = "1000";
+
+/// The secret the test clusters prove (see `megaflux run --cluster-token`).
+pub const CLUSTER_TOKEN: &str = "megaflux test clusters' secret";
 
 /// A loopback cluster (two processes unless told): a scratch directory, and the host file
 /// timely reads.
@@ -143,6 +169,8 @@ impl Cluster {
         args.extend(["--", "-n", &n, "-p", process, "-h", host]);
         let mut command = Command::new(binary);
         command.args(&args).stdout(Stdio::piped()).stderr(Stdio::piped());
+        // Every connection between the processes proves this secret, as on real hosts.
+        command.env("MEGAFLUX_CLUSTER_TOKEN", CLUSTER_TOKEN);
         command
     }
 
