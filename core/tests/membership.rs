@@ -19,7 +19,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use megaflux::failure::Failures;
 use megaflux::membership::secret::{Nonce, nonce};
 use megaflux::membership::wire::{Frame, FrameReader, Read1, write_frame};
-use megaflux::membership::{Coordinator, Event, Hello, Links, Member, OnEvent, Secret, Settings, proofs};
+use megaflux::membership::{
+    Coordinator, Event, Hello, Links, Member, OnEvent, SILENCE_LIMIT, Secret, Settings, proofs,
+};
 
 /// The cluster's secret in these tests.
 fn secret() -> Secret {
@@ -28,7 +30,15 @@ fn secret() -> Secret {
 
 /// A coordinator at `address` of 3 processes of 2 workers, for `job`.
 fn coordinator(address: &str, job: Settings, committed: Option<Arc<AtomicU64>>, on: OnEvent) -> Coordinator {
-    Coordinator::start(address, (job, secret()), (3, 2), WAIT, committed, on).unwrap()
+    Coordinator::start(
+        address,
+        (job, secret()),
+        (3, 2),
+        (WAIT, SILENCE_LIMIT),
+        committed,
+        on,
+    )
+    .unwrap()
 }
 
 /// The test job's settings; `seed` tells jobs apart.
@@ -101,6 +111,7 @@ fn start_member_with(
         newly_failed: Arc::new(move || failures.newly_failed()),
         committed: Arc::clone(&committed),
         reached: Arc::clone(&reached),
+        silence: SILENCE_LIMIT,
     };
     let member = Member::start(address.to_string(), hello, WAIT, links, on).unwrap();
     ((member, got), (committed, reached))
@@ -513,6 +524,7 @@ fn a_member_does_not_trust_a_coordinator_without_the_secret() {
         newly_failed: Arc::new(Vec::new),
         committed: Arc::default(),
         reached: Arc::default(),
+        silence: SILENCE_LIMIT,
     };
     let _m = Member::start(address, hello, Duration::from_secs(2), links, on).unwrap();
     // It challenges and welcomes every connection, with a proof it cannot make.

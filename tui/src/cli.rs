@@ -274,6 +274,10 @@ struct RunArgs {
     /// In a cluster, how long to wait for the other processes to connect before giving up.
     #[arg(long, value_name = "SECS", default_value_t = megaflux::harness::CLUSTER_WAIT.as_secs_f64(), value_parser = flags::duration)]
     cluster_wait: f64,
+    /// In a cluster, how long a process may stay silent (hung, stopped, cut off) before the
+    /// others count it as lost and go on without it; a crashed process is seen at once.
+    #[arg(long, value_name = "SECS", default_value_t = megaflux::membership::SILENCE_LIMIT.as_secs_f64(), value_parser = flags::peer_timeout)]
+    peer_timeout: f64,
     /// In a cluster, the port process 0 watches the others' liveness on (default: its
     /// timely port + 1000).
     #[arg(long, value_name = "PORT")]
@@ -618,6 +622,7 @@ fn run_config(args: &RunArgs, dashboard: bool, job: &dyn AnyJob) -> Result<RunCo
         output: args.output.clone(),
         replace_output: args.force,
         cluster_wait: Duration::from_secs_f64(args.cluster_wait),
+        peer_timeout: Duration::from_secs_f64(args.peer_timeout),
         coordinator_port: args.coordinator_port,
         join: args.join,
         drain: args.drain,

@@ -52,6 +52,18 @@ pub(crate) fn duration(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A peer timeout: a duration of at least three heartbeats, or every peer is lost between
+/// two of its beats.
+pub(crate) fn peer_timeout(s: &str) -> Result<f64, String> {
+    let least = 3.0 * megaflux::membership::HEARTBEAT.as_secs_f64();
+    match duration(s)? {
+        x if x >= least => Ok(x),
+        x => Err(format!(
+            "{x} s is shorter than three heartbeats ({least} s): every peer would be lost between two of its beats"
+        )),
+    }
+}
+
 pub(crate) fn drain(s: &str) -> Result<megaflux::job::Drain, String> {
     s.parse().map_err(|e: ConfigError| e.to_string())
 }

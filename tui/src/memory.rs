@@ -37,7 +37,13 @@ pub(crate) fn apply(huge_pages: bool) {
 mod tests {
     #[test]
     fn the_setting_reaches_the_kernel_both_ways() {
-        super::use_huge_pages(false).unwrap();
+        // A kernel built without transparent huge pages refuses the call: `apply` says so
+        // and the run goes on; there is no setting to check.
+        if let Err(e) = super::use_huge_pages(false) {
+            eprintln!("this kernel refuses the huge-pages setting ({e}): nothing to check");
+            super::apply(false);
+            return;
+        }
         assert!(rustix::thread::transparent_huge_pages_are_disabled().unwrap());
         super::use_huge_pages(true).unwrap();
         assert!(!rustix::thread::transparent_huge_pages_are_disabled().unwrap());

@@ -118,6 +118,10 @@ pub struct RunConfig {
     /// ([`CLUSTER_WAIT`] unless set).
     #[serde(skip, default = "cluster_wait")]
     pub cluster_wait: Duration,
+    /// How long a process of a cluster may stay silent before the others count it as lost
+    /// (`--peer-timeout`; [`crate::membership::SILENCE_LIMIT`] unless set).
+    #[serde(skip, default = "peer_timeout")]
+    pub peer_timeout: Duration,
     /// The port of process 0's membership coordinator (`--coordinator-port`; process 0's
     /// timely port plus [`crate::membership::COORDINATOR_PORT_OFFSET`] unless set).
     #[serde(skip)]
@@ -177,6 +181,10 @@ pub const CLUSTER_WAIT: Duration = Duration::from_secs(60);
 
 fn cluster_wait() -> Duration {
     CLUSTER_WAIT
+}
+
+fn peer_timeout() -> Duration {
+    crate::membership::SILENCE_LIMIT
 }
 
 fn one_f64() -> f64 {
@@ -380,6 +388,7 @@ impl Default for RunConfig {
             output: None,
             replace_output: false,
             cluster_wait: CLUSTER_WAIT,
+            peer_timeout: crate::membership::SILENCE_LIMIT,
             coordinator_port: None,
             cluster_secret: crate::membership::Secret::none(),
             join: false,

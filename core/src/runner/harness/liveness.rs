@@ -56,7 +56,7 @@ impl Liveness {
                 &address,
                 (job, secret),
                 (cluster.processes, config.workers),
-                config.cluster_wait,
+                (config.cluster_wait, config.peer_timeout),
                 keep,
                 on_event,
             )
@@ -81,6 +81,7 @@ impl Liveness {
                 newly_failed,
                 committed: keep.unwrap_or_default(),
                 reached: Arc::clone(reached),
+                silence: config.peer_timeout,
             };
             Member::start(address, hello, config.cluster_wait, links, on_event).map(Liveness::Member)
         };

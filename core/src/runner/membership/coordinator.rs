@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use super::secret::{Nonce, Secret, nonce, same};
 use super::strangers::{Entry, Guesses, Step, Unproven};
 use super::wire::{Frame, FrameReader, Read1, write_frame};
-use super::{Event, HEARTBEAT, MembershipError, OnEvent, Restart, SILENCE_LIMIT, proofs};
+use super::{Event, HEARTBEAT, MembershipError, OnEvent, Restart, proofs};
 
 /// How long a new connection has to prove the secret.
 pub(super) const HELLO_WAIT: Duration = Duration::from_secs(1);
@@ -94,6 +94,8 @@ pub(super) struct State {
     address: String,
     /// The committed frontier members learn of with the beats, if the job can restart.
     pub(super) committed: Option<Arc<AtomicU64>>,
+    /// How long a member may stay silent before it counts as lost.
+    silence: Duration,
 }
 
 /// Process 0's membership: watches the other processes until dropped or finished.
@@ -104,12 +106,13 @@ pub struct Coordinator {
 impl Coordinator {
     /// Listens at `address` for the other `processes - 1` processes of the job with settings `job` (whose
     /// processes run `workers` workers each), which must connect within `wait` and prove
-    /// `secret`. With `committed`, members hear of its moves with the beats.
+    /// `secret`; a member silent for `silence` is lost. With `committed`, members hear of
+    /// its moves with the beats.
     pub fn start(
         address: &str,
         (job, secret): (super::Settings, Secret),
         (processes, workers): (usize, usize),
-        wait: Duration,
+        (wait, silence): (Duration, Duration),
         committed: Option<Arc<AtomicU64>>,
         on_event: OnEvent,
     ) -> Result<Self, MembershipError> {
@@ -137,6 +140,7 @@ impl Coordinator {
             on_event,
             address: address.to_string(),
             committed,
+            silence,
         });
         let accepting = Arc::clone(&state);
         spawn("megaflux-coordinator", move || accept(&accepting, listener))?;
@@ -452,7 +456,7 @@ fn serve(state: &State, id: u64, proved: Proved) {
         let cause = match reader.read(&mut stream) {
             Ok(Read1::Frames(f)) => {
                 frames.extend(f);
-                if frames.is_empty() && heard.elapsed() > SILENCE_LIMIT {
+                if frames.is_empty() && heard.elapsed() > state.silence {
                     format!("silent for {} ms", heard.elapsed().as_millis())
                 } else {
                     continue;

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use super::coordinator::spawn;
 use super::secret::{Nonce, Secret, nonce, same};
 use super::wire::{Frame, FrameReader, Read1, write_frame};
-use super::{Event, HEARTBEAT, MembershipError, OnEvent, Restart, SILENCE_LIMIT, proofs};
+use super::{Event, HEARTBEAT, MembershipError, OnEvent, Restart, proofs};
 
 /// How long one connection attempt may take.
 const CONNECT_WAIT: Duration = Duration::from_millis(500);
@@ -66,6 +66,8 @@ pub struct Links {
     /// none at or after it can have been written): a committed frontier past it is not
     /// believed.
     pub reached: Arc<AtomicU64>,
+    /// How long process 0 may stay silent before it counts as lost.
+    pub silence: Duration,
 }
 
 impl Hello {
@@ -363,7 +365,7 @@ fn watch(state: &State, welcomed: Welcomed, (hello, links): (&Hello, &Links), on
         let cause = match reader.read(&mut stream) {
             Ok(Read1::Frames(f)) => {
                 frames = f;
-                if !frames.is_empty() || heard.elapsed() <= SILENCE_LIMIT {
+                if !frames.is_empty() || heard.elapsed() <= links.silence {
                     continue;
                 }
                 format!("silent for {} ms", heard.elapsed().as_millis())

@@ -37,9 +37,12 @@ pub use settings::Settings;
 /// How often each end of a membership connection says it is alive.
 pub const HEARTBEAT: Duration = Duration::from_millis(100);
 
-/// How long a peer may stay silent before it counts as lost: ten heartbeats, far above the
-/// scheduling noise of a loaded machine (tens of milliseconds).
-pub const SILENCE_LIMIT: Duration = Duration::from_secs(1);
+/// How long a peer may stay silent before it counts as lost, unless `--peer-timeout` says
+/// otherwise: fifty heartbeats. A crashed process's connections close and it is lost at
+/// once; only a hung, stopped or cut-off process waits this long. One second was too
+/// short for a debug build on a loaded two-core machine: a starved process was "lost" and
+/// the cluster restarted without it.
+pub const SILENCE_LIMIT: Duration = Duration::from_secs(5);
 
 /// The coordinator listens on process 0's host at its timely port plus this, unless
 /// `--coordinator-port` says otherwise. It cannot share timely's port: timely's listener
