@@ -317,7 +317,7 @@ pub fn main(jobs: impl Into<Jobs>) -> ExitCode {
     };
     if !matches!(cli.command, Command::Run(_) | Command::Replay(_)) {
         // `run` and `replay` set up tracing themselves, with the probe when asked for.
-        observe::install_tracing(None);
+        observe::install_tracing(None, false);
     }
     // Before the job allocates its state; bench and replay runs take the default.
     memory::apply(matches!(&cli.command, Command::Run(args) if args.huge_pages));
@@ -458,6 +458,7 @@ fn run(args: RunArgs, jobs: &Jobs) -> ExitCode {
         export: args.export,
         token: args.token.clone().or_else(|| std::env::var(TOKEN_ENV).ok()),
         force: args.force,
+        lifecycle: !dashboard,
     };
     let control = ControlHandle::new();
     if !dashboard {

@@ -11,6 +11,7 @@ pub mod dash;
 mod drain;
 mod flags;
 mod job_flags;
+mod lifecycle;
 mod memory;
 pub mod observe;
 mod outcome;

@@ -35,6 +35,9 @@ pub struct ProbeArgs {
     pub token: Option<String>,
     /// Whether `record` may replace an existing file.
     pub force: bool,
+    /// Whether the cluster's life is said on stderr (not under a dashboard, which owns the
+    /// terminal).
+    pub lifecycle: bool,
 }
 
 impl ProbeArgs {
@@ -61,8 +64,9 @@ pub struct Made {
 }
 
 /// Installs the tracing subscriber: `MEGAFLUX_LOG` to stderr, plus the probe's layer when
-/// `probe` is given.
-pub fn install_tracing(probe: Option<ProbeLayer>) {
+/// `probe` is given, plus the cluster's life in a line each ([`crate::lifecycle`]) with
+/// `lifecycle`.
+pub fn install_tracing(probe: Option<ProbeLayer>, lifecycle: bool) {
     // Off unless asked for with MEGAFLUX_LOG (e.g. MEGAFLUX_LOG=megaflux=debug).
     let filter = EnvFilter::try_from_env("MEGAFLUX_LOG").unwrap_or_else(|_| EnvFilter::new("off"));
     let fmt = tracing_subscriber::fmt::layer()
@@ -71,13 +75,14 @@ pub fn install_tracing(probe: Option<ProbeLayer>) {
     let _ = tracing_subscriber::registry()
         .with(fmt)
         .with(probe.map(ProbeLayer::filtered))
+        .with(lifecycle.then(crate::lifecycle::layer))
         .try_init();
 }
 
 /// Sets up tracing and, if asked for, the collector or exporter of this process.
 pub fn start(config: &RunConfig, probe: &ProbeArgs, control: &ControlHandle) -> anyhow::Result<Observer> {
     if !probe.wanted() {
-        install_tracing(None);
+        install_tracing(None, probe.lifecycle);
         return Ok(Observer::None);
     }
     let cluster = cluster_position(&config.timely_args)?;
@@ -95,7 +100,7 @@ pub fn start(config: &RunConfig, probe: &ProbeArgs, control: &ControlHandle) -> 
         config: json.clone(),
         anchor_unix_s: Some(layer.anchor_unix_s()),
     });
-    install_tracing(Some(layer));
+    install_tracing(Some(layer), probe.lifecycle);
     if let Some(addr) = probe.export {
         // The collector refuses an empty token at its start; so does an exporter.
         megaflux_probe::collector::gate::Gate::new(None, probe.token.as_deref())?;

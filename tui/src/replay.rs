@@ -72,7 +72,7 @@ enum Speed {
 /// Runs `megaflux replay` (a re-run with one of `jobs`).
 pub fn replay(args: ReplayArgs, jobs: &Jobs) -> ExitCode {
     if !args.rerun {
-        observe::install_tracing(None);
+        observe::install_tracing(None, false);
         return report(watch(&args.file), "watching the trace");
     }
     match rerun(&args, jobs) {
@@ -188,6 +188,7 @@ fn rerun(args: &ReplayArgs, jobs: &Jobs) -> anyhow::Result<bool> {
         export: None,
         token: std::env::var(TOKEN_ENV).ok(),
         force: args.force,
+        lifecycle: !dashboard,
     };
     // The re-run's header says every flag of the job's own, as the run will take them (an
     // older trace's header had only some).

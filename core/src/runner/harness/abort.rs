@@ -359,11 +359,23 @@ fn install_hook() {
     HOOK.get_or_init(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            if !attribute(info) {
+            // A panic that cannot unwind (out of a destructor during unwinding, or out of a
+            // function called from C) aborts the process right after this hook: say where,
+            // whoever it belongs to, or the abort is all anyone sees.
+            if cannot_unwind(info) || !attribute(info) {
                 previous(info);
             }
         }));
     });
+}
+
+/// Whether the runtime aborts the process after this panic: its message is one of those the
+/// standard library gives a panic that cannot unwind.
+fn cannot_unwind(info: &PanicHookInfo<'_>) -> bool {
+    info.payload_as_str().is_some_and(|m| {
+        m.starts_with("panic in a function that cannot unwind")
+            || m.starts_with("panic in a destructor during cleanup")
+    })
 }
 
 /// Gives a panic to the run it belongs to; `false` if it belongs to none.

@@ -538,6 +538,17 @@ fn run_generation<J: Job + ?Sized>(
         form((addresses, rank, workers), (wait, abort, secret), timely, work)?
     };
     abort.formed();
+    if cluster {
+        // What an operator (and a test that kills a process) waits for: every process of
+        // this computation is connected and its workers run.
+        tracing::info!(
+            target: "megaflux::job",
+            phase = "formed",
+            generation = generation.index,
+            processes = addresses.len(),
+            workers
+        );
+    }
     match abort.wait() {
         Err(e) => {
             if cluster {
