@@ -106,13 +106,12 @@ mod tests {
     /// events is checked end to end by the cluster tests, which wait for these lines.
     #[test]
     fn formed_and_restart_events_become_one_line_each_and_others_none() {
-        let mut f = Fields::default();
-        f.0 = vec![
+        let mut f = Fields(vec![
             ("phase", "formed".into()),
             ("generation", "0".into()),
             ("processes", "3".into()),
             ("workers", "1".into()),
-        ];
+        ]);
         assert_eq!(
             f.line().as_deref(),
             Some("cluster formed: generation 0, 3 processes x 1 workers")

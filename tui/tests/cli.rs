@@ -1,12 +1,30 @@
 //! Bad input gets a one-line error naming the bad value and exit status 2, never a panic.
 
-use std::process::Command;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
-fn megaflux(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_megaflux"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
+/// A bound on one run of the binary (a refusal, or a run of half a second): against a hang,
+/// not a judgement of speed.
+const LIMIT: Duration = Duration::from_secs(300);
+
+/// The binary with `args` (its stdin empty, as a script's), for `env` to set more.
+fn command(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_megaflux"));
+    c.args(args).stdin(Stdio::null());
+    c
+}
+
+/// Runs `command` to its end, for at most [`LIMIT`].
+fn finished(command: &mut Command) -> Output {
+    let args: Vec<String> = command
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    megaflux_testkit::run(format!("megaflux {}", args.join(" ")), command, LIMIT)
+}
+
+fn megaflux(args: &[&str]) -> Output {
+    finished(&mut command(args))
 }
 
 fn assert_usage_error(args: &[&str], names: &str) {
@@ -115,7 +133,8 @@ fn other_bad_values_are_rejected() {
     );
     // Nor in a cluster that restarts after a crash: it resends records from a committed
     // time, which an adaptive batch may straddle. (Refused before any process connects.)
-    let hosts = std::env::temp_dir().join(format!("megaflux-cli-hosts-{}", std::process::id()));
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let hosts = dir.path().join("hosts.txt");
     std::fs::write(&hosts, "127.0.0.1:1\n127.0.0.1:2\n").expect("a temporary file");
     let hosts_arg = hosts.to_str().expect("a UTF-8 path");
     assert_usage_error(
@@ -136,17 +155,12 @@ fn other_bad_values_are_rejected() {
         ],
         "restarts after a crash",
     );
-    std::fs::remove_file(&hosts).ok();
 }
 
 #[test]
 fn bad_observer_settings_are_rejected() {
     // A non-loopback address needs a token for commands.
-    let out = Command::new(env!("CARGO_BIN_EXE_megaflux"))
-        .args(["run", "--headless", "--serve", "0.0.0.0:0"])
-        .env_remove("MEGAFLUX_TOKEN")
-        .output()
-        .expect("the binary runs");
+    let out = finished(command(&["run", "--headless", "--serve", "0.0.0.0:0"]).env_remove("MEGAFLUX_TOKEN"));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("token"), "{stderr}");
@@ -170,11 +184,7 @@ fn bad_observer_settings_are_rejected() {
     assert!(stderr.contains("/nonexistent/dir/t.jsonl"), "{stderr}");
     assert!(out.stdout.is_empty());
     // An empty token protects nothing: refused before anything runs.
-    let out = Command::new(env!("CARGO_BIN_EXE_megaflux"))
-        .args(["run", "--headless", "--serve", "127.0.0.1:0"])
-        .env("MEGAFLUX_TOKEN", "")
-        .output()
-        .expect("the binary runs");
+    let out = finished(command(&["run", "--headless", "--serve", "127.0.0.1:0"]).env("MEGAFLUX_TOKEN", ""));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("empty"), "{stderr}");
@@ -324,9 +334,8 @@ fn auto_epochs_are_adaptive_where_allowed_and_fixed_elsewhere() {
 /// one, or a token file that cannot be read, is refused before any process connects.
 #[test]
 fn cluster_tokens_are_checked_before_anything_connects() {
-    let dir = std::env::temp_dir().join(format!("megaflux-cli-tokens-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("a temporary directory");
-    let hosts = dir.join("hosts.txt");
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let hosts = dir.path().join("hosts.txt");
     std::fs::write(&hosts, "127.0.0.1:2101\n192.0.2.7:2101\n").expect("a temporary file");
     let hosts = hosts.to_str().expect("a UTF-8 path");
     let cluster = |flags: &[&'static str]| -> Vec<String> {
@@ -350,5 +359,4 @@ fn cluster_tokens_are_checked_before_anything_connects() {
         cluster(&["--cluster-token-file", "/nonexistent/megaflux-token"]),
         "/nonexistent/megaflux-token",
     );
-    std::fs::remove_dir_all(&dir).ok();
 }

@@ -1,16 +1,32 @@
 //! A real two-process timely cluster on loopback gives the same output digest as one process
 //! (for a workload with scheduled later work too: a cluster drains it, one process drops
 //! it, both count the outputs up to the last epoch), and process 0's collector records the
-//! events of both.
+//! events of both. A run whose plans must complete (two migrations, the balancer's) runs
+//! until process 0's trace says they did, and is then stopped as `q` stops it; the run of
+//! one process it is compared with covers the same epochs.
 
-use std::process::Command;
+use std::time::Duration;
 
 use megaflux_probe::event::{Event, Phase};
 use megaflux_probe::model::JobModel;
+use megaflux_testkit::{run, wait_all};
 
 mod common;
 
-use common::{Cluster, free_ports, summary};
+use common::{
+    CLUSTER_LIMIT, Cluster, cluster_ports, completed_plans, made_for, megaflux, same_epochs, stop, summary,
+    wait_for_trace, with_duration,
+};
+
+/// The `--duration` of a cluster run the test stops once what it waits for happened: far
+/// past any deadline of these tests.
+const UNTIL_STOPPED: &str = "3600";
+
+/// How long a one-process run may take before the test calls it hung.
+const LIMIT: Duration = Duration::from_secs(300);
+
+/// The epochs of these runs, in microseconds (`common::CLUSTER_EPOCH_US`).
+const EPOCH_US: u64 = 1000;
 
 const JOB: &[&str] = &[
     "run",
@@ -31,20 +47,27 @@ const JOB: &[&str] = &[
 fn two_processes_match_one() {
     let cluster = Cluster::new("cluster");
     let trace = cluster.dir.join("trace.jsonl");
-    let [collector] = free_ports::<1>();
-    let collector = format!("127.0.0.1:{collector}");
-    let p0 = {
-        let mut job = JOB.to_vec();
+    let collector = format!("127.0.0.1:{}", cluster_ports(1)[0]);
+    // Both plans of `JOB` (at 0.5 s and 1.2 s of logical time) complete however long the
+    // machine makes them take: the run goes on until they did.
+    let job = with_duration(JOB, UNTIL_STOPPED);
+    let mut p0 = {
+        let mut job = job.clone();
         job.extend(["--serve", &collector, "--record", trace.to_str().unwrap()]);
         cluster.spawn("0", &job, "1")
     };
     let p1 = {
-        let mut job = JOB.to_vec();
+        let mut job = job.clone();
         job.extend(["--export", &collector]);
         cluster.spawn("1", &job, "1")
     };
-    let out0 = p0.wait_with_output().unwrap();
-    let out1 = p1.wait_with_output().unwrap();
+    wait_for_trace(&mut p0, &trace, "both migrations to complete", |events| {
+        completed_plans(events).len() >= 2
+    });
+    stop(&mut p0);
+    let [out0, out1]: [_; 2] = wait_all(vec![p0, p1], CLUSTER_LIMIT)
+        .try_into()
+        .expect("two outputs");
     assert!(out0.status.success(), "{}", String::from_utf8_lossy(&out0.stderr));
     assert!(out1.status.success(), "{}", String::from_utf8_lossy(&out1.stderr));
     // Timely itself may print connection retries; the summary comes from process 0 only.
@@ -66,14 +89,9 @@ fn two_processes_match_one() {
 
     check_trace(&trace);
 
-    let mut single: Vec<&str> = JOB.to_vec();
-    single.extend(["--workers", "2", "--epoch-us", common::CLUSTER_EPOCH_US]);
-    let local = Command::new(env!("CARGO_BIN_EXE_megaflux"))
-        .args(&single)
-        .output()
-        .unwrap();
-    assert!(local.status.success());
-    let local = summary(&local);
+    // The same epochs on one process.
+    let local = on_one_process(&with_duration(JOB, &same_epochs(&cluster, EPOCH_US)), &[]);
+    assert_eq!(cluster["duration_s"], local["duration_s"]);
     assert_eq!(cluster["output_digest"], local["output_digest"]);
     assert_eq!(cluster["outputs"], local["outputs"]);
     assert_eq!(cluster["records_in"], local["records_in"]);
@@ -213,32 +231,64 @@ fn on_one_process(job: &[&str], more: &[&str]) -> serde_json::Value {
     let mut single = job.to_vec();
     single.extend(["--workers", "2", "--epoch-us", common::CLUSTER_EPOCH_US]);
     single.extend(more);
-    let one = Command::new(env!("CARGO_BIN_EXE_megaflux"))
-        .args(&single)
-        .output()
-        .unwrap();
+    let name = format!("megaflux {}", single.join(" "));
+    let one = run(name, &mut megaflux(&single), LIMIT);
     assert!(one.status.success(), "{}", String::from_utf8_lossy(&one.stderr));
     summary(&one)
 }
 
 /// The balancer of a skewed cluster moves bins between the processes by itself, and the
-/// output is one process's without a balancer.
+/// output is one process's without a balancer. The cluster runs until a plan of the
+/// balancer completed, however many judgements it takes on a loaded machine.
 #[test]
 fn the_balancer_moves_bins_across_processes_exactly_once() {
-    let job = common::SKEWED_BALANCED;
-    let two = on_two_processes("cluster-balance", job);
+    let cluster = Cluster::new("cluster-balance");
+    let trace = cluster.dir.join("trace.jsonl");
+    let job = with_duration(common::SKEWED_BALANCED, UNTIL_STOPPED);
+    let mut p0 = {
+        let mut job = job.clone();
+        job.extend(["--record", trace.to_str().unwrap()]);
+        cluster.spawn("0", &job, "1")
+    };
+    let p1 = cluster.spawn("1", &job, "1");
+    wait_for_trace(&mut p0, &trace, "a plan of the balancer to complete", |events| {
+        completed_plans(events).iter().any(|p| balancers(p))
+    });
+    stop(&mut p0);
+    let outputs = wait_all(vec![p0, p1], CLUSTER_LIMIT);
+    for o in &outputs {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let two = summary(&outputs[0]);
     let by_balancer: Vec<_> = two["migrations"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|m| m["by"] == "balancer")
         .collect();
-    assert!(!by_balancer.is_empty(), "{}", two["balance"]);
-    assert!(by_balancer.iter().all(|m| m["bytes_moved"].as_u64().unwrap() > 0));
-    // The same job without the balancer's flags (its last four).
-    let one = on_one_process(&job[..job.len() - 4], &["--balance", "off"]);
+    let completed: Vec<_> = by_balancer
+        .iter()
+        .filter(|m| m["completed_s"].is_number())
+        .collect();
+    assert!(!completed.is_empty(), "{}", two["balance"]);
+    assert!(
+        completed.iter().all(|m| m["bytes_moved"].as_u64().unwrap() > 0),
+        "{}",
+        two["migrations"]
+    );
+    // The same epochs and job without the balancer's flags (its last four).
+    let epochs = same_epochs(&two, EPOCH_US);
+    let job = with_duration(common::SKEWED_BALANCED, &epochs);
+    let job = &job[..job.len() - 4];
+    let one = on_one_process(job, &["--balance", "off"]);
+    assert_eq!(two["duration_s"], one["duration_s"]);
     assert_eq!(two["outputs"], one["outputs"]);
     assert_eq!(two["output_digest"], one["output_digest"]);
+}
+
+/// Whether `plan` (a `plan_started` event) is one of the balancer's.
+fn balancers(plan: &serde_json::Value) -> bool {
+    made_for(plan, "migration") && plan["target"].as_str().is_some_and(|t| t.starts_with("balance"))
 }
 
 /// A process whose peer never comes (it was never started, or its exporter was kept out and
@@ -248,7 +298,7 @@ fn a_missing_peer_is_named_after_the_wait() {
     let cluster = Cluster::new("missing-peer");
     let mut job = JOB.to_vec();
     job.extend(["--cluster-wait", "2"]);
-    let out = cluster.spawn("0", &job, "1").wait_with_output().unwrap();
+    let out = cluster.spawn("0", &job, "1").wait(CLUSTER_LIMIT);
     let stderr = String::from_utf8_lossy(&out.stderr);
     // It ended (without the wait it would wait for ever), failing, with one line.
     assert!(!out.status.success(), "{stderr}");
@@ -272,7 +322,11 @@ fn a_process_with_other_settings_is_refused() {
     let p0 = cluster.spawn("0", &job, "1");
     job.extend(["--output", output.to_str().unwrap()]);
     let p1 = cluster.spawn("1", &job, "1");
-    let (out0, out1) = (p0.wait_with_output().unwrap(), p1.wait_with_output().unwrap());
+    // Were process 1 not refused, timely would wait for ever on the two dataflows: the
+    // deadline ends that, naming both.
+    let [out0, out1]: [_; 2] = wait_all(vec![p0, p1], CLUSTER_LIMIT)
+        .try_into()
+        .expect("two outputs");
     let (e0, e1) = (
         String::from_utf8_lossy(&out0.stderr),
         String::from_utf8_lossy(&out1.stderr),

@@ -3,8 +3,9 @@
 //! connections and says hello for a real process's place; all along it trickles silent
 //! connections to every port, sends 12 random bytes to process 0's timely port, and claims
 //! places on the timely ports with guessed proofs; after process 2 is killed (kill -9) it
-//! asks to join in its place, and goes on through the survivors' restart. The job ends with
-//! the digest and `--output` of the same job nobody attacked.
+//! asks to join in its place, and goes on through the survivors' restart. Once it made every
+//! attack the job is stopped as `q` stops it, and ends with the digest and `--output` of the
+//! same epochs nobody attacked.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -15,13 +16,19 @@ use std::time::{Duration, Instant};
 use megaflux::membership::wire::{Frame, FrameReader, Read1, write_frame};
 use megaflux::membership::{Hello, Secret, Settings};
 
+use megaflux_testkit::{wait_all, wait_until};
+
 mod common;
 use common::{
-    Cluster, Draws, REPLICATED_KEYCOUNT, assert_same_outputs, sorted_lines, summary, wait_all_within,
+    CLUSTER_LIMIT as LIMIT, Cluster, Draws, REPLICATED_KEYCOUNT, assert_same_outputs, formed, restarted,
+    same_epochs, sorted_lines, summary, with_duration,
 };
 
-/// Far above the job's 3 s and its restart, even on a loaded machine.
-const LIMIT: Duration = Duration::from_secs(120);
+/// The `--duration` of the attacked run, which the test stops: far past its deadline.
+const UNTIL_STOPPED: &str = "3600";
+
+/// The epochs of the cluster's runs, in microseconds (`common::CLUSTER_EPOCH_US`).
+const EPOCH_US: u64 = 1000;
 /// Connections the stranger keeps open at once.
 const HELD: usize = 400;
 /// Connections of the flood, opened at once as process 0's coordinator starts to listen.
@@ -161,16 +168,8 @@ fn attack((ports, coordinator): (Vec<String>, String), stop: &AtomicBool, tally:
 fn a_stranger_without_the_secret_neither_joins_nor_stalls_nor_stops_the_cluster() {
     let cluster = Cluster::of("attacks", 3);
     let megaflux = env!("CARGO_BIN_EXE_megaflux").as_ref();
-    let base_out = cluster.dir.join("base.jsonl");
-    let base = wait_all_within(
-        cluster.spawn_all(megaflux, REPLICATED_KEYCOUNT, &base_out, None),
-        LIMIT,
-    );
-    for o in &base {
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    }
-    let base_lines = sorted_lines(&base_out);
-
+    // The attacked job runs until the test stops it, once every attack was made.
+    let job = with_duration(REPLICATED_KEYCOUNT, UNTIL_STOPPED);
     let out = cluster.dir.join("attacked.jsonl");
     let stop = Arc::new(AtomicBool::new(false));
     let tally = Arc::new(Tally::default());
@@ -182,13 +181,22 @@ fn a_stranger_without_the_secret_neither_joins_nor_stalls_nor_stops_the_cluster(
         let (stop, tally) = (Arc::clone(&stop), Arc::clone(&tally));
         std::thread::spawn(move || attack(targets, &stop, &tally))
     };
-    let mut children = cluster.spawn_all(megaflux, REPLICATED_KEYCOUNT, &out, None);
-    std::thread::sleep(Duration::from_millis(1500));
-    let mut victim = children.remove(2);
-    victim.kill().expect("kill -9");
-    let _ = victim.wait();
+    let mut procs = cluster.spawn_all(megaflux, &job, &out, None);
+    formed(&mut procs);
+    let mut victim = procs.remove(2);
+    victim.kill();
+    drop(victim);
     tally.killed.store(true, Ordering::Release);
-    let outputs = wait_all_within(children, LIMIT);
+    // The stranger asks for the lost place at its next turn, and goes on through the
+    // survivors' restart and after it.
+    restarted(&mut procs[0]);
+    wait_until(
+        "the stranger to ask to join in process 2's place, and to say more than 10 hellos",
+        LIMIT,
+        || tally.joins_after_kill.load(Ordering::Relaxed) > 0 && tally.hellos.load(Ordering::Relaxed) > 10,
+    );
+    common::stop(&mut procs[0]);
+    let outputs = wait_all(procs, LIMIT);
     stop.store(true, Ordering::Release);
     stranger.join().expect("the stranger's thread");
     let what = format!(
@@ -219,6 +227,15 @@ fn a_stranger_without_the_secret_neither_joins_nor_stalls_nor_stops_the_cluster(
         tally.joins_after_kill.load(Ordering::Relaxed) > 0,
         "{what}: no join after the kill"
     );
+    // The same epochs, unattacked and without the crash.
+    let base_out = cluster.dir.join("base.jsonl");
+    let epochs = same_epochs(&summary(&outputs[0]), EPOCH_US);
+    let base_job = with_duration(REPLICATED_KEYCOUNT, &epochs);
+    let base = wait_all(cluster.spawn_all(megaflux, &base_job, &base_out, None), LIMIT);
+    for o in &base {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let base_lines = sorted_lines(&base_out);
     let s = assert_same_outputs(&outputs, &summary(&base[0]), (&out, &base_lines), &what);
     assert_eq!(
         s["crashes"][0]["processes"],

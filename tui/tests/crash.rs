@@ -8,14 +8,19 @@
 
 mod common;
 
-use std::process::{Child, Output};
-use std::time::{Duration, Instant};
-
 use std::path::Path;
+use std::process::Output;
+use std::time::Duration;
+
+use megaflux_testkit::{Proc, run, wait_all};
+use rustix::process::Signal;
 
 use common::{
-    Cluster, Draws, assert_same_outputs, example, sorted_lines, summary, wait_all, wait_all_within,
+    CLUSTER_LIMIT, Cluster, Draws, assert_same_outputs, example, formed, restarted, sorted_lines, summary,
 };
+
+/// How long `megaflux report` or `replay` may take before the test calls it hung.
+const COMMAND_LIMIT: Duration = Duration::from_secs(120);
 
 /// Kills per workload: `MEGAFLUX_KILLS` for a longer loop.
 fn kills(default: usize) -> usize {
@@ -26,18 +31,18 @@ fn kills(default: usize) -> usize {
 }
 
 /// Starts every process of `job` on `cluster` with `--output` into `out`.
-fn spawn_all(cluster: &Cluster, job: &[&str], out: &str) -> Vec<Child> {
+fn spawn_all(cluster: &Cluster, job: &[&str], out: &Path) -> Vec<Proc> {
     spawn_all_of(env!("CARGO_BIN_EXE_megaflux").as_ref(), cluster, job, out)
 }
 
 /// As [`spawn_all`], with `binary`.
-fn spawn_all_of(binary: &Path, cluster: &Cluster, job: &[&str], out: &str) -> Vec<Child> {
-    cluster.spawn_all(binary, job, Path::new(out), None)
+fn spawn_all_of(binary: &Path, cluster: &Cluster, job: &[&str], out: &Path) -> Vec<Proc> {
+    cluster.spawn_all(binary, job, out, None)
 }
 
 /// Runs `job` on three processes `n` times, killing process 1 or 2 at a random moment
-/// between `from` and `to` after the start each time, and checks each run against one
-/// without the crash.
+/// between `from` and `to` seconds after every process said the cluster formed, and checks
+/// each run against one without the crash.
 fn survives_kills(name: &str, job: &[&str], n: usize, (from, to): (f64, f64), seed: u64) {
     let megaflux = env!("CARGO_BIN_EXE_megaflux").as_ref();
     survives_kills_of(megaflux, &Cluster::of(name, 3), job, n, (from, to), seed);
@@ -52,13 +57,9 @@ fn survives_kills_of(
     (from, to): (f64, f64),
     seed: u64,
 ) {
-    let name = cluster
-        .dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let name = &cluster.name;
     let base_out = cluster.dir.join("base.jsonl");
-    let outputs = wait_all(spawn_all_of(binary, cluster, job, base_out.to_str().unwrap()));
+    let outputs = wait_all(spawn_all_of(binary, cluster, job, &base_out), CLUSTER_LIMIT);
     for o in &outputs {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }
@@ -70,13 +71,23 @@ fn survives_kills_of(
         let victim = 1 + (draws.next() % 2) as usize;
         let at = from + (to - from) * (draws.next() % 1000) as f64 / 1000.0;
         let out = cluster.dir.join(format!("crash{round}.jsonl"));
-        let mut children = spawn_all_of(binary, cluster, job, out.to_str().unwrap());
+        let mut procs = spawn_all_of(binary, cluster, job, &out);
+        formed(&mut procs);
+        let what = format!(
+            "{name}: round {round} (seed {seed}), process {victim} killed {at:.2} s after the cluster formed"
+        );
+        // The moment drawn, after the formation (the line above orders the kill after it):
+        // before the run's end, which comes at least its 4 s of input later.
         std::thread::sleep(Duration::from_secs_f64(at));
-        let mut killed = children.remove(victim);
-        killed.kill().expect("kill -9");
-        let _ = killed.wait();
-        let outputs = wait_all(children);
-        let what = format!("{name}: round {round} (seed {seed}), process {victim} killed at {at:.2} s");
+        let mut killed = procs.remove(victim);
+        assert!(
+            killed.running(),
+            "{what}: it ended before the kill\n{}",
+            killed.printed_tail()
+        );
+        killed.kill();
+        drop(killed);
+        let outputs = wait_all(procs, CLUSTER_LIMIT);
         let s = assert_same_outputs(&outputs, &base, (&out, &base_lines), &what);
         let crashes = s["crashes"].as_array().cloned().unwrap_or_default();
         assert_eq!(crashes.len(), 1, "{what}: {s}");
@@ -97,11 +108,11 @@ fn stateful(job: &[&str]) -> bool {
         .any(|w| w[0] == "--workload" && ["q1", "q2"].contains(&w[1]))
 }
 
-/// Kill moments, in seconds after the processes start: from once the cluster has formed
-/// (within milliseconds; a process lost before is
-/// `a_process_lost_while_the_cluster_forms_stops_the_others_at_once`) to the end of the
-/// run (4 s, and its drain).
-const FORMED_TO_END: (f64, f64) = (1.0, 3.8);
+/// Kill moments, in seconds after every process said the cluster formed (a process lost
+/// before is `a_process_lost_while_the_cluster_forms_stops_the_others_at_once`): from the
+/// preload, which follows, to the end of the run (4 s of input after the preload, and its
+/// drain).
+const FORMED_TO_END: (f64, f64) = (0.0, 3.8);
 
 const KEYCOUNT: &[&str] = &[
     "run",
@@ -208,25 +219,21 @@ fn losing_process_0_stops_the_others_at_once_naming_it() {
     let mut job = KEYCOUNT.to_vec();
     job[7] = "30";
     let out = cluster.dir.join("out.jsonl");
-    let mut children = spawn_all(&cluster, &job, out.to_str().unwrap());
-    std::thread::sleep(Duration::from_secs(3));
-    let mut first = children.remove(0);
-    first.kill().expect("kill -9");
-    let started = Instant::now();
-    let outputs = wait_all_within(children, Duration::from_secs(30));
-    let _ = first.wait();
+    let mut procs = spawn_all(&cluster, &job, &out);
+    formed(&mut procs);
+    let mut first = procs.remove(0);
+    first.kill();
+    drop(first);
+    let outputs = wait_all(procs, CLUSTER_LIMIT);
     for o in &outputs {
         assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
         let (error, stderr) = the_error(o);
         let named = format!("process 0 ({}) went away", cluster.addresses[0]);
         assert!(error.contains(&named), "{stderr}");
+        // At once: its connections closed, rather than `--peer-timeout` of silence.
+        assert!(!error.contains("silent for"), "{stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "{:?}",
-        started.elapsed()
-    );
 }
 
 #[test]
@@ -238,25 +245,21 @@ fn a_second_crash_before_the_first_recovery_finished_stops_with_status_3() {
     job[7] = "30";
     job.extend(["--recovery", "fluid"]);
     let out = cluster.dir.join("out.jsonl");
-    let mut children = spawn_all(&cluster, &job, out.to_str().unwrap());
-    std::thread::sleep(Duration::from_secs(3));
-    let mut second = children.remove(2);
-    second.kill().expect("kill -9");
-    let _ = second.wait();
-    std::thread::sleep(Duration::from_millis(500));
-    let mut first = children.remove(1);
-    first.kill().expect("kill -9");
-    let started = Instant::now();
-    let outputs = wait_all(children);
-    let _ = first.wait();
+    let mut procs = spawn_all(&cluster, &job, &out);
+    formed(&mut procs);
+    let mut second = procs.remove(2);
+    second.kill();
+    drop(second);
+    // The survivors restarted without process 2: the recovery begins, and the second crash
+    // comes as soon as the test hears it.
+    restarted(&mut procs[0]);
+    let mut first = procs.remove(1);
+    first.kill();
+    drop(first);
+    let outputs = wait_all(procs, CLUSTER_LIMIT);
     let (error, stderr) = the_error(&outputs[0]);
     assert_eq!(outputs[0].status.code(), Some(3), "{stderr}");
     assert!(error.contains("lost their last replica"), "{stderr}");
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "{:?}",
-        started.elapsed()
-    );
 }
 
 #[test]
@@ -269,14 +272,15 @@ fn a_crash_is_in_the_trace_the_report_and_a_rerun() {
     job.extend(["--output", out.to_str().unwrap(), "--force"]);
     let mut recorded = job.clone();
     recorded.extend(["--record", trace]);
-    let first = cluster.spawn("0", &recorded, "1");
-    let others: Vec<Child> = (1..3).map(|p| cluster.spawn(&p.to_string(), &job, "1")).collect();
-    std::thread::sleep(Duration::from_secs(3));
-    let mut killed = others.into_iter().nth(1).expect("process 2");
-    killed.kill().expect("kill -9");
-    let _ = killed.wait();
-    let done = first.wait_with_output().expect("process 0 ends");
-    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let mut procs = vec![cluster.spawn("0", &recorded, "1")];
+    procs.extend((1..3).map(|p| cluster.spawn(&p.to_string(), &job, "1")));
+    formed(&mut procs);
+    let mut killed = procs.remove(2);
+    killed.kill();
+    drop(killed);
+    for done in wait_all(procs, CLUSTER_LIMIT) {
+        assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    }
     let text = std::fs::read_to_string(trace).expect("the trace");
     let restart: Vec<serde_json::Value> = text
         .lines()
@@ -290,16 +294,18 @@ fn a_crash_is_in_the_trace_the_report_and_a_rerun() {
     // The report reads it, marks included.
     let svg = cluster.dir.join("trace.svg");
     let perfetto = cluster.dir.join("trace.json");
-    let report = common::megaflux(&[
-        "report",
-        trace,
-        "--svg",
-        svg.to_str().unwrap(),
-        "--perfetto",
-        perfetto.to_str().unwrap(),
-    ])
-    .output()
-    .expect("report runs");
+    let report = run(
+        "megaflux report",
+        &mut common::megaflux(&[
+            "report",
+            trace,
+            "--svg",
+            svg.to_str().unwrap(),
+            "--perfetto",
+            perfetto.to_str().unwrap(),
+        ]),
+        COMMAND_LIMIT,
+    );
     assert!(
         report.status.success(),
         "{}",
@@ -308,9 +314,11 @@ fn a_crash_is_in_the_trace_the_report_and_a_rerun() {
     let drawn = std::fs::read_to_string(&perfetto).expect("the Perfetto trace");
     assert!(drawn.contains("process 2 lost: restart 1"), "the crash is marked");
     // A re-run on one process says it cannot: standbys are placed by process.
-    let rerun = common::megaflux(&["replay", trace, "--rerun"])
-        .output()
-        .expect("replay runs");
+    let rerun = run(
+        "megaflux replay --rerun",
+        &mut common::megaflux(&["replay", trace, "--rerun"]),
+        COMMAND_LIMIT,
+    );
     let said = String::from_utf8_lossy(&rerun.stderr);
     assert!(!rerun.status.success(), "{said}");
     assert!(said.contains("re-run it on as many"), "{said}");
@@ -322,42 +330,40 @@ fn a_second_crash_that_takes_both_copies_stops_with_status_3() {
     let mut job = KEYCOUNT.to_vec();
     job[7] = "30";
     let out = cluster.dir.join("out.jsonl");
-    let mut children = spawn_all(&cluster, &job, out.to_str().unwrap());
-    std::thread::sleep(Duration::from_secs(3));
-    let mut second = children.remove(2);
-    let mut first = children.remove(1);
-    first.kill().expect("kill -9");
-    second.kill().expect("kill -9");
-    let started = Instant::now();
-    let outputs = wait_all(children);
-    let _ = (first.wait(), second.wait());
+    let mut procs = spawn_all(&cluster, &job, &out);
+    formed(&mut procs);
+    let mut second = procs.remove(2);
+    let mut first = procs.remove(1);
+    first.kill();
+    second.kill();
+    drop((first, second));
+    let outputs = wait_all(procs, CLUSTER_LIMIT);
     let stderr = String::from_utf8_lossy(&outputs[0].stderr);
-    assert_eq!(outputs[0].status.code(), Some(3), "{stderr}");
-    assert!(stderr.contains("lost their last replica"), "{stderr}");
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "{:?}",
-        started.elapsed()
+    assert_eq!(
+        outputs[0].status.code(),
+        Some(3),
+        "process 0 of crash-twice ended with {}; all it said on stderr:\n{stderr}",
+        outputs[0].status
     );
+    assert!(stderr.contains("lost their last replica"), "{stderr}");
 }
 
 #[test]
 fn a_hung_process_is_left_behind_and_the_job_goes_on() {
     let cluster = Cluster::of("crash-hang", 3);
     let base_out = cluster.dir.join("base.jsonl");
-    let base = wait_all(spawn_all(&cluster, KEYCOUNT, base_out.to_str().unwrap()));
+    let base = wait_all(spawn_all(&cluster, KEYCOUNT, &base_out), CLUSTER_LIMIT);
+    for o in &base {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
     let out = cluster.dir.join("out.jsonl");
-    let mut children = spawn_all(&cluster, KEYCOUNT, out.to_str().unwrap());
-    std::thread::sleep(Duration::from_secs(2));
-    let mut hung = children.remove(2);
-    let stopped = std::process::Command::new("kill")
-        .args(["-STOP", &hung.id().to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(stopped.success());
-    let outputs = wait_all(children);
-    let _ = hung.kill();
-    let _ = hung.wait();
+    let mut procs = spawn_all(&cluster, KEYCOUNT, &out);
+    formed(&mut procs);
+    let mut hung = procs.remove(2);
+    hung.signal(Signal::STOP);
+    // The others go on once its silence outlasted `--peer-timeout`.
+    let outputs = wait_all(procs, CLUSTER_LIMIT);
+    drop(hung);
     for o in &outputs {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }
@@ -373,27 +379,23 @@ fn a_process_lost_while_the_cluster_forms_stops_the_others_at_once() {
     let out = cluster.dir.join("out.jsonl");
     // Process 1 exits once process 0 admitted it, before the computation's connections.
     let binary = env!("CARGO_BIN_EXE_megaflux").as_ref();
-    let mut children = cluster.spawn_all(binary, KEYCOUNT, &out, Some((1, "form-connect")));
-    let started = Instant::now();
-    let lost = children.remove(1).wait_with_output().unwrap();
+    let mut procs = cluster.spawn_all(binary, KEYCOUNT, &out, Some((1, "form-connect")));
+    let lost = procs.remove(1).wait(CLUSTER_LIMIT);
     assert!(
         String::from_utf8_lossy(&lost.stderr).contains("form-connect"),
         "{}",
         String::from_utf8_lossy(&lost.stderr)
     );
-    let outputs = wait_all(children);
+    let outputs = wait_all(procs, CLUSTER_LIMIT);
     for o in &outputs {
         let stderr = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{stderr}");
+        // At once: on the loss, not at the end of `--cluster-wait` (60 s).
+        assert!(!stderr.contains("did not form within"), "{stderr}");
     }
     let stderr = String::from_utf8_lossy(&outputs[0].stderr);
     assert!(
         stderr.contains("process 1 went away before the cluster formed"),
         "{stderr}"
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "{:?}",
-        started.elapsed()
     );
 }

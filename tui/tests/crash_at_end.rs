@@ -8,15 +8,11 @@
 mod common;
 
 use std::path::Path;
-use std::time::Duration;
 
-use common::{Cluster, REPLICATED_KEYCOUNT, example, survives_failpoints};
-
-/// Every process must be done well within this.
-const LIMIT: Duration = Duration::from_secs(120);
+use common::{CLUSTER_LIMIT, Cluster, REPLICATED_KEYCOUNT, example, survives_failpoints};
 
 fn survives_losses_at_the_end(binary: &Path, cluster: &Cluster, job: &[&str], points: &[&str]) {
-    survives_failpoints(binary, cluster, job, 2, points, LIMIT);
+    survives_failpoints(binary, cluster, job, 2, points, CLUSTER_LIMIT);
 }
 
 #[test]

@@ -7,12 +7,7 @@
 
 mod common;
 
-use std::time::Duration;
-
-use common::{Cluster, REPLICATED_KEYCOUNT, survives_failpoints};
-
-/// Every process must be done well within this.
-const LIMIT: Duration = Duration::from_secs(120);
+use common::{CLUSTER_LIMIT, Cluster, REPLICATED_KEYCOUNT, survives_failpoints};
 
 #[test]
 fn a_process_lost_with_chunks_in_flight_changes_nothing() {
@@ -25,7 +20,14 @@ fn a_process_lost_with_chunks_in_flight_changes_nothing() {
     // Under this plan process 1 sends many bins at the move's time, over several activations
     // (process 2 sent too few to reach the point when tried): it is the one lost.
     let victim = 1;
-    let lost = survives_failpoints(megaflux, &cluster, &job, victim, &["move-shipping"], LIMIT);
+    let lost = survives_failpoints(
+        megaflux,
+        &cluster,
+        &job,
+        victim,
+        &["move-shipping"],
+        CLUSTER_LIMIT,
+    );
     for s in lost {
         let crashes = s["crashes"].as_array().cloned().unwrap_or_default();
         assert_eq!(crashes.len(), 1, "{s}");

@@ -4,14 +4,51 @@
 //! it, watch them recover, quit; the trace shows all of it. And the time machine over a
 //! sample trace: to the second migration, a step, faster, quit.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 use megaflux_probe::event::{Event, Phase};
 
-const WAIT: Duration = Duration::from_secs(90);
+/// A bound on each wait for the screen, a file or the trace to show what the test waits
+/// for: against a hang, not a judgement of speed.
+const WAIT: Duration = Duration::from_secs(300);
 
+/// A bound on one `tmux` command (they return at once).
+const TMUX: Duration = Duration::from_secs(60);
+
+/// How often a wait looks again at the screen or a file: capturing the pane is a process,
+/// and a trace grows to megabytes.
+const LOOK_EVERY: Duration = Duration::from_millis(200);
+
+/// `tmux args`, run to its end for at most [`TMUX`].
+fn tmux(args: &[&str]) -> Output {
+    megaflux_testkit::run(
+        format!("tmux {}", args.join(" ")),
+        Command::new("tmux").args(args).stdin(Stdio::null()),
+        TMUX,
+    )
+}
+
+/// Waits with the kit until `condition` holds, for at most [`WAIT`], looking every
+/// [`LOOK_EVERY`]; a failure names `what` and shows `shown()` (the screen, the trace).
+fn wait_showing(what: &str, mut condition: impl FnMut() -> bool, shown: impl FnOnce() -> String) {
+    let waited = catch_unwind(AssertUnwindSafe(|| {
+        megaflux_testkit::wait_until(what, WAIT, || {
+            condition() || {
+                std::thread::sleep(LOOK_EVERY);
+                false
+            }
+        })
+    }));
+    if waited.is_err() {
+        let limit = megaflux_testkit::deadline(WAIT);
+        panic!("no {what} within {limit:?}:\n{}", shown());
+    }
+}
+
+/// A detached tmux session of its own, killed (with what runs in it) when it drops.
 struct Session {
     name: String,
 }
@@ -19,73 +56,71 @@ struct Session {
 impl Session {
     fn start(test: &str, command: &str) -> Self {
         let name = format!("megaflux-e2e-{test}-{}", std::process::id());
-        let status = Command::new("tmux")
-            .args(["new-session", "-d", "-s", &name, "-x", "120", "-y", "36", command])
-            .status()
-            .expect("tmux runs (the CI script installs it)");
-        assert!(status.success());
+        let started = tmux(&["new-session", "-d", "-s", &name, "-x", "120", "-y", "36", command]);
+        assert!(
+            started.status.success(),
+            "tmux did not start a session (the CI script installs tmux): {}",
+            String::from_utf8_lossy(&started.stderr)
+        );
         Session { name }
     }
 
     fn screen(&self) -> String {
-        let out = Command::new("tmux")
-            .args(["capture-pane", "-p", "-t", &self.name])
-            .output()
-            .expect("tmux captures");
+        let out = tmux(&["capture-pane", "-p", "-t", &self.name]);
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     fn keys(&self, keys: &[&str]) {
         for k in keys {
-            let status = Command::new("tmux")
-                .args(["send-keys", "-t", &self.name, k])
-                .status()
-                .expect("tmux sends keys");
-            assert!(status.success());
+            let sent = tmux(&["send-keys", "-t", &self.name, k]);
+            assert!(
+                sent.status.success(),
+                "tmux send-keys {k}: {}",
+                String::from_utf8_lossy(&sent.stderr)
+            );
+            // Paced as a person types (each key is still read in turn without it).
             std::thread::sleep(Duration::from_millis(150));
         }
     }
 
     /// Waits until the screen shows `text`.
     fn wait_for(&self, text: &str) {
-        let start = Instant::now();
-        loop {
-            let screen = self.screen();
-            if screen.contains(text) {
-                return;
-            }
-            assert!(start.elapsed() < WAIT, "no `{text}` on the screen:\n{screen}");
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        wait_showing(
+            &format!("`{text}` on the screen"),
+            || self.screen().contains(text),
+            || self.screen(),
+        );
     }
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["kill-session", "-t", &self.name])
-            .status();
+        // Never a panic out of a drop (it may run as a failed test unwinds): a kill that
+        // fails (the session ended by itself) or hangs is caught.
+        let name = self.name.clone();
+        let _ = catch_unwind(move || tmux(&["kill-session", "-t", &name]));
     }
 }
 
+/// Waits until the file at `path` exists and its text satisfies `what`; its text.
 fn wait_for_file(path: &Path, what: impl Fn(&str) -> bool) -> String {
-    let start = Instant::now();
-    loop {
-        if let Ok(text) = std::fs::read_to_string(path)
-            && what(&text)
-        {
-            return text;
-        }
-        assert!(start.elapsed() < WAIT, "{} never became ready", path.display());
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let mut text = String::new();
+    wait_showing(
+        &format!("{} ready", path.display()),
+        || {
+            text = std::fs::read_to_string(path).unwrap_or_default();
+            what(&text)
+        },
+        || format!("it holds: {:?}", std::fs::read_to_string(path)),
+    );
+    text
 }
 
 /// `megaflux` in a tmux pane (`run --record` or `replay`); after it ends, the pane records its
 /// exit status and the terminal's modes.
 struct Dashboard {
     tmux: Session,
-    dir: PathBuf,
+    dir: tempfile::TempDir,
     trace: PathBuf,
 }
 
@@ -97,41 +132,41 @@ impl Dashboard {
 
     /// `megaflux` with the arguments `args` makes of the scratch trace's path.
     fn with(test: &str, args: impl FnOnce(&Path) -> String) -> Self {
-        let dir: PathBuf = std::env::temp_dir().join(format!("megaflux-{test}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let trace = dir.join("trace.jsonl");
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let trace = dir.path().join("trace.jsonl");
         let command = format!(
             "{bin} {args} 2> {err}; echo $? > {done}; stty -a > {stty}; sleep 60",
             bin = env!("CARGO_BIN_EXE_megaflux"),
             args = args(&trace),
-            err = dir.join("stderr").display(),
-            done = dir.join("done").display(),
-            stty = dir.join("stty").display(),
+            err = dir.path().join("stderr").display(),
+            done = dir.path().join("done").display(),
+            stty = dir.path().join("stty").display(),
         );
         let tmux = Session::start(test, &command);
         Dashboard { tmux, dir, trace }
+    }
+
+    /// What the run said on stderr so far.
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("stderr")).unwrap_or_default()
     }
 
     /// Quits with `q`; checks the exit status is 0 and the terminal is back in cooked mode
     /// with echo; returns the trace it recorded.
     fn quit(self) -> megaflux_probe::record::Trace {
         self.quit_only();
-        let trace = megaflux_probe::record::read(&self.trace).unwrap();
-        let _ = std::fs::remove_dir_all(&self.dir);
-        trace
+        megaflux_probe::record::read(&self.trace).unwrap()
     }
 
     /// Waits until the trace recorded so far satisfies `what`. If it never does, the failure
     /// shows the screen and the trace's last words on the run's progress (frontiers, plans,
     /// moves, commands), so that a stall seen once in CI can be told from a slow machine.
-    fn wait_for_trace(&self, what: impl Fn(&str) -> bool) {
-        let start = Instant::now();
-        loop {
-            let text = std::fs::read_to_string(&self.trace).unwrap_or_default();
-            if what(&text) {
-                return;
-            }
-            if start.elapsed() > WAIT {
+    fn wait_for_trace(&self, what: &str, holds: impl Fn(&str) -> bool) {
+        wait_showing(
+            &format!("{what} in the trace"),
+            || holds(&std::fs::read_to_string(&self.trace).unwrap_or_default()),
+            || {
+                let text = std::fs::read_to_string(&self.trace).unwrap_or_default();
                 let progress: Vec<&str> = text
                     .lines()
                     .filter(|l| {
@@ -141,28 +176,22 @@ impl Dashboard {
                     })
                     .collect();
                 let tail = &progress[progress.len().saturating_sub(30)..];
-                panic!(
-                    "the trace never showed what the test waits for; screen:\n{}\nlast progress events:\n{}\nstderr:\n{}",
+                format!(
+                    "screen:\n{}\nlast progress events:\n{}\nstderr:\n{}",
                     self.tmux.screen(),
                     tail.join("\n"),
-                    std::fs::read_to_string(self.dir.join("stderr")).unwrap_or_default()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
+                    self.stderr()
+                )
+            },
+        );
     }
 
     /// Quits with `q`, and checks as [`Dashboard::quit`] does.
     fn quit_only(&self) {
         self.tmux.keys(&["q"]);
-        let code = wait_for_file(&self.dir.join("done"), |t| t.ends_with('\n'));
-        assert_eq!(
-            code.trim(),
-            "0",
-            "{}",
-            std::fs::read_to_string(self.dir.join("stderr")).unwrap_or_default()
-        );
-        let modes = wait_for_file(&self.dir.join("stty"), |t| !t.is_empty());
+        let code = wait_for_file(&self.dir.path().join("done"), |t| t.ends_with('\n'));
+        assert_eq!(code.trim(), "0", "{}", self.stderr());
+        let modes = wait_for_file(&self.dir.path().join("stty"), |t| !t.is_empty());
         let words: Vec<&str> = modes.split_whitespace().collect();
         assert!(words.contains(&"icanon") && words.contains(&"echo"), "{modes}");
     }
@@ -183,7 +212,9 @@ fn move_a_bin_and_run_a_plan_from_the_dashboard() {
     tmux.keys(&["Enter"]);
     tmux.wait_for("applied: fluid plan to uniform");
     // The trace is flushed at least every second.
-    dash.wait_for_trace(|t| t.contains(r#""kind":"plan_completed","strategy":"fluid""#));
+    dash.wait_for_trace("the fluid plan's completion", |t| {
+        t.contains(r#""kind":"plan_completed","strategy":"fluid""#)
+    });
     let trace = dash.quit();
     let moved = |to: u32| {
         trace.events.iter().any(|e| {
@@ -222,7 +253,7 @@ fn fail_and_rejoin_a_worker_from_the_dashboard() {
     tmux.wait_for("Worker 1 rejoins, empty?");
     tmux.keys(&["Enter"]);
     tmux.wait_for("applied: rejoin worker 1");
-    dash.wait_for_trace(|t| t.contains(r#""kind":"recovery""#));
+    dash.wait_for_trace("worker 1's recovery", |t| t.contains(r#""kind":"recovery""#));
     tmux.keys(&["2"]);
     tmux.wait_for("0 bins with one replica");
     let trace = dash.quit();
@@ -272,7 +303,6 @@ fn replay_a_sample_trace() {
     let events = std::fs::read_to_string(&sample).unwrap().lines().count() - 1;
     tmux.wait_for(&format!("event {events}/{events}"));
     dash.quit_only();
-    let _ = std::fs::remove_dir_all(&dash.dir);
 }
 
 /// The `event N/M` number on the replay's timeline.
@@ -289,28 +319,31 @@ fn event_number(screen: &str) -> u64 {
 /// address, and quitting it fails with the reason on stderr.
 #[test]
 fn attach_to_nothing_says_where_and_fails() {
-    let port = free_port();
-    let dir = std::env::temp_dir().join(format!("megaflux-attach-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let (_held, port) = closed_port();
+    let dir = tempfile::tempdir().expect("a scratch directory");
     let addr = format!("127.0.0.1:{port}");
     let command = format!(
         "{bin} attach {addr} 2> {err}; echo $? > {done}; sleep 60",
         bin = env!("CARGO_BIN_EXE_megaflux"),
-        err = dir.join("stderr").display(),
-        done = dir.join("done").display(),
+        err = dir.path().join("stderr").display(),
+        done = dir.path().join("done").display(),
     );
     let tmux = Session::start("attach", &command);
     tmux.wait_for(&format!("closed: connecting to the collector at {addr}"));
     tmux.keys(&["q"]);
-    let code = wait_for_file(&dir.join("done"), |t| t.ends_with('\n'));
+    let code = wait_for_file(&dir.path().join("done"), |t| t.ends_with('\n'));
     assert_eq!(code.trim(), "1");
-    let stderr = std::fs::read_to_string(dir.join("stderr")).unwrap();
+    let stderr = std::fs::read_to_string(dir.path().join("stderr")).unwrap();
     assert!(stderr.contains(&addr) && stderr.contains("refused"), "{stderr}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A port nothing listens on (it was free a moment ago).
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
+/// A loopback port that refuses connections for as long as the socket returned lives: bound
+/// (so that no other test takes it) but not listening.
+fn closed_port() -> (tokio::net::TcpSocket, u16) {
+    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+    socket
+        .bind("127.0.0.1:0".parse().expect("an address"))
+        .expect("a free port");
+    let port = socket.local_addr().expect("a bound address").port();
+    (socket, port)
 }

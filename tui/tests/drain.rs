@@ -5,19 +5,20 @@
 //! sessions example gives the same outputs with the default epoch as with the release
 //! build's, and with a coarser epoch on an input on whole milliseconds.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
+
+use megaflux_testkit::{Proc, run};
+use rustix::process::Signal;
 
 mod common;
 
-use common::{example, summary, wait_all_within};
+use common::{example, summary, wait_for_trace};
 
 const VIEWS: u64 = 3_000;
 /// How long any of these runs may take before the test calls it hung.
-const HUNG: Duration = Duration::from_secs(120);
+const HUNG: Duration = Duration::from_secs(300);
 
 /// `VIEWS` page views of 50 users, `user,page,ts_ms`.
 fn views(path: &Path) {
@@ -51,50 +52,19 @@ fn check_views(output: &Path) -> usize {
     text.lines().count()
 }
 
-/// Spawns `command` with its stderr read line by line: the child, and the lines as they
-/// come (the rest of its stderr is in the returned lines' channel, not in the output).
-fn spawn_watched(mut command: Command) -> (Child, mpsc::Receiver<String>) {
-    let mut child = command.spawn().expect("the example starts");
-    let stderr = child.stderr.take().expect("stderr piped");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    (child, rx)
+/// Waits until `run` printed a stderr line containing `what`.
+fn wait_for(run: &mut Proc, what: &str) {
+    run.wait_for_stderr(&format!("a line with `{what}`"), HUNG, |l| l.contains(what));
 }
 
-/// Waits for a stderr line containing `what`; every line seen until then.
-fn wait_for(lines: &mpsc::Receiver<String>, what: &str) -> Vec<String> {
-    let mut seen = Vec::new();
-    loop {
-        match lines.recv_timeout(HUNG) {
-            Ok(line) => {
-                let found = line.contains(what);
-                seen.push(line);
-                if found {
-                    return seen;
-                }
-            }
-            Err(e) => panic!("no line with `{what}` ({e}): {seen:#?}"),
-        }
-    }
-}
-
-fn signal(child: &Child, name: &str) {
-    let sent = Command::new("kill")
-        .args([&format!("-{name}"), &child.id().to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(sent.success());
-}
-
-fn finished(child: Child, lines: mpsc::Receiver<String>) -> (Output, Vec<String>) {
-    let out = wait_all_within(vec![child], HUNG).remove(0);
-    (out, lines.iter().collect())
+/// Waits for `run` to end: what it printed, and its stderr's lines.
+fn finished(run: Proc) -> (Output, Vec<String>) {
+    let out = run.wait(HUNG);
+    let lines = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    (out, lines)
 }
 
 #[test]
@@ -102,13 +72,14 @@ fn a_timer_that_rearms_for_ever_ends_at_the_duration_with_every_output() {
     let dir = tempfile::tempdir().unwrap();
     let cwd = dir.path();
     views(&cwd.join("views.csv"));
-    let run = active(
-        cwd,
-        &["--drain", "all", "--duration", "4", "--output", "active.jsonl"],
-    )
-    .spawn()
-    .unwrap();
-    let out = wait_all_within(vec![run], HUNG).remove(0);
+    let out = run(
+        "active with a 4 s duration",
+        &mut active(
+            cwd,
+            &["--drain", "all", "--duration", "4", "--output", "active.jsonl"],
+        ),
+        HUNG,
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let s = summary(&out);
@@ -130,8 +101,11 @@ fn the_jobs_own_drain_ends_the_run_without_a_cut() {
     let dir = tempfile::tempdir().unwrap();
     let cwd = dir.path();
     views(&cwd.join("views.csv"));
-    let run = active(cwd, &["--output", "active.jsonl"]).spawn().unwrap();
-    let out = wait_all_within(vec![run], HUNG).remove(0);
+    let out = run(
+        "active with its own drain",
+        &mut active(cwd, &["--output", "active.jsonl"]),
+        HUNG,
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let s = summary(&out);
@@ -151,11 +125,17 @@ fn sigint_and_sigterm_stop_a_headless_run_as_q_does() {
     let dir = tempfile::tempdir().unwrap();
     let cwd = dir.path();
     views(&cwd.join("views.csv"));
-    for (name, output) in [("INT", "int.jsonl"), ("TERM", "term.jsonl")] {
-        let (child, lines) = spawn_watched(active(cwd, &["--drain", "all", "--output", output]));
-        wait_for(&lines, "megaflux: draining for ");
-        signal(&child, name);
-        let (out, rest) = finished(child, lines);
+    for (name, signal, output) in [
+        ("INT", Signal::INT, "int.jsonl"),
+        ("TERM", Signal::TERM, "term.jsonl"),
+    ] {
+        let mut run = Proc::spawn(
+            format!("active stopped by SIG{name}"),
+            &mut active(cwd, &["--drain", "all", "--output", output]),
+        );
+        wait_for(&mut run, "megaflux: draining for ");
+        run.signal(signal);
+        let (out, rest) = finished(run);
         assert!(out.status.success(), "SIG{name}: {rest:#?}");
         let s = summary(&out);
         let written = check_views(&cwd.join(output));
@@ -169,13 +149,27 @@ fn sigint_and_sigterm_stop_a_headless_run_as_q_does() {
 
 #[test]
 fn a_signal_in_the_measured_run_stops_it_with_its_summary() {
-    let mut command = common::megaflux(&["run", "--headless", "--workload", "keycount", "--duration", "600"]);
-    command.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let (child, lines) = spawn_watched(command);
-    wait_for(&lines, "megaflux: keycount");
-    std::thread::sleep(Duration::from_millis(500));
-    signal(&child, "INT");
-    let (out, rest) = finished(child, lines);
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    let mut run = Proc::spawn(
+        "a keycount of 600 s stopped by SIGINT",
+        &mut common::megaflux(&[
+            "run",
+            "--headless",
+            "--workload",
+            "keycount",
+            "--duration",
+            "600",
+            "--record",
+            trace.to_str().unwrap(),
+        ]),
+    );
+    // The measured run is on: its first latency window, past the preload, is in the trace.
+    wait_for_trace(&mut run, &trace, "the first latency window", |events| {
+        events.iter().any(|e| e["kind"] == "latency")
+    });
+    run.interrupt();
+    let (out, rest) = finished(run);
     assert!(out.status.success(), "{rest:#?}");
     let s = summary(&out);
     assert!(s["duration_s"].as_f64().unwrap() < 600.0, "stopped early");
@@ -191,12 +185,15 @@ fn a_second_signal_kills_at_once() {
     // A stop that cannot finish soon: the drain's timer has to run first, and here it would
     // run for ever (a stop only ends a drain at its next look, but a second signal does
     // not wait for that).
-    let (child, lines) = spawn_watched(active(cwd, &["--drain", "all", "--output", "killed.jsonl"]));
-    wait_for(&lines, "megaflux: draining for ");
-    signal(&child, "INT");
-    wait_for(&lines, "SIGINT: stopping");
-    signal(&child, "INT");
-    let (out, rest) = finished(child, lines);
+    let mut run = Proc::spawn(
+        "active stopped by SIGINT twice",
+        &mut active(cwd, &["--drain", "all", "--output", "killed.jsonl"]),
+    );
+    wait_for(&mut run, "megaflux: draining for ");
+    run.interrupt();
+    wait_for(&mut run, "SIGINT: stopping");
+    run.interrupt();
+    let (out, rest) = finished(run);
     // Either the second signal killed it, or the stop was quicker: never a hang or a panic.
     match out.status.code() {
         Some(130) => assert!(rest.join("\n").contains("killed at once"), "{rest:#?}"),
@@ -212,14 +209,11 @@ fn sessions(cwd: &Path, input: &str, name: &str, extra: &[&str]) -> Vec<(String,
     let out = format!("{name}.jsonl");
     let mut args = vec!["run", "--headless", "--input", input, "--output", &out];
     args.extend_from_slice(extra);
-    let run = Command::new(example("sessions"))
-        .args(&args)
-        .current_dir(cwd)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let done = wait_all_within(vec![run], HUNG).remove(0);
+    let done = run(
+        format!("sessions {}", args.join(" ")),
+        Command::new(example("sessions")).args(&args).current_dir(cwd),
+        HUNG,
+    );
     assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
     let mut got: Vec<(String, u64, u64, u64)> = std::fs::read_to_string(cwd.join(&out))
         .unwrap()

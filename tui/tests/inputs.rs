@@ -6,14 +6,17 @@
 
 use std::io::Write;
 use std::net::TcpListener;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::Duration;
 
 mod common;
 
-use common::{example, summary, wait_all_within};
+use common::{example, summary};
 
+/// A bound on one run of the example, or on a helper thread's end once the run is over:
+/// against a hang, not a judgement of speed.
 const HUNG: Duration = Duration::from_secs(120);
 
 fn pageviews(cwd: &Path, args: &[&str]) -> Command {
@@ -22,13 +25,88 @@ fn pageviews(cwd: &Path, args: &[&str]) -> Command {
         .arg("--headless")
         .args(args)
         .current_dir(cwd)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .stdin(Stdio::null());
     c
 }
 
+/// Runs `command` (the example) to its end, for at most [`HUNG`].
 fn finished(command: &mut Command) -> Output {
-    wait_all_within(vec![command.spawn().expect("the example starts")], HUNG).remove(0)
+    let args: Vec<String> = command
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    megaflux_testkit::run(format!("pageviews {}", args.join(" ")), command, HUNG)
+}
+
+/// A helper thread (a server, a pipe's writer) whose end the test receives with a
+/// deadline: never joined, so that one blocked for ever cannot hang the test.
+struct Helper {
+    what: &'static str,
+    done: Receiver<Result<(), String>>,
+}
+
+impl Helper {
+    fn spawn(what: &'static str, body: impl FnOnce() -> Result<(), String> + Send + 'static) -> Self {
+        let (tx, done) = channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(body());
+        });
+        Helper { what, done }
+    }
+
+    /// Waits for the thread's end for at most [`HUNG`]; fails naming it if it erred,
+    /// panicked or still runs.
+    fn ended(&self) {
+        let limit = megaflux_testkit::deadline(HUNG);
+        match self.done.recv_timeout(limit) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => panic!("{}: {e}", self.what),
+            Err(RecvTimeoutError::Disconnected) => panic!("{} panicked", self.what),
+            Err(RecvTimeoutError::Timeout) => panic!("{} still ran {limit:?} after the run ended", self.what),
+        }
+    }
+}
+
+/// A FIFO made at `path` for the test, whose writer ([`Fifo::write`]) blocks in its open
+/// until a reader opens the pipe. If the test ends with the writer still waiting, the drop
+/// opens the pipe for reading and writing, which does not block (on Linux): the writer's
+/// open returns and its writes fail, and no thread is left blocked.
+struct Fifo {
+    path: PathBuf,
+}
+
+impl Fifo {
+    fn make(path: PathBuf) -> Self {
+        let made = megaflux_testkit::run(
+            "mkfifo",
+            Command::new("mkfifo").arg(&path).stdin(Stdio::null()),
+            HUNG,
+        );
+        assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+        Fifo { path }
+    }
+
+    /// A thread that opens the pipe for writing and writes `text` into it.
+    fn write(&self, text: String) -> Helper {
+        let path = self.path.clone();
+        Helper::spawn("the pipe's writer", move || {
+            let mut pipe = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .map_err(|e| format!("opening the pipe: {e}"))?;
+            pipe.write_all(text.as_bytes())
+                .map_err(|e| format!("writing into the pipe: {e}"))
+        })
+    }
+}
+
+impl Drop for Fifo {
+    fn drop(&mut self) {
+        let _ = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.path);
+    }
 }
 
 /// The one `error` line of a run that failed with `status`.
@@ -46,16 +124,18 @@ fn a_stream_without_a_newline_stops_at_the_line_limit() {
     let dir = tempfile::tempdir().unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    // Two good lines, then 3 MiB without a newline (the server would send for ever).
-    let server = std::thread::spawn(move || {
-        let (mut peer, _) = listener.accept().unwrap();
+    // Two good lines, then 3 MiB without a newline (the server would send for ever). Its
+    // writes fail once the run has closed the connection.
+    let server = Helper::spawn("the server", move || {
+        let (mut peer, _) = listener.accept().map_err(|e| format!("accept: {e}"))?;
         let _ = peer.write_all(b"u1,/home,1\nu2,/home,2\n");
         let chunk = vec![b'x'; 1 << 16];
         for _ in 0..48 {
             if peer.write_all(&chunk).is_err() {
-                return;
+                break;
             }
         }
+        Ok(())
     });
     let input = format!("tcp:127.0.0.1:{port}");
     let out = finished(&mut pageviews(
@@ -68,7 +148,7 @@ fn a_stream_without_a_newline_stops_at_the_line_limit() {
     // The lines before it were taken, and their outputs written.
     let written = std::fs::read_to_string(dir.path().join("out.jsonl")).unwrap();
     assert_eq!(written.lines().count(), 2, "{written}");
-    server.join().unwrap();
+    server.ended();
 }
 
 #[test]
@@ -99,18 +179,9 @@ fn a_file_with_a_long_line_is_stopped_at_the_limit_given() {
 #[test]
 fn a_named_pipe_is_read_as_a_stream() {
     let dir = tempfile::tempdir().unwrap();
-    let fifo = dir.path().join("views.pipe");
-    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo runs");
-    assert!(made.success());
-    let writer = {
-        let fifo = fifo.clone();
-        std::thread::spawn(move || {
-            let mut pipe = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
-            for i in 0..500 {
-                writeln!(pipe, "u{},/p,{i}", i % 7).unwrap();
-            }
-        })
-    };
+    let fifo = Fifo::make(dir.path().join("views.pipe"));
+    let lines: String = (0..500).map(|i| format!("u{},/p,{i}\n", i % 7)).collect();
+    let writer = fifo.write(lines);
     let out = finished(&mut pageviews(
         dir.path(),
         &[
@@ -122,21 +193,27 @@ fn a_named_pipe_is_read_as_a_stream() {
             "out.jsonl",
         ],
     ));
-    writer.join().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
+    // The run read the pipe to its end: the writer wrote it all and closed it.
+    writer.ended();
     assert!(stderr.contains("is not recorded"), "{stderr}");
     assert!(stderr.contains("as records arrive"), "{stderr}");
     assert_eq!(summary(&out)["records_in"], 500);
     let written = std::fs::read_to_string(dir.path().join("out.jsonl")).unwrap();
     assert_eq!(written.lines().count(), 500);
     // Its trace says it cannot be re-run, rather than read the pipe again.
-    let rerun = Command::new(example("pageviews"))
-        .args(["replay", "trace.jsonl", "--rerun"])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(!rerun.status.success());
+    let rerun = finished(
+        Command::new(example("pageviews"))
+            .args(["replay", "trace.jsonl", "--rerun"])
+            .current_dir(dir.path())
+            .stdin(Stdio::null()),
+    );
+    assert!(
+        !rerun.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rerun.stderr)
+    );
 }
 
 #[test]

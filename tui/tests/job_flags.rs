@@ -5,18 +5,34 @@
 //! same way.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 mod common;
 
-use common::{example, megaflux, summary};
+use common::{example, summary};
+
+/// A bound on one run of a binary (a refusal, a re-run at full speed, or a run of 3 s of
+/// event time at 10 times its speed): against a hang, not a judgement of speed.
+const LIMIT: Duration = Duration::from_secs(300);
+
+/// Runs `command`, named `name`, to its end for at most [`LIMIT`].
+fn finished(name: String, command: &mut Command) -> Output {
+    command.stdin(Stdio::null());
+    megaflux_testkit::run(name, command, LIMIT)
+}
 
 fn sessions(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(example("sessions"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("the sessions example runs")
+    let mut command = Command::new(example("sessions"));
+    command.args(args).current_dir(cwd);
+    finished(format!("sessions {}", args.join(" ")), &mut command)
+}
+
+fn megaflux(args: &[&str]) -> Output {
+    finished(
+        format!("megaflux {}", args.join(" ")),
+        &mut common::megaflux(args),
+    )
 }
 
 fn stderr(out: &Output) -> String {
@@ -119,13 +135,11 @@ fn a_jobs_own_flag_is_listed_recorded_and_re_run_with() {
 
 #[test]
 fn the_builtin_workloads_take_their_own_flags_and_no_others() {
-    let help = megaflux(&["run", "--help"]).output().unwrap();
+    let help = megaflux(&["run", "--help"]);
     let text = String::from_utf8_lossy(&help.stdout);
     assert!(text.contains("Flags of keycount, hashcount"), "{text}");
     assert!(text.contains("Flags of q1, q2, q3, q4, q5, q6, q7, q8"), "{text}");
-    let other = megaflux(&["run", "--headless", "--workload", "keycount", "--window-ms", "10"])
-        .output()
-        .unwrap();
+    let other = megaflux(&["run", "--headless", "--workload", "keycount", "--window-ms", "10"]);
     assert_eq!(other.status.code(), Some(2));
     assert!(
         stderr(&other)
@@ -133,9 +147,7 @@ fn the_builtin_workloads_take_their_own_flags_and_no_others() {
         "{}",
         stderr(&other)
     );
-    let refused = megaflux(&["run", "--headless", "--workload", "q4", "--keys", "10"])
-        .output()
-        .unwrap();
+    let refused = megaflux(&["run", "--headless", "--workload", "q4", "--keys", "10"]);
     assert_eq!(refused.status.code(), Some(2));
     let said = stderr(&refused);
     assert!(
@@ -153,9 +165,7 @@ fn the_builtin_workloads_take_their_own_flags_and_no_others() {
         "2000",
         "--duration",
         "0.3",
-    ])
-    .output()
-    .unwrap();
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let s = summary(&out);
     assert_eq!(s["params"]["keys"], "500", "{s}");

@@ -1,21 +1,26 @@
 //! A replacement joins a running job, through the real binary: three loopback processes,
 //! `--replicas 2`, `kill -9` of process 2, and the same command started again for its place
-//! with `--join`, 1.5 s after the crash (the survivors run on their own by then) or at
-//! once (while they restart). The job takes it in with another restart and rebalances bins
-//! onto it; every process exits 0 and the outputs equal those of a run without the crash.
-//! A process cannot join in a place that is still held.
+//! with `--join`, once the survivors run on their own (restarted, the crash's recovery
+//! complete) or at once (while they restart). The job takes it in with another restart and
+//! rebalances bins onto it; every process exits 0 and the outputs equal those of a run of
+//! the same epochs without the crash. A process cannot join in a place that is still held.
+//! Each run goes on until process 0's trace says the rebalance completed, and is then
+//! stopped as `q` stops it: what must finish within the run does, however slow the machine.
 
 mod common;
 
-use std::time::Duration;
+use std::path::Path;
 
-use common::{Cluster, assert_same_outputs, sorted_lines, summary, wait_all_within};
+use megaflux_testkit::{Proc, wait_all};
+use serde_json::Value;
 
-/// A short keycount; `--recovery all-at-once` so that the rebalance onto the process that
-/// joins ends well before the run does on a loaded machine. 10 s, so that the job outlives
-/// the twin's refusal with seconds to spare: a place held by a live process is refused only
-/// after the coordinator's join wait (3 s) from the twin's start, 2.5 s in, and a job that
-/// ended first would refuse it as finishing, or be gone.
+use common::{
+    CLUSTER_LIMIT as LIMIT, Cluster, assert_same_outputs, completed_plans, formed, same_epochs, sorted_lines,
+    stop, summary, wait_for_trace, with_duration,
+};
+
+/// A keycount the test stops (its `--duration` is far past any deadline of the test);
+/// `--recovery all-at-once` so that the rebalance onto the process that joins is one step.
 const JOB: &[&str] = &[
     "run",
     "--headless",
@@ -24,58 +29,101 @@ const JOB: &[&str] = &[
     "--rate",
     "20000",
     "--duration",
-    "10",
+    "3600",
     "--replicas",
     "2",
     "--recovery",
     "all-at-once",
 ];
 
-/// Every process must be done well within this: the job runs 10 s after its preload.
-const LIMIT: Duration = Duration::from_secs(90);
+/// The epochs of the cluster's runs, in microseconds (`common::CLUSTER_EPOCH_US`).
+const EPOCH_US: u64 = 1000;
+
+/// Whether a plan whose target starts with `target` completed among `events`: after a
+/// restart, `standbys lost in a crash` restores the standbys of the bins the lost process
+/// held, and `balanced onto process 2 that joined` moves copies onto the one that joined
+/// (the last plan of a join).
+fn completed(events: &[Value], target: &str) -> bool {
+    completed_plans(events)
+        .iter()
+        .any(|p| p["target"].as_str().is_some_and(|t| t.starts_with(target)))
+}
 
 #[test]
 fn a_process_started_again_with_join_is_taken_in_and_bins_rebalance_onto_it() {
     let cluster = Cluster::of("join", 3);
-    let with_output = |out: &std::path::Path| {
-        let mut job = JOB.to_vec();
-        job.extend(["--output", out.to_str().expect("a UTF-8 path"), "--force"]);
-        job.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    let megaflux: &Path = env!("CARGO_BIN_EXE_megaflux").as_ref();
+    // `job` (with `more`) writing its outputs to `out`.
+    let with_output = |job: &[&str], out: &Path, more: &[&str]| {
+        let mut job: Vec<String> = job.iter().map(|s| s.to_string()).collect();
+        job.extend(["--output", out.to_str().expect("a UTF-8 path"), "--force"].map(String::from));
+        job.extend(more.iter().map(|s| s.to_string()));
+        job
     };
-    let spawn = |p: usize, job: &[String]| {
+    let spawn = |name: String, p: usize, job: &[String]| {
         let job: Vec<&str> = job.iter().map(String::as_str).collect();
-        cluster.spawn(&p.to_string(), &job, "1")
+        Proc::spawn(name, &mut cluster.command(megaflux, &p.to_string(), &job, "1"))
     };
-    let base_out = cluster.dir.join("base.jsonl");
-    let job = with_output(&base_out);
-    let outputs = wait_all_within((0..3).map(|p| spawn(p, &job)).collect(), LIMIT);
-    for o in &outputs {
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    }
-    let base = summary(&outputs[0]);
-    let base_lines = sorted_lines(&base_out);
+    let member = |p: usize, job: &[String]| spawn(cluster.process_name(&p.to_string()), p, job);
 
-    for (round, join_after) in [1.5, 0.0].into_iter().enumerate() {
+    for (round, when) in ["once the survivors recovered", "at once"]
+        .into_iter()
+        .enumerate()
+    {
         let out = cluster.dir.join(format!("joined{round}.jsonl"));
-        let job = with_output(&out);
-        let mut children: Vec<_> = (0..3).map(|p| spawn(p, &job)).collect();
-        std::thread::sleep(Duration::from_millis(2500));
-        let mut victim = children.remove(2);
-        victim.kill().expect("kill -9");
-        let _ = victim.wait();
-        std::thread::sleep(Duration::from_secs_f64(join_after));
+        let trace = cluster.dir.join(format!("trace{round}.jsonl"));
+        let job = with_output(JOB, &out, &[]);
+        let recorded = with_output(JOB, &out, &["--record", trace.to_str().expect("a UTF-8 path")]);
+        let mut procs = vec![member(0, &recorded), member(1, &job), member(2, &job)];
+        formed(&mut procs);
+        // A crash of the running job: past the preload, once the measured run's first
+        // latency window is in process 0's trace.
+        wait_for_trace(&mut procs[0], &trace, "the first latency window", |events| {
+            events.iter().any(|e| e["kind"] == "latency")
+        });
+        let mut victim = procs.remove(2);
+        victim.kill();
+        drop(victim);
+        if round == 0 {
+            // The survivors run on their own: restarted, every bin with its standby again.
+            wait_for_trace(
+                &mut procs[0],
+                &trace,
+                "the crash's recovery to complete",
+                |events| completed(events, "standbys lost in a crash"),
+            );
+        }
         let mut joining = job.clone();
         joining.push("--join".into());
-        children.push(spawn(2, &joining));
+        procs.push(spawn(format!("process 2 of join, joining {when}"), 2, &joining));
         if round == 1 {
             // Process 1 still runs: its place cannot be taken, and it goes on.
-            let twin = wait_all_within(vec![spawn(1, &joining)], LIMIT);
-            let said = String::from_utf8_lossy(&twin[0].stderr).to_string();
-            assert_eq!(twin[0].status.code(), Some(1), "{said}");
+            let twin = spawn("a second process 1 of join".into(), 1, &joining).wait(LIMIT);
+            let said = String::from_utf8_lossy(&twin.stderr).to_string();
+            assert_eq!(twin.status.code(), Some(1), "{said}");
             assert!(said.contains("process 1 still runs in the job"), "{said}");
         }
-        let outputs = wait_all_within(children, LIMIT);
-        let what = format!("round {round}: joined {join_after} s after the crash");
+        wait_for_trace(
+            &mut procs[0],
+            &trace,
+            "the rebalance onto process 2 to complete",
+            |events| completed(events, "balanced onto process 2 that joined"),
+        );
+        stop(&mut procs[0]);
+        let outputs = wait_all(procs, LIMIT);
+        let what = format!("round {round}: joined {when} after the crash");
+
+        // The same epochs without the crash.
+        let base_out = cluster.dir.join(format!("base{round}.jsonl"));
+        let epochs = same_epochs(&summary(&outputs[0]), EPOCH_US);
+        let base_job = with_duration(JOB, &epochs);
+        let base = wait_all(cluster.spawn_all(megaflux, &base_job, &base_out, None), LIMIT);
+        for o in &base {
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        }
+        let base = summary(&base[0]);
+        let base_lines = sorted_lines(&base_out);
+
         let s = assert_same_outputs(&outputs, &base, (&out, &base_lines), &what);
         let joiner = String::from_utf8_lossy(&outputs[2].stderr).to_string();
         assert!(joiner.contains("joining the running job"), "{what}: {joiner}");

@@ -8,10 +8,21 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use megaflux_testkit::Proc;
 
 mod common;
 
 use common::example;
+
+/// A bound on one run of a program (a refusal, a run of under a second, a re-run at full
+/// speed, a two-process cluster): against a hang, not a judgement of speed.
+const RUN: Duration = Duration::from_secs(300);
+
+/// A bound on building the README's program: its own crate on the workspace's built
+/// dependencies, after whatever other cargo holds the target directory's lock is done.
+const BUILD: Duration = Duration::from_secs(1200);
 
 const VIEWS: usize = 12_000;
 const USERS: usize = 300;
@@ -84,15 +95,25 @@ fn build_readme_program() -> PathBuf {
     std::fs::copy(root.join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     // The workspace's target directory (cargo does not hold it while tests run): the
-    // dependencies built for the workspace are built already.
-    let built = Command::new(cargo)
-        .args(["build", "--quiet", "--manifest-path"])
-        .arg(dir.join("Cargo.toml"))
-        .arg("--target-dir")
-        .arg(&target)
-        .status()
-        .expect("cargo runs");
-    assert!(built.success(), "the README's program does not build");
+    // dependencies built for the workspace are built already. Offline: the workspace's
+    // build fetched every crate the lock file names, and a build must not wait on the
+    // network. Within a deadline: the build waits for any other cargo holding the
+    // directory's lock, and is killed with its compilers if it never ends.
+    let built = megaflux_testkit::run(
+        "cargo build of the README's program",
+        Command::new(cargo)
+            .args(["build", "--quiet", "--offline", "--manifest-path"])
+            .arg(dir.join("Cargo.toml"))
+            .arg("--target-dir")
+            .arg(&target)
+            .stdin(Stdio::null()),
+        BUILD,
+    );
+    assert!(
+        built.status.success(),
+        "the README's program does not build: {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
     target.join("debug/pageviews")
 }
 
@@ -122,12 +143,21 @@ fn views(path: &Path) -> BTreeMap<String, u64> {
     counts
 }
 
+/// Runs `binary` with `args` in `cwd` to its end, for at most [`RUN`].
+fn finished(binary: &Path, args: &[&str], cwd: &Path) -> Output {
+    let name = binary.file_name().unwrap_or_default().to_string_lossy();
+    megaflux_testkit::run(
+        format!("{name} {}", args.join(" ")),
+        Command::new(binary)
+            .args(args)
+            .current_dir(cwd)
+            .stdin(Stdio::null()),
+        RUN,
+    )
+}
+
 fn run(binary: &Path, args: &[&str], cwd: &Path) -> Output {
-    let out = Command::new(binary)
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("the program runs");
+    let out = finished(binary, args, cwd);
     assert!(
         out.status.success(),
         "{} {args:?} failed ({}): {}",
@@ -156,12 +186,13 @@ fn run_views(binary: &Path, cwd: &Path, output: &str, extra: &[&str]) -> Output 
 
 /// Runs `binary` with `args` in `cwd` expecting it to fail with status 2; what it said.
 fn refused(binary: &Path, args: &[&str], cwd: &Path) -> String {
-    let out = Command::new(binary)
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("the program runs");
-    assert_eq!(out.status.code(), Some(2), "{args:?}");
+    let out = finished(binary, args, cwd);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
@@ -369,38 +400,7 @@ fn a_two_process_cluster_reads_on_process_0_and_writes_every_output_there_once()
     let dir = tempfile::tempdir().unwrap();
     let cwd = dir.path();
     let views = views(&cwd.join("views.csv"));
-    let hosts = cwd.join("hosts.txt");
-    let ports = common::free_ports::<2>();
-    std::fs::write(
-        &hosts,
-        format!("127.0.0.1:{}\n127.0.0.1:{}\n", ports[0], ports[1]),
-    )
-    .unwrap();
-    // Every process gets the same flags; process 0 reads the input and writes the output.
-    let spawn = |process: &str, output: &str| {
-        Command::new(&binary)
-            .args([
-                "run",
-                "--headless",
-                "--workers",
-                "1",
-                "--input",
-                "views.csv",
-                "--rate",
-                "20000",
-            ])
-            .args(["--output", output, "--migrate", "fluid@0.2:pack:1"])
-            .args(["--epoch-us", common::CLUSTER_EPOCH_US, "--"])
-            .args(["-n", "2", "-p", process, "-h"])
-            .arg(&hosts)
-            .current_dir(cwd)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("a cluster process starts")
-    };
-    let (p0, p1) = (spawn("0", "cluster.jsonl"), spawn("1", "elsewhere.jsonl"));
-    let (out0, out1) = (p0.wait_with_output().unwrap(), p1.wait_with_output().unwrap());
+    let (out0, out1) = cluster_run(&binary, cwd);
     assert!(out0.status.success(), "{}", String::from_utf8_lossy(&out0.stderr));
     assert!(out1.status.success(), "{}", String::from_utf8_lossy(&out1.stderr));
     assert!(!cwd.join("elsewhere.jsonl").exists(), "only process 0 writes");
@@ -413,4 +413,65 @@ fn a_two_process_cluster_reads_on_process_0_and_writes_every_output_there_once()
     );
     assert_eq!(check_counts(&cwd.join("single.jsonl"), &views), clustered);
     assert_eq!(digest(&out0.stdout), digest(&single.stdout));
+}
+
+/// What a process says when a port it binds is taken.
+const PORT_TAKEN: &str = "Address already in use";
+
+/// Runs the views on a two-process loopback cluster of `binary` in `cwd`, process 0 writing
+/// `cluster.jsonl` and process 1 (which must not write) `elsewhere.jsonl`, and waits for
+/// both, within [`RUN`]. The ports were free when drawn but not held (the processes bind
+/// them): a run where another test's process took one first is started again on others, a
+/// few times.
+fn cluster_run(binary: &Path, cwd: &Path) -> (Output, Output) {
+    for _ in 0..3 {
+        // What a run that found a port taken may have left.
+        for file in ["cluster.jsonl", "elsewhere.jsonl"] {
+            let _ = std::fs::remove_file(cwd.join(file));
+        }
+        let hosts = cwd.join("hosts.txt");
+        let ports = common::cluster_ports(3);
+        let (a, b, coordinator) = (ports[0], ports[1], ports[2]);
+        std::fs::write(&hosts, format!("127.0.0.1:{a}\n127.0.0.1:{b}\n")).unwrap();
+        // Every process gets the same flags; process 0 reads the input and writes the
+        // output.
+        let spawn = |process: &str, output: &str| {
+            let mut command = Command::new(binary);
+            command
+                .args([
+                    "run",
+                    "--headless",
+                    "--workers",
+                    "1",
+                    "--input",
+                    "views.csv",
+                    "--rate",
+                    "20000",
+                ])
+                .args(["--output", output, "--migrate", "fluid@0.2:pack:1"])
+                .args(["--coordinator-port", &coordinator.to_string()])
+                .args(["--epoch-us", common::CLUSTER_EPOCH_US, "--"])
+                .args(["-n", "2", "-p", process, "-h"])
+                .arg(&hosts)
+                .current_dir(cwd)
+                .stdin(Stdio::null());
+            Proc::spawn(format!("process {process}"), &mut command)
+        };
+        let procs = vec![spawn("0", "cluster.jsonl"), spawn("1", "elsewhere.jsonl")];
+        // A process whose port was taken ends at once; its peer gives up waiting for it
+        // after the cluster's wait (a minute).
+        let outs = megaflux_testkit::wait_all(procs, RUN);
+        if outs
+            .iter()
+            .any(|o| String::from_utf8_lossy(&o.stderr).contains(PORT_TAKEN))
+        {
+            continue;
+        }
+        let mut outs = outs.into_iter();
+        let (Some(out0), Some(out1)) = (outs.next(), outs.next()) else {
+            unreachable!("two processes, two outputs")
+        };
+        return (out0, out1);
+    }
+    panic!("three clusters in a row found a port taken");
 }

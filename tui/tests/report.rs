@@ -1,19 +1,23 @@
 //! `megaflux report` draws summaries as SVG and rejects files that are not results.
 
-use std::process::Command;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
-fn megaflux(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_megaflux"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
+/// A bound on one run of the binary (a report, or a run of 1.5 s): against a hang, not a
+/// judgement of speed.
+const LIMIT: Duration = Duration::from_secs(300);
+
+/// The binary with `args`, run to its end for at most [`LIMIT`].
+fn megaflux(args: &[&str]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_megaflux"));
+    command.args(args).stdin(Stdio::null());
+    megaflux_testkit::run(format!("megaflux {}", args.join(" ")), &mut command, LIMIT)
 }
 
 #[test]
 fn a_run_summary_becomes_an_svg_and_bad_files_exit_2() {
-    let dir = std::env::temp_dir().join(format!("megaflux-report-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let path = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
     let (summary, svg) = (path("run.json"), path("out.svg"));
     let run = megaflux(&[
         "run",
@@ -53,14 +57,12 @@ fn a_run_summary_becomes_an_svg_and_bad_files_exit_2() {
         assert!(stderr.contains(bad), "{stderr}");
         assert!(!stderr.contains("panicked"));
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_trace_becomes_an_svg_and_a_perfetto_export() {
-    let dir = std::env::temp_dir().join(format!("megaflux-report-trace-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let path = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
     let trace = concat!(env!("CARGO_MANIFEST_DIR"), "/../traces/keycount-fluid.jsonl");
     let (svg, json) = (path("trace.svg"), path("trace.json"));
     let out = megaflux(&["report", trace, "--svg", &svg, "--perfetto", &json]);
@@ -86,7 +88,6 @@ fn a_trace_becomes_an_svg_and_a_perfetto_export() {
         assert_eq!(out.status.code(), Some(2), "{inputs:?}: {stderr}");
         assert!(stderr.contains(says), "{inputs:?}: {stderr}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// One unreadable line in the middle of a trace: the report goes on, and says which line it

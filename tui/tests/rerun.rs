@@ -1,9 +1,21 @@
 //! `megaflux replay FILE --rerun` from the command line: the table, the exit statuses, the
 //! re-run's own trace, and bad input.
 
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
 mod common;
 
-use common::megaflux;
+/// A bound on one run of the binary (a refusal, a re-run at full speed or a run of 4 s):
+/// against a hang, not a judgement of speed.
+const LIMIT: Duration = Duration::from_secs(300);
+
+/// `megaflux args`, run to its end for at most [`LIMIT`].
+fn megaflux(args: &[&str]) -> Output {
+    let mut command = common::megaflux(args);
+    command.stdin(Stdio::null());
+    megaflux_testkit::run(format!("megaflux {}", args.join(" ")), &mut command, LIMIT)
+}
 
 fn sample(name: &str) -> String {
     format!("{}/../traces/{name}", env!("CARGO_MANIFEST_DIR"))
@@ -23,9 +35,7 @@ fn a_rerun_prints_the_comparison_and_records_itself() {
         "batched:4",
         "--record",
         trace.to_str().expect("a UTF-8 path"),
-    ])
-    .output()
-    .expect("it runs");
+    ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         out.status.code(),
@@ -49,9 +59,7 @@ fn a_rerun_prints_the_comparison_and_records_itself() {
         "--rerun",
         "--speed",
         "max",
-    ])
-    .output()
-    .expect("it runs");
+    ]);
     assert_eq!(
         again.status.code(),
         Some(0),
@@ -69,7 +77,7 @@ fn a_rerun_moves_what_the_balancer_moved() {
     let trace = trace.to_str().expect("a UTF-8 path");
     let mut job = common::SKEWED_BALANCED.to_vec();
     job.extend(["--record", trace]);
-    let run = megaflux(&job).output().expect("it runs");
+    let run = megaflux(&job);
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     let recorded = std::fs::read_to_string(trace).expect("the trace");
     let logged: Vec<&str> = recorded
@@ -81,9 +89,7 @@ fn a_rerun_moves_what_the_balancer_moved() {
         "the balancer's plan is a command in the trace"
     );
     assert!(logged.iter().all(|l| l.contains("map:")), "{logged:?}");
-    let again = megaflux(&["replay", trace, "--rerun", "--speed", "max"])
-        .output()
-        .expect("it runs");
+    let again = megaflux(&["replay", trace, "--rerun", "--speed", "max"]);
     let stdout = String::from_utf8_lossy(&again.stdout);
     assert_eq!(
         again.status.code(),
@@ -126,7 +132,7 @@ fn bad_input_exits_2_with_a_reason() {
         ),
     ];
     for (args, says) in cases {
-        let out = megaflux(args).output().expect("it runs");
+        let out = megaflux(args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(says), "{args:?}: {stderr}");
@@ -139,21 +145,15 @@ fn bad_input_exits_2_with_a_reason() {
 #[test]
 fn the_limits_refuse_a_trace_that_asks_for_more() {
     let trace = sample("keycount-fluid.jsonl");
-    let out = megaflux(&["replay", &trace, "--rerun", "--max-workers", "1"])
-        .output()
-        .expect("it runs");
+    let out = megaflux(&["replay", &trace, "--rerun", "--max-workers", "1"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("more than --max-workers 1"), "{stderr}");
-    let out = megaflux(&["replay", &trace, "--rerun", "--max-duration", "1"])
-        .output()
-        .expect("it runs");
+    let out = megaflux(&["replay", &trace, "--rerun", "--max-duration", "1"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("longer than --max-duration 1 s"), "{stderr}");
-    let out = megaflux(&["replay", &trace, "--max-workers", "1"])
-        .output()
-        .expect("it runs");
+    let out = megaflux(&["replay", &trace, "--max-workers", "1"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--rerun"), "{stderr}");

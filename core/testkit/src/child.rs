@@ -39,8 +39,8 @@ pub struct Proc {
 
 impl Proc {
     /// Starts `command` as `name`: in a new process group, stdout and stderr piped and read
-    /// on threads, stdin null unless the command set it. Panics naming `name` if it cannot
-    /// start.
+    /// on threads, stdin as the command set it (set `Stdio::null()` or `Stdio::piped()`: an
+    /// inherited one is the test runner's). Panics naming `name` if it cannot start.
     pub fn spawn(name: impl Into<String>, command: &mut Command) -> Proc {
         let name = name.into();
         command

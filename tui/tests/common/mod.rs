@@ -1,14 +1,18 @@
-//! What several of the binary's tests share: running it, reading its summary, and a
-//! two-process loopback cluster.
+//! What several of the binary's tests share: running it, reading its summary and its
+//! trace, and a loopback cluster whose processes are [`Proc`]s: each in a process group of
+//! its own, read as it runs, killed with its group when dropped, and waited for only with a
+//! deadline.
 
 #![allow(dead_code)] // Each test crate uses some of it.
 
 use std::io::Write;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::Duration;
 
+use megaflux_testkit::{Proc, wait_all, wait_until};
 use serde_json::Value;
 
 /// hashcount with steep skew and the balancer on `auto`, judging every second, 4 s: the job
@@ -46,6 +50,16 @@ pub const REPLICATED_KEYCOUNT: &[&str] = &[
     "2",
 ];
 
+/// How long a cluster run of a debug build may take on a loaded machine before the test
+/// calls it hung: a bound against hangs, not a judgement of speed.
+pub const CLUSTER_LIMIT: Duration = Duration::from_secs(300);
+
+/// The line a cluster process says on stderr once its computation formed.
+pub const FORMED: &str = "megaflux: cluster formed";
+
+/// The line a surviving cluster process says on stderr once it restarted.
+pub const RESTARTED: &str = "megaflux: cluster restarted";
+
 /// The binary with `args`, its output captured.
 pub fn megaflux(args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_megaflux"));
@@ -71,6 +85,51 @@ pub fn free_ports<const N: usize>() -> [u16; N] {
         .map(|_| TcpListener::bind("127.0.0.1:0").expect("a free port"))
         .collect();
     std::array::from_fn(|i| listeners[i].local_addr().expect("a bound address").port())
+}
+
+/// The lowest port the kernel hands out by itself (to `bind` on port 0 and to every
+/// outgoing connection), if it says.
+fn ephemeral_low() -> Option<u16> {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    range.split_whitespace().next()?.parse().ok()
+}
+
+/// `n` distinct loopback ports free now, for a cluster's processes (or a collector) to
+/// listen on. A port of [`free_ports`] is released before the process that is to listen on
+/// it starts, and meanwhile any outgoing connection on the machine (the cluster's own among
+/// them) may be given it: these are taken below the kernel's own range where it has one, so
+/// that only a listener can hold them, and each is checked by listening on it while the
+/// others are held. Tests of one binary start from different places.
+pub fn cluster_ports(n: usize) -> Vec<u16> {
+    const FIRST: u16 = 10_000;
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let Some(low) = ephemeral_low().filter(|low| *low >= FIRST + 2_000) else {
+        let listeners: Vec<TcpListener> = (0..n)
+            .map(|_| TcpListener::bind("127.0.0.1:0").expect("a free port"))
+            .collect();
+        return listeners
+            .iter()
+            .map(|l| l.local_addr().expect("a bound address").port())
+            .collect();
+    };
+    let span = low - FIRST;
+    // Other test binaries (and other checkouts' tests) start elsewhere.
+    let base = (std::process::id() % u32::from(span)) as u16;
+    let mut held = Vec::new();
+    for _ in 0..span {
+        let offset = NEXT.fetch_add(1, Ordering::Relaxed) % span;
+        let port = FIRST + (base + offset) % span;
+        if let Ok(listener) = TcpListener::bind(("127.0.0.1", port)) {
+            held.push(listener);
+            if held.len() == n {
+                return held
+                    .iter()
+                    .map(|l| l.local_addr().expect("a bound address").port())
+                    .collect();
+            }
+        }
+    }
+    panic!("no {n} free ports between {FIRST} and {low}");
 }
 
 /// A seeded generator (xorshift) of kill moments, victims and a stranger's bytes: the same
@@ -105,6 +164,8 @@ pub const CLUSTER_TOKEN: &str = "megaflux test clusters' secret";
 /// A loopback cluster (two processes unless told): a scratch directory, and the host file
 /// timely reads.
 pub struct Cluster {
+    /// The cluster's name in its directory and in its processes' names.
+    pub name: String,
     pub dir: PathBuf,
     pub hostfile: PathBuf,
     pub addresses: Vec<String>,
@@ -122,8 +183,7 @@ impl Cluster {
     pub fn of(name: &str, processes: usize) -> Self {
         let dir = std::env::temp_dir().join(format!("megaflux-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a scratch directory");
-        let ports = free_ports::<8>();
-        assert!(processes < ports.len(), "at most {} processes", ports.len() - 1);
+        let ports = cluster_ports(processes + 1);
         let coordinator = ports[processes];
         let addresses: Vec<String> = ports[..processes]
             .iter()
@@ -135,6 +195,7 @@ impl Cluster {
             writeln!(f, "{a}").expect("the host file is written");
         }
         Cluster {
+            name: name.to_string(),
             dir,
             hostfile,
             addresses,
@@ -142,17 +203,23 @@ impl Cluster {
         }
     }
 
+    /// The name of process `process` in failures: `process 1 of crash-keycount`.
+    pub fn process_name(&self, process: &str) -> String {
+        format!("process {process} of {}", self.name)
+    }
+
     /// Starts process `process` of `job`, with `workers` workers.
-    pub fn spawn(&self, process: &str, job: &[&str], workers: &str) -> Child {
+    pub fn spawn(&self, process: &str, job: &[&str], workers: &str) -> Proc {
         self.spawn_binary(env!("CARGO_BIN_EXE_megaflux").as_ref(), process, job, workers)
     }
 
     /// As [`Cluster::spawn`], with another binary that has megaflux's command line (an
     /// example of one's own dataflow, see [`example`]).
-    pub fn spawn_binary(&self, binary: &Path, process: &str, job: &[&str], workers: &str) -> Child {
-        self.command(binary, process, job, workers)
-            .spawn()
-            .expect("a cluster process starts")
+    pub fn spawn_binary(&self, binary: &Path, process: &str, job: &[&str], workers: &str) -> Proc {
+        Proc::spawn(
+            self.process_name(process),
+            &mut self.command(binary, process, job, workers),
+        )
     }
 
     /// The command [`Cluster::spawn_binary`] starts, to start it with more settings.
@@ -182,7 +249,7 @@ impl Cluster {
         job: &[&str],
         out: &Path,
         failing: Option<(usize, &str)>,
-    ) -> Vec<Child> {
+    ) -> Vec<Proc> {
         let mut job = job.to_vec();
         job.extend(["--output", out.to_str().expect("a UTF-8 path"), "--force"]);
         (0..self.addresses.len())
@@ -191,19 +258,17 @@ impl Cluster {
                 if let Some((_, point)) = failing.filter(|(f, _)| *f == p) {
                     command.env("MEGAFLUX_FAILPOINT", point);
                 }
-                command.spawn().expect("a cluster process starts")
+                Proc::spawn(self.process_name(&p.to_string()), &mut command)
             })
             .collect()
     }
 
-    /// Runs `job` on both processes and waits for both.
+    /// Runs `job` on both processes of a two-process cluster and waits for both, for at
+    /// most [`CLUSTER_LIMIT`].
     pub fn run(&self, job: &[&str], workers: &str) -> [Output; 2] {
-        let p0 = self.spawn("0", job, workers);
-        let p1 = self.spawn("1", job, workers);
-        [
-            p0.wait_with_output().expect("process 0 ends"),
-            p1.wait_with_output().expect("process 1 ends"),
-        ]
+        let procs = vec![self.spawn("0", job, workers), self.spawn("1", job, workers)];
+        let [p0, p1]: [Output; 2] = wait_all(procs, CLUSTER_LIMIT).try_into().expect("two outputs");
+        [p0, p1]
     }
 }
 
@@ -211,6 +276,134 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Waits until every one of `procs` said its cluster formed ([`FORMED`]): a process killed
+/// after this is lost by a running job, not by one still forming. Fails naming the process
+/// if one ends first or stays silent for [`CLUSTER_LIMIT`].
+pub fn formed(procs: &mut [Proc]) {
+    for p in procs {
+        p.wait_for_stderr("the cluster formed", CLUSTER_LIMIT, |l| l.starts_with(FORMED));
+    }
+}
+
+/// Waits until `survivor` said its cluster restarted ([`RESTARTED`]).
+pub fn restarted(survivor: &mut Proc) {
+    survivor.wait_for_stderr("the cluster restarted", CLUSTER_LIMIT, |l| {
+        l.starts_with(RESTARTED)
+    });
+}
+
+/// The events of the trace at `path` recorded so far (every whole line after the header;
+/// none if there is no file yet).
+pub fn trace_events(path: &Path) -> Vec<Value> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    // A last line without its newline is still being written.
+    let whole = text.rfind('\n').map_or("", |i| &text[..i]);
+    whole
+        .lines()
+        .skip(1)
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect()
+}
+
+/// Waits until the events `recorder` (a process started with `--record trace`) wrote to
+/// `trace` satisfy `done`, for at most [`CLUSTER_LIMIT`]. Fails naming `what`, with what
+/// the recorder printed and the trace's plans and restarts so far, if the recorder ends
+/// first or the deadline passes.
+pub fn wait_for_trace(recorder: &mut Proc, trace: &Path, what: &str, done: impl Fn(&[Value]) -> bool) {
+    let mut seen = false;
+    let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        wait_until(what, CLUSTER_LIMIT, || {
+            seen = done(&trace_events(trace));
+            seen || !recorder.running()
+        })
+    }));
+    if seen {
+        return;
+    }
+    let failure = match waited {
+        Err(e) => e
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_else(|| format!("waited for {what}")),
+        Ok(()) => format!("{} ended before {what}", recorder.name()),
+    };
+    let events = trace_events(trace);
+    let told: Vec<String> = events
+        .iter()
+        .filter(|e| {
+            let kind = e["kind"].as_str().unwrap_or_default();
+            kind.starts_with("plan_") || ["restart", "join", "lost", "balance"].contains(&kind)
+        })
+        .map(Value::to_string)
+        .collect();
+    panic!(
+        "{failure}\n--- {} events in {}; its plans and restarts ---\n{}\n{}",
+        events.len(),
+        trace.display(),
+        told.join("\n"),
+        recorder.printed_tail()
+    );
+}
+
+/// The `plan_started` events, among `events`, of the plans that then completed
+/// uncancelled. Their `purpose` is `migration` for a `--migrate`, a balancer's plan (its
+/// `target` starts `balance`) and the plans after a restart (`standbys lost in a crash
+/// (restart 1)`, `balanced onto process 2 that joined (restart 1)`); `recovery` and
+/// `rebalance` are a failed worker's.
+pub fn completed_plans(events: &[Value]) -> Vec<&Value> {
+    let mut running: std::collections::HashMap<u64, &Value> = Default::default();
+    let mut completed = Vec::new();
+    for e in events {
+        let id = e["id"].as_u64();
+        match (e["kind"].as_str(), id) {
+            (Some("plan_started"), Some(id)) => {
+                running.insert(id, e);
+            }
+            (Some("plan_completed"), Some(id)) => {
+                if let Some(started) = running.remove(&id)
+                    && e["cancelled"] != true
+                {
+                    completed.push(started);
+                }
+            }
+            _ => {}
+        }
+    }
+    completed
+}
+
+/// Whether `plan` (a `plan_started` event) was made for `purpose`.
+pub fn made_for(plan: &Value, purpose: &str) -> bool {
+    plan["purpose"].as_str().unwrap_or("migration") == purpose
+}
+
+/// Stops a cluster run as `q` does: SIGINT to process 0, which ends the job on every
+/// process at the same epoch, each with every output of the times before it.
+pub fn stop(process_0: &mut Proc) {
+    process_0.interrupt();
+}
+
+/// The `--duration` of a run of exactly the epochs of the run `summary` sums up (one
+/// stopped by [`stop`] covers fewer than its `--duration`), with epochs of `epoch_us`.
+pub fn same_epochs(summary: &Value, epoch_us: u64) -> String {
+    let ran_s = summary["duration_s"].as_f64().expect("the run's duration");
+    let epochs = (ran_s * 1e6 / epoch_us as f64).round();
+    // Half an epoch more: the seconds' decimal is never a hair short of the last epoch.
+    format!("{}", (epochs + 0.5) * epoch_us as f64 / 1e6)
+}
+
+/// `job` with its `--duration` set to `secs` (added if it has none).
+pub fn with_duration<'a>(job: &[&'a str], secs: &'a str) -> Vec<&'a str> {
+    let mut job = job.to_vec();
+    match job.iter().position(|a| *a == "--duration") {
+        Some(i) => job[i + 1] = secs,
+        None => job.extend(["--duration", secs]),
+    }
+    job
 }
 
 /// The example `name` (`tui/examples/`), which cargo builds next to the tests' binaries.
@@ -226,35 +419,6 @@ pub fn sorted_lines(path: &std::path::Path) -> Vec<String> {
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
     lines.sort_unstable();
     lines
-}
-
-/// As [`wait_all`], but a process still running after `limit` is killed and the test
-/// fails: a process must never wait for ever for a peer that will not come.
-pub fn wait_all_within(mut children: Vec<Child>, limit: Duration) -> Vec<Output> {
-    let started = Instant::now();
-    while started.elapsed() < limit {
-        if children.iter_mut().all(|c| matches!(c.try_wait(), Ok(Some(_)))) {
-            return wait_all(children);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    for c in &mut children {
-        let _ = c.kill();
-    }
-    let outputs = wait_all(children);
-    let said: Vec<String> = outputs
-        .iter()
-        .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
-        .collect();
-    panic!("processes still ran {limit:?} later: {said:#?}");
-}
-
-/// Waits for every one of `children`, with what each printed.
-pub fn wait_all(children: Vec<Child>) -> Vec<Output> {
-    children
-        .into_iter()
-        .map(|c| c.wait_with_output().expect("a process ends"))
-        .collect()
 }
 
 /// Checks a run that lost processes against `base`, the summary of the same run without
@@ -286,10 +450,10 @@ pub fn assert_same_outputs(
 }
 
 /// Runs `job` on every process of `cluster` with `binary`, once as it is and once for each
-/// of `points` with process `victim` made to exit there (`MEGAFLUX_FAILPOINT`), within
-/// `limit`. Checks that the victim exited at the point, that no survivor panicked, and
-/// that the survivors' outputs are the run's without the loss. Returns process 0's summary
-/// of each lossy run.
+/// of `points` with process `victim` made to exit there (`MEGAFLUX_FAILPOINT`), each run
+/// within `limit`. Checks that the victim exited at the point, that no survivor panicked,
+/// and that the survivors' outputs are the run's without the loss. Returns process 0's
+/// summary of each lossy run.
 pub fn survives_failpoints(
     binary: &Path,
     cluster: &Cluster,
@@ -299,7 +463,7 @@ pub fn survives_failpoints(
     limit: Duration,
 ) -> Vec<Value> {
     let base_out = cluster.dir.join("base.jsonl");
-    let outputs = wait_all_within(cluster.spawn_all(binary, job, &base_out, None), limit);
+    let outputs = wait_all(cluster.spawn_all(binary, job, &base_out, None), limit);
     for o in &outputs {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }
@@ -311,7 +475,7 @@ pub fn survives_failpoints(
         .map(|point| {
             let out = cluster.dir.join(format!("{point}.jsonl"));
             let failing = Some((victim, *point));
-            let mut outputs = wait_all_within(cluster.spawn_all(binary, job, &out, failing), limit);
+            let mut outputs = wait_all(cluster.spawn_all(binary, job, &out, failing), limit);
             let lost = outputs.remove(victim);
             let said = String::from_utf8_lossy(&lost.stderr);
             assert!(

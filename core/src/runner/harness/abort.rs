@@ -372,7 +372,12 @@ fn install_hook() {
 /// Whether the runtime aborts the process after this panic: its message is one of those the
 /// standard library gives a panic that cannot unwind.
 fn cannot_unwind(info: &PanicHookInfo<'_>) -> bool {
-    info.payload_as_str().is_some_and(|m| {
+    let payload = info.payload();
+    let message = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str));
+    message.is_some_and(|m| {
         m.starts_with("panic in a function that cannot unwind")
             || m.starts_with("panic in a destructor during cleanup")
     })
@@ -412,31 +417,34 @@ fn attribute(info: &PanicHookInfo<'_>) -> bool {
     let network = name
         .strip_prefix("timely:recv-")
         .or_else(|| name.strip_prefix("timely:send-"));
-    if let Some(process) = network.and_then(|n| n.parse::<usize>().ok())
-        && let Some(abort) = cluster_of_thread()
-    {
-        // A computation left for a restart breaks down as its processes leave it, each at
-        // its own moment: its connections' errors are no news (membership still reports a
-        // process that is really gone).
-        if abort.restarting() {
-            return true;
-        }
-        let cause = message
-            .strip_prefix("timely communication error: ")
-            .unwrap_or(&message)
-            .to_string();
-        let original = abort.originals.get(process).copied().unwrap_or(process);
-        abort.lose(
-            original,
-            RunError::PeerLost {
-                process: original,
-                address: abort.peer(process),
-                cause,
-            },
-        );
+    let Some(process) = network.and_then(|n| n.parse::<usize>().ok()) else {
+        return false;
+    };
+    // No computation this thread could serve is left: its run ended (or was left) before a
+    // peer's connection broke, which is no news.
+    let Some(abort) = cluster_of_thread() else {
+        return true;
+    };
+    // A computation left for a restart breaks down as its processes leave it, each at its
+    // own moment: its connections' errors are no news (membership still reports a process
+    // that is really gone).
+    if abort.restarting() {
         return true;
     }
-    false
+    let cause = message
+        .strip_prefix("timely communication error: ")
+        .unwrap_or(&message)
+        .to_string();
+    let original = abort.originals.get(process).copied().unwrap_or(process);
+    abort.lose(
+        original,
+        RunError::PeerLost {
+            process: original,
+            address: abort.peer(process),
+            cause,
+        },
+    );
+    true
 }
 
 #[cfg(test)]
