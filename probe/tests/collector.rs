@@ -17,7 +17,7 @@ use tokio::net::TcpStream;
 use tracing_subscriber::prelude::*;
 
 mod common;
-use common::closed;
+use common::{NET, RUN, background, bounded, closed};
 
 /// Emits a worker's load through a layer of process `process`, as core would.
 fn emit(layer_of: &tracing::Dispatch, worker: u32, records: u64) {
@@ -51,24 +51,54 @@ fn serving(addr: &str, hello: Stamped, queue: megaflux_probe::EventQueue) -> Col
 }
 
 async fn subscribe(addr: SocketAddr) -> Subscription {
-    wire::subscribe(addr, None).await.unwrap()
+    bounded("the collector's welcome", NET, wire::subscribe(addr, None))
+        .await
+        .unwrap()
 }
 
-/// Reads frames into `model` until `done` holds of it.
-async fn follow(conn: &mut Subscription, model: &mut JobModel, done: impl Fn(&JobModel) -> bool) {
+/// A connection to the collector at `addr`.
+async fn connect(addr: SocketAddr) -> TcpStream {
+    bounded("a connection to the collector", NET, TcpStream::connect(addr))
+        .await
+        .unwrap()
+}
+
+/// Sends `frame` on a fresh connection to the collector at `addr`.
+async fn send_on_new(addr: SocketAddr, frame: &impl serde::Serialize) -> Connection<TcpStream> {
+    let mut conn = Connection::new(connect(addr).await);
+    bounded("the collector to take a frame", NET, conn.send(frame))
+        .await
+        .unwrap();
+    conn
+}
+
+/// Reads frames into `model` until `done` holds of it; fails naming `what` if that takes
+/// longer than [`NET`].
+async fn follow(conn: &mut Subscription, model: &mut JobModel, what: &str, done: impl Fn(&JobModel) -> bool) {
     let wait = async {
         while !done(model) {
             match conn.recv().await.unwrap() {
                 Some(ServerFrame::Snapshot { model: m }) => *model = *m,
                 Some(ServerFrame::Events { events }) => events.iter().for_each(|e| model.apply(e)),
                 Some(_) => {}
-                None => panic!("the collector closed the subscription"),
+                None => panic!("the collector closed the subscription waiting for {what}"),
             }
         }
     };
-    tokio::time::timeout(Duration::from_secs(20), wait)
-        .await
-        .expect("the subscriber saw the expected events in time");
+    bounded(what, NET, wait).await;
+}
+
+/// What `collector` reports once finished (given `linger` for exporters).
+fn finish(collector: Collector, linger: Duration) -> megaflux_probe::collector::CollectorReport {
+    megaflux_testkit::within("the collector to finish", RUN, move |_| {
+        collector.finish(linger, None)
+    })
+    .unwrap()
+}
+
+/// What `exporter` sent, once finished.
+fn finish_exporter(exporter: Exporter, what: &str) -> u64 {
+    megaflux_testkit::within(what, RUN, move |_| exporter.finish()).unwrap()
 }
 
 #[test]
@@ -88,7 +118,7 @@ fn merges_two_exporters_and_survives_bad_clients() {
         emit(&local, 0, 10);
         emit(&one, 1, 20);
         emit(&two, 2, 30);
-        follow(&mut sub, &mut model, |m| {
+        follow(&mut sub, &mut model, "the three processes' loads", |m| {
             m.workers.len() == 3 && m.processes.len() == 3
         })
         .await;
@@ -97,67 +127,67 @@ fn merges_two_exporters_and_survives_bad_clients() {
         assert!((model.workers[&2].records_per_s - 120.0).abs() < 1e-6);
 
         // Malformed: a frame that is not JSON.
-        let mut garbage = Connection::new(TcpStream::connect(addr).await.unwrap());
-        garbage.send(&"not a hello").await.unwrap();
+        let garbage = send_on_new(addr, &"not a hello").await;
         assert!(closed(garbage).await.is_some(), "refused with a reason");
         // Oversized: a length prefix over the limit.
-        let mut big = TcpStream::connect(addr).await.unwrap();
-        big.write_all(&((MAX_FRAME_BYTES as u32 + 1).to_be_bytes()))
-            .await
-            .unwrap();
-        big.write_all(&[b'{'; 1024]).await.unwrap();
+        let mut big = connect(addr).await;
+        let prefix = (MAX_FRAME_BYTES as u32 + 1).to_be_bytes();
+        bounded(
+            "the collector to take a length prefix",
+            NET,
+            big.write_all(&prefix),
+        )
+        .await
+        .unwrap();
+        // The collector may close the connection before it takes the rest.
+        let _ = tokio::time::timeout(NET, big.write_all(&[b'{'; 1024])).await;
         let reason = closed(Connection::new(big)).await.expect("a refusal");
         assert!(reason.contains("bad frame"), "{reason}");
         // Wrong version.
-        let mut old = Connection::new(TcpStream::connect(addr).await.unwrap());
-        old.send(&ClientFrame::Hello {
+        let old = ClientFrame::Hello {
             protocol: PROTOCOL_VERSION + 1,
             role: Role::Subscriber,
             token: None,
-        })
-        .await
-        .unwrap();
-        let reason = closed(old).await.expect("a refusal");
+        };
+        let reason = closed(send_on_new(addr, &old).await).await.expect("a refusal");
         assert!(reason.contains("version"), "{reason}");
         // An exporter of a process the job does not have.
-        let mut liar = Connection::new(TcpStream::connect(addr).await.unwrap());
-        liar.send(&ClientFrame::Hello {
+        let liar = ClientFrame::Hello {
             protocol: PROTOCOL_VERSION,
             role: Role::Exporter { process: 7 },
             token: None,
-        })
-        .await
-        .unwrap();
-        let reason = closed(liar).await.expect("a refusal");
+        };
+        let reason = closed(send_on_new(addr, &liar).await).await.expect("a refusal");
         assert!(reason.contains("not 7"), "{reason}");
 
         // An exporter that would speak for the collector's own process.
-        let mut impostor = Connection::new(TcpStream::connect(addr).await.unwrap());
-        impostor
-            .send(&ClientFrame::Hello {
-                protocol: PROTOCOL_VERSION,
-                role: Role::Exporter { process: 0 },
-                token: None,
-            })
+        let impostor = ClientFrame::Hello {
+            protocol: PROTOCOL_VERSION,
+            role: Role::Exporter { process: 0 },
+            token: None,
+        };
+        let reason = closed(send_on_new(addr, &impostor).await)
             .await
-            .unwrap();
-        let reason = closed(impostor).await.expect("a refusal");
+            .expect("a refusal");
         assert!(reason.contains("own"), "{reason}");
 
         // The collector still serves the first subscriber and new ones.
         emit(&one, 1, 40);
-        follow(&mut sub, &mut model, |m| {
+        follow(&mut sub, &mut model, "process 1's new load", |m| {
             (m.workers[&1].records_per_s - 160.0).abs() < 1e-6
         })
         .await;
         let mut late = subscribe(addr).await;
         let mut late_model = JobModel::new();
-        follow(&mut late, &mut late_model, |m| m.workers.len() == 3).await;
+        follow(&mut late, &mut late_model, "a late subscriber's snapshot", |m| {
+            m.workers.len() == 3
+        })
+        .await;
     });
 
-    assert!(e1.finish().unwrap() >= 2);
-    assert!(e2.finish().unwrap() >= 2);
-    let report = collector.finish(Duration::from_secs(5), None).unwrap();
+    assert!(finish_exporter(e1, "exporter 1 to finish") >= 2);
+    assert!(finish_exporter(e2, "exporter 2 to finish") >= 2);
+    let report = finish(collector, Duration::from_secs(5));
     assert_eq!(report.closed.len(), 5, "{:?}", report.closed);
     assert!(
         report.closed.iter().any(|r| r.contains("malformed")),
@@ -204,23 +234,28 @@ fn recording_pauses_and_resumes_on_command() {
         let mut sub = subscribe(addr).await;
         let mut model = JobModel::new();
         emit(&local, 0, 1);
-        follow(&mut sub, &mut model, |m| m.workers.contains_key(&0)).await;
+        follow(&mut sub, &mut model, "worker 0's load", |m| {
+            m.workers.contains_key(&0)
+        })
+        .await;
         for (request, on, records) in [(0, false, 2), (1, true, 3)] {
-            sub.send(&ClientFrame::Command {
+            let command = ClientFrame::Command {
                 request,
                 command: wire::CommandRequest::Record { on },
-            })
-            .await
-            .unwrap();
-            follow(&mut sub, &mut model, |m| m.recording == Some(on)).await;
+            };
+            bounded("the collector to take a command", NET, sub.send(&command))
+                .await
+                .unwrap();
+            let what = format!("the recording to be {on}");
+            follow(&mut sub, &mut model, &what, |m| m.recording == Some(on)).await;
             emit(&local, 0, records);
-            follow(&mut sub, &mut model, |m| {
+            follow(&mut sub, &mut model, "worker 0's new load", |m| {
                 (m.workers[&0].records_per_s - records as f64 * 4.0).abs() < 1e-6
             })
             .await;
         }
     });
-    collector.finish(Duration::ZERO, None).unwrap();
+    finish(collector, Duration::ZERO);
     let trace = megaflux_probe::record::read(&path).unwrap();
     let seen: Vec<String> = trace
         .events
@@ -280,9 +315,12 @@ fn an_exporter_reconnects_when_its_collector_comes_back() {
         let mut sub = subscribe(addr).await;
         let mut model = JobModel::new();
         emit(&one, 1, 1);
-        follow(&mut sub, &mut model, |m| m.workers.contains_key(&1)).await;
+        follow(&mut sub, &mut model, "process 1's load", |m| {
+            m.workers.contains_key(&1)
+        })
+        .await;
     });
-    first.finish(Duration::ZERO, None).unwrap();
+    finish(first, Duration::ZERO);
     // Events sent into the void until the exporter notices.
     for records in 2..10 {
         emit(&one, 1, records);
@@ -315,14 +353,12 @@ fn an_exporter_reconnects_when_its_collector_comes_back() {
                 records += 1;
             }
         };
-        tokio::time::timeout(Duration::from_secs(30), wait)
-            .await
-            .expect("the exporter came back");
+        bounded("the exporter to come back", NET, wait).await;
         // Its hello came again (the collector takes a process's events only after it).
         assert!(model.processes.contains_key(&1));
     });
-    assert!(exporter.finish().unwrap() >= 3);
-    let report = second.finish(Duration::from_secs(5), None).unwrap();
+    assert!(finish_exporter(exporter, "the exporter to finish") >= 3);
+    let report = finish(second, Duration::from_secs(5));
     assert!(report.closed.is_empty(), "{:?}", report.closed);
 }
 
@@ -332,12 +368,14 @@ fn an_exporter_reconnects_when_its_collector_comes_back() {
 fn a_failed_trace_write_stops_the_recording_and_nothing_else() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("trace.fifo");
-    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
-    assert!(made.success());
+    let mut mkfifo = std::process::Command::new("mkfifo");
+    mkfifo.arg(&fifo);
+    let made = megaflux_testkit::run("mkfifo", &mut mkfifo, NET);
+    assert!(made.status.success(), "{made:?}");
     // A reader that takes the header, then goes away: later writes fail (EPIPE).
     let reader = {
         let fifo = fifo.clone();
-        std::thread::spawn(move || {
+        background("the trace's reader to take the header", move || {
             use std::io::BufRead;
             let mut first = String::new();
             let file = std::fs::File::open(&fifo).unwrap();
@@ -358,7 +396,7 @@ fn a_failed_trace_write_stops_the_recording_and_nothing_else() {
         queue,
     )
     .unwrap();
-    assert!(reader.join().unwrap().contains("megaflux-trace"));
+    assert!(reader.wait(NET).contains("megaflux-trace"));
     let addr = collector.local_addr().unwrap();
     let rt = common::runtime();
     rt.block_on(async {
@@ -380,20 +418,18 @@ fn a_failed_trace_write_stops_the_recording_and_nothing_else() {
                 }
             }
         };
-        tokio::time::timeout(Duration::from_secs(20), wait)
-            .await
-            .expect("the viewer was told the recording failed");
+        bounded("the viewer to be told the recording failed", NET, wait).await;
         assert_eq!(model.recording, Some(false));
         // The collector goes on.
         emit(&local, 0, 1000);
-        follow(&mut sub, &mut model, |m| {
+        follow(&mut sub, &mut model, "worker 0's load after the failure", |m| {
             m.workers
                 .get(&0)
                 .is_some_and(|w| (w.records_per_s - 4000.0).abs() < 1e-6)
         })
         .await;
     });
-    let report = collector.finish(Duration::ZERO, None).unwrap();
+    let report = finish(collector, Duration::ZERO);
     let failed = report
         .recording_failed
         .expect("the report says the recording failed");
@@ -407,23 +443,51 @@ fn one_exporter_per_process() {
     let (_local, queue, hello) = process(0);
     let collector = serving("127.0.0.1:0", hello, queue);
     let addr = collector.local_addr().unwrap();
+    let (_one, _q1, h1) = process(1);
     let rt = common::runtime();
     rt.block_on(async {
-        let exporter = || wire::connect(addr, Role::Exporter { process: 1 }, None);
+        let exporter = || {
+            let connecting = wire::connect(addr, Role::Exporter { process: 1 }, None);
+            bounded("an exporter's welcome", NET, connecting)
+        };
         let (first, _) = exporter().await.unwrap();
-        let (second, _) = exporter().await.unwrap();
-        // The first is closed (without a refusal: it was welcomed); the second stays.
-        assert_eq!(common::closed(first).await, None);
-        let quiet = tokio::time::timeout(Duration::from_millis(500), common::closed(second)).await;
-        assert!(quiet.is_err(), "the newer exporter was closed too");
+        let (mut second, _) = exporter().await.unwrap();
+        // The first is closed (without a refusal: it was welcomed).
+        assert_eq!(closed(first).await, None);
+        // The second stays: what it says afterwards is taken in.
+        let load = Stamped {
+            at_s: h1.at_s,
+            process: 1,
+            event: Event::WorkerStats {
+                worker: 1,
+                records: 5,
+                applied: None,
+                busy_ns: 1,
+                interval_ns: 250_000_000,
+            },
+        };
+        let frame = ClientFrame::Events {
+            events: vec![h1.clone(), load],
+        };
+        bounded(
+            "the collector to take the newer exporter's events",
+            NET,
+            second.send(&frame),
+        )
+        .await
+        .unwrap();
+        let mut sub = subscribe(addr).await;
+        let mut model = JobModel::new();
+        follow(&mut sub, &mut model, "the newer exporter's events", |m| {
+            m.processes.contains_key(&1) && m.workers.get(&1).is_some_and(|w| w.records_per_s > 0.0)
+        })
+        .await;
     });
-    let report = collector.finish(Duration::ZERO, None).unwrap();
-    assert!(
-        report
-            .closed
-            .iter()
-            .any(|r| r.contains("newer exporter of process 1")),
-        "{:?}",
-        report.closed
-    );
+    let report = finish(collector, Duration::ZERO);
+    let replaced = report
+        .closed
+        .iter()
+        .filter(|r| r.contains("newer exporter of process 1"))
+        .count();
+    assert_eq!(replaced, 1, "only the first was replaced: {:?}", report.closed);
 }

@@ -12,9 +12,12 @@ use megaflux_probe::wire::{self, CommandRequest};
 use tracing_subscriber::prelude::*;
 
 mod common;
+use common::{NET, RUN, background};
 
+/// A job that runs until the test has its answers, then is stopped: the answers come from
+/// the job itself, which must still run when the commands reach it.
 fn config() -> RunConfig {
-    common::job(4)
+    common::job_until_stopped()
 }
 
 #[test]
@@ -41,11 +44,19 @@ fn bad_commands_are_rejected_and_the_job_goes_on() {
     )
     .unwrap();
     let addr = collector.local_addr().unwrap();
-    let job = std::thread::spawn(move || megaflux::workload::run(config(), control).unwrap().unwrap());
+    let job = {
+        let control = control.clone();
+        background("the job", move || {
+            megaflux::workload::run(config(), control).unwrap().unwrap()
+        })
+    };
 
     let rt = common::runtime();
     let answers = rt.block_on(async {
-        let mut conn = wire::subscribe(addr, None).await.unwrap();
+        let subscribing = wire::subscribe(addr, None);
+        let mut conn = common::bounded("the collector's welcome", NET, subscribing)
+            .await
+            .unwrap();
         let commands = [
             CommandRequest::MoveBins {
                 bins: vec![16],
@@ -86,14 +97,27 @@ fn bad_commands_are_rejected_and_the_job_goes_on() {
     assert!(answers[4].1.contains("no migration plan"), "{}", answers[4].1);
     assert!(answers[5].1.contains("records nothing"), "{}", answers[5].1);
 
-    let summary = job.join().unwrap();
+    // The job goes on: a second more of its records is out before it is stopped.
+    let answered = control.progress();
+    let what = "the job to go on for a second of its records after the commands";
+    megaflux_testkit::wait_until(what, RUN, || {
+        control.progress() >= answered + Duration::from_secs(1)
+    });
+    control.stop();
+    let summary = job.wait(RUN);
     assert!(summary.migrations.is_empty());
-    let report = collector.finish(Duration::ZERO, None).unwrap();
+    let report = megaflux_testkit::within("the collector to finish", RUN, move |_| {
+        collector.finish(Duration::ZERO, None)
+    })
+    .unwrap();
     assert!(report.model.moving.is_empty());
-    // Unchanged: the same output as a job nobody sent commands to.
-    let quiet = megaflux::workload::run(config(), ControlHandle::new())
-        .unwrap()
-        .unwrap();
+    // Unchanged: the same output as a job nobody sent commands to, over the same epochs.
+    let quiet = common::quiet_twin(config(), &summary);
+    let quiet = megaflux_testkit::within("the job nobody sent commands to", RUN, move |_| {
+        megaflux::workload::run(quiet, ControlHandle::new())
+            .unwrap()
+            .unwrap()
+    });
     assert_eq!(summary.output_digest, quiet.output_digest);
     assert_eq!(summary.outputs, quiet.outputs);
 }

@@ -16,6 +16,7 @@ use proptest::prelude::*;
 use tokio::io::AsyncWriteExt;
 
 mod common;
+use common::{NET, RUN, bounded};
 
 /// The largest frame the test readers accept: a longer length prefix must be refused
 /// before anything is buffered.
@@ -56,11 +57,11 @@ fn read_all<F: serde::de::DeserializeOwned>(bytes: Vec<u8>) -> usize {
         drop(client);
         let mut conn = Connection::with_limit(server, LIMIT);
         let mut frames = 0;
+        let what = format!("a reader to take {} bytes (it hung)", bytes.len());
         loop {
-            match tokio::time::timeout(Duration::from_secs(5), conn.recv::<F>()).await {
-                Ok(Ok(Some(_))) => frames += 1,
-                Ok(Ok(None)) | Ok(Err(_)) => return frames,
-                Err(_) => panic!("a reader hung on {} bytes", bytes.len()),
+            match bounded(&what, NET, conn.recv::<F>()).await {
+                Ok(Some(_)) => frames += 1,
+                Ok(None) | Err(_) => return frames,
             }
         }
     })
@@ -131,12 +132,21 @@ proptest! {
                 sent.extend_from_slice(&hello);
             }
             sent.extend_from_slice(&bytes);
-            let mut raw = tokio::net::TcpStream::connect(addr).await.unwrap();
-            let _ = raw.write_all(&sent).await;
-            let next = tokio::time::timeout(Duration::from_secs(10), wire::subscribe(addr, None)).await;
-            assert!(matches!(next, Ok(Ok(_))), "the collector stopped serving");
+            let connecting = tokio::net::TcpStream::connect(addr);
+            let mut raw = bounded("a connection to the collector", NET, connecting).await.unwrap();
+            let _ = tokio::time::timeout(NET, raw.write_all(&sent)).await;
+            // The next subscriber is welcomed (within the test's deadline, not the client's
+            // own of a few seconds).
+            let connecting = tokio::net::TcpStream::connect(addr);
+            let mut next = Connection::new(bounded("the next connection", NET, connecting).await.unwrap());
+            let welcome = wire::handshake(&mut next, addr, wire::Role::Subscriber, None);
+            let welcome = bounded("the next subscriber's welcome", NET, welcome).await;
+            assert!(welcome.is_ok(), "the collector stopped serving: {welcome:?}");
         });
-        let report = collector.finish(Duration::ZERO, None).unwrap();
+        let report = megaflux_testkit::within("the collector to finish", RUN, move |_| {
+            collector.finish(Duration::ZERO, None)
+        })
+        .unwrap();
         prop_assert!(report.model.entries() <= megaflux_probe::JobModel::entries_bound(16, 2));
     }
 }

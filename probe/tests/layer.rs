@@ -35,7 +35,9 @@ fn a_job_s_events_arrive_typed() {
         worker: 0,
         standby: false,
     });
-    let summary = megaflux::workload::run(config, control).unwrap().unwrap();
+    let summary = megaflux_testkit::within("the job", Duration::from_secs(600), move |_| {
+        megaflux::workload::run(config, control).unwrap().unwrap()
+    });
 
     let mut events: Vec<Stamped> = Vec::new();
     while let Ok(e) = queue.events.try_recv() {

@@ -4,6 +4,7 @@
 //! from a trace's header.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use megaflux::bins::hash_key;
 use megaflux::config::{single, uniform};
@@ -14,53 +15,59 @@ use megaflux_probe::event::{Event, expand};
 use megaflux_probe::model::JobModel;
 use megaflux_probe::record::TraceHeader;
 use megaflux_probe::{ProbeLayer, Stamped};
+use megaflux_testkit::{Watch, within};
 use tracing_subscriber::prelude::*;
 
 const BINS: usize = 16;
 const PEERS: usize = 2;
 
 /// Runs a count over keys 0..200 at times 1..20, moving bin 3 to worker 0 and bin 4 to
-/// worker 1 at time 5 with raw instructions; its events.
-fn raw_job() -> Vec<Stamped> {
+/// worker 1 at time 5 with raw instructions; its events. Each worker's body is guarded by
+/// `watch`, and each loop that waits for the other worker checks it.
+fn raw_job(watch: &Watch) -> Vec<Stamped> {
     let (layer, mut queue) = ProbeLayer::new(0, 1 << 16);
     tracing_subscriber::registry().with(layer.filtered()).init();
-    let guards = megaflux::timely::execute(megaflux::timely::Config::process(PEERS), |worker| {
-        let config = StatefulConfig::uniform(Bins::new(BINS).unwrap(), worker.peers());
-        let (mut data, mut control) = (InputHandleVec::new(), InputHandleVec::new());
-        let probe = ProbeHandle::new();
-        worker.dataflow::<Time, _, _>(|scope| {
-            let counts = stateful_unary(
-                data.to_stream(scope),
-                control.to_stream(scope),
-                &config,
-                "count",
-                |k: &u64| hash_key(k),
-                |_t, bin: &mut Bin<BTreeMap<u64, u64>>, keys: &mut Vec<u64>, out: &mut Vec<u64>| {
-                    for k in keys.drain(..) {
-                        let n = bin.state.entry(k).or_insert(0);
-                        *n += 1;
-                        out.push(*n);
+    let watch = watch.clone();
+    let guards = megaflux::timely::execute(megaflux::timely::Config::process(PEERS), move |worker| {
+        watch.guard(|| {
+            let config = StatefulConfig::uniform(Bins::new(BINS).unwrap(), worker.peers());
+            let (mut data, mut control) = (InputHandleVec::new(), InputHandleVec::new());
+            let probe = ProbeHandle::new();
+            worker.dataflow::<Time, _, _>(|scope| {
+                let counts = stateful_unary(
+                    data.to_stream(scope),
+                    control.to_stream(scope),
+                    &config,
+                    "count",
+                    |k: &u64| hash_key(k),
+                    |_t, bin: &mut Bin<BTreeMap<u64, u64>>, keys: &mut Vec<u64>, out: &mut Vec<u64>| {
+                        for k in keys.drain(..) {
+                            let n = bin.state.entry(k).or_insert(0);
+                            *n += 1;
+                            out.push(*n);
+                        }
+                    },
+                );
+                counts.probe_with(&probe);
+            });
+            for t in 1..20u64 {
+                data.advance_to(t);
+                control.advance_to(t);
+                if worker.index() == 0 {
+                    for k in 0..200u64 {
+                        data.send(k);
                     }
-                },
-            );
-            counts.probe_with(&probe);
-        });
-        for t in 1..20u64 {
-            data.advance_to(t);
-            control.advance_to(t);
-            if worker.index() == 0 {
-                for k in 0..200u64 {
-                    data.send(k);
+                    if t == 5 {
+                        control.send(ControlInst::Move { bin: 3, worker: 0 });
+                        control.send(ControlInst::Move { bin: 4, worker: 1 });
+                    }
                 }
-                if t == 5 {
-                    control.send(ControlInst::Move { bin: 3, worker: 0 });
-                    control.send(ControlInst::Move { bin: 4, worker: 1 });
+                while probe.less_than(&t) {
+                    watch.check();
+                    worker.step();
                 }
             }
-            while probe.less_than(&t) {
-                worker.step();
-            }
-        }
+        })
     })
     .unwrap();
     for g in guards.join() {
@@ -90,7 +97,7 @@ fn hello() -> Stamped {
 
 #[test]
 fn raw_moves_complete_and_every_bin_has_an_owner() {
-    let events = raw_job();
+    let events = within("the raw job", Duration::from_secs(300), raw_job);
     let installed = events
         .iter()
         .filter(|e| matches!(e.event, Event::Migration { .. }))

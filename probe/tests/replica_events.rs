@@ -8,7 +8,11 @@ use megaflux::control::ControlHandle;
 use megaflux::harness::{RunConfig, RunError};
 use megaflux_probe::event::{Event, expand};
 use megaflux_probe::{ProbeLayer, Stamped};
+use megaflux_testkit::within;
 use tracing_subscriber::prelude::*;
+
+/// How long one of the jobs (4 s of records, in a debug build on a loaded machine) may run.
+const RUN: Duration = Duration::from_secs(600);
 
 fn drain(queue: &mut megaflux_probe::layer::EventQueue) -> Vec<Stamped> {
     let mut events = Vec::new();
@@ -33,9 +37,12 @@ fn failures_takeovers_rejoins_recoveries_and_losses_arrive_typed() {
         rejoins: vec!["1@1.2".parse().unwrap()],
         ..RunConfig::default()
     };
-    let summary = megaflux::workload::run(config.clone(), ControlHandle::new())
-        .unwrap()
-        .unwrap();
+    let replicated = config.clone();
+    let summary = within("the job with replicas", RUN, move |_| {
+        megaflux::workload::run(replicated, ControlHandle::new())
+            .unwrap()
+            .unwrap()
+    });
     let events = drain(&mut queue);
     let failure = events.iter().find_map(|e| match &e.event {
         Event::Failure {
@@ -99,7 +106,10 @@ fn failures_takeovers_rejoins_recoveries_and_losses_arrive_typed() {
         rejoins: Vec::new(),
         ..config
     };
-    match megaflux::workload::run(lossy, ControlHandle::new()) {
+    let lost = within("the job without replicas", RUN, move |_| {
+        megaflux::workload::run(lossy, ControlHandle::new())
+    });
+    match lost {
         Err(RunError::BinsLost { bins, .. }) => assert_eq!(bins, vec![1, 4, 7, 10, 13]),
         other => panic!("expected lost bins, got {other:?}"),
     }

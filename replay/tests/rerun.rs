@@ -16,11 +16,18 @@ use megaflux_replay::rerun::{Limits, Options, Recording};
 mod common;
 use common::{sample, samples};
 
-fn run(recording: &Recording, options: &Options) -> Summary {
+/// How long a re-run of a sample (a few seconds of records, as fast as it goes, in a debug
+/// build on a loaded machine) may take.
+const RUN: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Re-runs `recording` (named `what` in failures) with `options`, in process.
+fn run(what: &str, recording: &Recording, options: &Options) -> Summary {
     let config = recording.rerun(options).expect("the sample re-runs");
-    megaflux::workload::run(config, ControlHandle::new())
-        .expect("the re-run runs")
-        .expect("worker 0's process has the summary")
+    megaflux_testkit::within(&format!("the re-run of {what}"), RUN, move |_| {
+        megaflux::workload::run(config, ControlHandle::new())
+            .expect("the re-run runs")
+            .expect("worker 0's process has the summary")
+    })
 }
 
 const MAX: Options = Options {
@@ -36,7 +43,7 @@ fn every_sample_reruns_to_its_digest() {
     for path in samples() {
         let recording = Recording::read(&path).expect("a sample reads");
         assert!(!recording.script.is_empty(), "{}: no commands", path.display());
-        let rerun = run(&recording, &MAX);
+        let rerun = run(&path.display().to_string(), &recording, &MAX);
         let comparison = Comparison {
             recorded: &recording.summary,
             rerun: &rerun,
@@ -97,6 +104,7 @@ fn other_strategies_give_the_same_digest_and_other_figures() {
         pipelined: false,
     };
     let rerun = run(
+        "keycount-fluid.jsonl with all-at-once",
         &recording,
         &Options {
             strategy: Some(all_at_once),
