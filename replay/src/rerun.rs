@@ -217,6 +217,12 @@ impl Recording {
         // A run stopped early covers fewer epochs than it was given.
         config.duration = std::time::Duration::try_from_secs_f64(summary.duration_s)
             .map_err(|e| bad(format!("the summary's duration: {e}")))?;
+        // And it drains as far as the recorded run did: to the gate it ended at, whether its
+        // drain completed, was cut by the clock or a stop, or reached its horizon.
+        config.drain_ends = summary
+            .drain
+            .as_ref()
+            .map(|d| d.ended_at.saturating_sub(d.input_end));
         Ok(Recording {
             config,
             script,

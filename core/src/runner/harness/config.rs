@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::balancer::BalanceConfig;
 use super::drain::Drain;
+use crate::Time;
 use crate::bins::Bins;
 use crate::config::uniform;
 use crate::control::Command;
@@ -138,6 +139,13 @@ pub struct RunConfig {
     /// the job says ([`crate::job::Job::drain`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain: Option<Drain>,
+    /// Where a re-run's drain ends: at this many logical ticks past its last epoch's time,
+    /// where its recorded run's ended (the recorded summary's `drain.ended_at -
+    /// drain.input_end`), whatever the clock says: `--duration` does not cut it, a stop
+    /// still does. Its outputs are then the recorded run's, whether that drain completed,
+    /// was cut or reached its horizon. `None`: as `drain` says. Set by `replay --rerun`.
+    #[serde(skip)]
+    pub drain_ends: Option<Time>,
     /// The longest line an input may have, in bytes (`--max-line-bytes`): a longer one
     /// stops the job naming the input and the line, rather than fill the memory.
     #[serde(default = "max_line_bytes", skip_serializing_if = "is_max_line_bytes")]
@@ -393,6 +401,7 @@ impl Default for RunConfig {
             cluster_secret: crate::membership::Secret::none(),
             join: false,
             drain: None,
+            drain_ends: None,
             max_line_bytes: crate::source::DEFAULT_MAX_LINE_BYTES,
             check_serde: false,
             balance: BalanceConfig::default(),

@@ -386,7 +386,12 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
             shared.generation.keep_plans(plane.driver().records().listed);
         }
     }
-    let policy = config.drain.unwrap_or_else(|| job.drain(config));
+    let policy = match config.drain_ends {
+        // The horizon `k` ticks past the last epoch: work at earlier times runs, as it did
+        // in the recorded run (`Drain::For` counts from the time after the last epoch).
+        Some(k) => Drain::For(config.epoch.closes_at(k.saturating_sub(1))),
+        None => config.drain.unwrap_or_else(|| job.drain(config)),
+    };
     let driver = measured.and_then(|()| {
         finish(
             worker,
@@ -533,7 +538,11 @@ fn drain<R: timely::ExchangeData + Clone>(
         last_time,
         drain: policy,
         len: shared.config.epoch,
-        deadline: start + shared.config.duration,
+        // A re-run ends its drain where its recorded run did, however long that takes here.
+        deadline: match shared.config.drain_ends {
+            Some(_) => Instant::now() + Duration::from_secs_f64(drain::MAX_DRAIN_SECS),
+            None => start + shared.config.duration,
+        },
         control: shared.control,
     };
     let gated = drain::Gated {

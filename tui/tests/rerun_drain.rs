@@ -1,0 +1,215 @@
+//! A re-run ends as its recorded run ended, its drain included: a job whose drain completes
+//! (the sessions example), one whose drain is cut by `--duration` and one stopped by SIGINT
+//! in the middle of its input (the active example with `--drain all`, whose timer re-arms
+//! for ever), and one whose drain reaches the job's own horizon (`Drain::For`, the active
+//! example as it is). Each re-runs (`replay --rerun`) to its recorded digest and output
+//! count.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use megaflux_testkit::{Proc, run};
+use serde_json::Value;
+
+mod common;
+
+use common::{example, summary, wait_for_trace};
+
+/// How long any run or re-run may take before the test calls it hung.
+const HUNG: Duration = Duration::from_secs(300);
+
+/// `n` page views of 50 users, `user,page,ts_ms`.
+fn views(path: &Path, n: u64) {
+    let text: String = (0..n)
+        .map(|i| format!("u{},p{},{}\n", (i * 7) % 50, i % 13, i))
+        .collect();
+    std::fs::write(path, text).expect("the views are written");
+}
+
+/// Clicks of 3000 users in bursts and pauses, `user,ts_ms` (seeded): sessions close
+/// within the run and after its last record.
+fn clicks(path: &Path, n: u64) {
+    let mut x: u64 = 3;
+    let mut ts: u64 = 1_700_000_000_000;
+    let mut text = String::new();
+    for _ in 0..n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        ts += [0, 1, 2, 5, 40][(x % 5) as usize];
+        text.push_str(&format!("u{},{ts}\n", (x >> 8) % 3000));
+    }
+    std::fs::write(path, text).expect("the clicks are written");
+}
+
+/// The example `name` in `cwd` with `args`.
+fn job(cwd: &Path, name: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(example(name));
+    c.args(args)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// Re-runs the trace `trace` with the example `name` and checks it against `recorded`,
+/// the recorded run's summary: the re-run says its digest is the same, and its own
+/// summary has the recorded digest and output count. `what` names the shape.
+fn reruns_the_same(cwd: &Path, name: &str, trace: &str, recorded: &Value, what: &str) {
+    // The re-run drains to the gate the recorded run ended at, whatever the clock says
+    // (before, its --duration, the recorded run's measured seconds, cut its drain at the
+    // input's end whenever the re-run kept pace).
+    let recording = megaflux_replay::rerun::Recording::read(&cwd.join(trace)).expect("the trace reads");
+    let drain = &recorded["drain"];
+    let ticks = drain["ended_at"]
+        .as_u64()
+        .zip(drain["input_end"].as_u64())
+        .map(|(e, i)| e - i);
+    assert_eq!(recording.config.drain_ends, ticks, "{what}: {drain}");
+    let out = run(
+        format!("the re-run of {what}"),
+        &mut job(cwd, name, &["replay", trace, "--rerun"]),
+        HUNG,
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{what}: the re-run differs\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("(same)"), "{what}\n{stdout}");
+    let rerun = summary(&out);
+    assert_eq!(rerun["output_digest"], recorded["output_digest"], "{what}");
+    assert_eq!(rerun["outputs"], recorded["outputs"], "{what}");
+    assert_eq!(rerun["records_in"], recorded["records_in"], "{what}");
+}
+
+/// Runs `args` of the example `name` to its end with `--record trace.jsonl`: its summary.
+fn recorded(cwd: &Path, name: &str, args: &[&str], what: &str) -> Value {
+    let mut args = args.to_vec();
+    args.extend(["--record", "trace.jsonl", "--force"]);
+    let out = run(what.to_string(), &mut job(cwd, name, &args), HUNG);
+    assert!(
+        out.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    summary(&out)
+}
+
+#[test]
+fn a_drain_that_completes_is_repeated() {
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let cwd = dir.path();
+    clicks(&cwd.join("clicks.csv"), 20_000);
+    let what = "sessions over 20000 clicks";
+    let args = [
+        "run",
+        "--headless",
+        "--input",
+        "clicks.csv",
+        "--rate",
+        "20000",
+        "--workers",
+        "2",
+    ];
+    let s = recorded(cwd, "sessions", &args, what);
+    assert_eq!(s["drain"]["cut"], false, "{what}: its drain completed");
+    assert!(
+        s["drain"]["ended_at"].as_u64() > s["drain"]["input_end"].as_u64().map(|t| t + 1),
+        "{what}: sessions closed after the input's end: {}",
+        s["drain"]
+    );
+    reruns_the_same(cwd, "sessions", "trace.jsonl", &s, what);
+}
+
+#[test]
+fn a_drain_cut_by_the_duration_is_repeated() {
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let cwd = dir.path();
+    views(&cwd.join("views.csv"), 3_000);
+    let what = "active with --drain all cut at 3 s";
+    let args = [
+        "run",
+        "--headless",
+        "--input",
+        "views.csv",
+        "--rate",
+        "3000",
+        "--drain",
+        "all",
+        "--duration",
+        "3",
+    ];
+    let s = recorded(cwd, "active", &args, what);
+    assert_eq!(s["drain"]["cut"], true, "{what}: the timer re-arms for ever");
+    reruns_the_same(cwd, "active", "trace.jsonl", &s, what);
+}
+
+#[test]
+fn a_run_stopped_by_sigint_in_its_input_is_repeated() {
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let cwd = dir.path();
+    // 60 s of views at 1000/s: the stop comes long before the input's end.
+    views(&cwd.join("views.csv"), 60_000);
+    let what = "active stopped by SIGINT in its input";
+    let trace = cwd.join("trace.jsonl");
+    let mut running = Proc::spawn(
+        what,
+        &mut job(
+            cwd,
+            "active",
+            &[
+                "run",
+                "--headless",
+                "--input",
+                "views.csv",
+                "--rate",
+                "1000",
+                "--drain",
+                "all",
+                "--record",
+                "trace.jsonl",
+                "--force",
+            ],
+        ),
+    );
+    wait_for_trace(&mut running, &trace, "the first latency window", |events| {
+        events.iter().any(|e| e["kind"] == "latency")
+    });
+    running.interrupt();
+    let out = running.wait(HUNG);
+    assert!(
+        out.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = summary(&out);
+    assert!(
+        s["records_in"].as_u64() < Some(60_000),
+        "{what}: stopped before its input's end: {}",
+        s["records_in"]
+    );
+    reruns_the_same(cwd, "active", "trace.jsonl", &s, what);
+}
+
+#[test]
+fn a_drain_to_the_jobs_own_horizon_is_repeated() {
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let cwd = dir.path();
+    views(&cwd.join("views.csv"), 3_000);
+    let what = "active with its own drain (11 s past the input)";
+    let args = ["run", "--headless", "--input", "views.csv", "--rate", "3000"];
+    let s = recorded(cwd, "active", &args, what);
+    // The timer re-arms for ever: the drain ends at the horizon the job gave, not for want
+    // of work, and that is no cut.
+    assert_eq!(s["drain"]["cut"], false, "{what}: {}", s["drain"]);
+    assert!(
+        s["drain"]["bins_pending"].as_u64() > Some(0),
+        "{what}: {}",
+        s["drain"]
+    );
+    reruns_the_same(cwd, "active", "trace.jsonl", &s, what);
+}
