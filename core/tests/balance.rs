@@ -1,17 +1,31 @@
-//! The balancer: a skewed run's measured load moves the hot bins by itself, in one plan, and
-//! the output is the run's without it, exactly once (a standby's copy too).
+//! The balancer: a skewed run's measured load moves the hot bins by itself, and the output
+//! is the run's without it, exactly once (a standby's copy too).
+//!
+//! These runs measure their load on the clock of a real run, in a debug build, on a machine
+//! that may be busy: how many windows are measured, and how even each looks, depend on how
+//! the workers were scheduled. The tests assert what the policy must do whatever they
+//! saw: a decision only on an uneven load, with a plan predicted to even it; a standing
+//! proposal not made again while the load stays uneven; nothing moved in `suggest` mode;
+//! the output unchanged. The exact decisions for given loads are the unit tests' of
+//! `src/runner/harness/balancer.rs`, which feed the balancer scripted load reports.
 
-use std::sync::OnceLock;
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
+use megaflux::balance::{BalanceSummary, Decision};
 use megaflux::control::ControlHandle;
-use megaflux::harness::balancer::{BalanceConfig, BalanceMode};
-use megaflux::harness::{RunConfig, WorkerAt};
+use megaflux::epoch::EpochLen;
+use megaflux::harness::balancer::{BalanceConfig, BalanceMode, MIN_GAIN};
+use megaflux::harness::{Pace, RunConfig, WorkerAt};
 use megaflux::job::ParamValues;
-use megaflux::plan::MigrationSpec;
+use megaflux::plan::{MigrationSpec, Schedule, Strategy as Plan};
 use megaflux::summary::Summary;
 use megaflux::workload::run;
 use proptest::prelude::*;
+
+mod common;
+
+use common::{Logged, Running};
 
 fn config(mode: BalanceMode, replicas: usize) -> RunConfig {
     RunConfig {
@@ -33,60 +47,220 @@ fn config(mode: BalanceMode, replicas: usize) -> RunConfig {
 /// The elastic test's offered load, records per second.
 const LIGHT_RATE: u64 = 10_000;
 
+/// A run's length when the test stops it on what it saw: far longer than it waits.
+const UNTIL_STOPPED: Duration = Duration::from_secs(3600);
+
+/// `config` as fast as the job goes: the input waits for the output, so that a machine too
+/// busy to keep up with the offered rate neither piles up records nor leaves the
+/// balancer's plans waiting behind them (each step completes once the output passes it).
+/// The load is as uneven as the keys' skew, whatever the speed.
+fn paced(config: RunConfig) -> RunConfig {
+    RunConfig {
+        pace: Pace::Max,
+        ..config
+    }
+}
+
+/// One run at a time in this test binary: each run's events are its own, and two runs at
+/// once on a small machine would starve each other's measured windows.
+fn one_run() -> MutexGuard<'static, ()> {
+    static ONE_RUN: Mutex<()> = Mutex::new(());
+    ONE_RUN.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 fn summary_of(config: RunConfig) -> Summary {
-    run(config, ControlHandle::new())
+    let _one = one_run();
+    let what = format!(
+        "the run balancing {} on {} workers",
+        config.balance.mode, config.workers
+    );
+    common::in_time(&what, move || run(config, ControlHandle::new()))
         .expect("the run succeeds")
         .expect("this process hosts worker 0")
+}
+
+/// How many of `events` are of `target` in `phase` and hold `more`, from the first that
+/// is of `after_target` in `after_phase` on (all of them without one).
+fn count_after(
+    events: &[Logged],
+    after: Option<(&str, &str)>,
+    (target, phase): (&str, &str),
+    more: impl Fn(&Logged) -> bool,
+) -> usize {
+    let from = match after {
+        None => 0,
+        Some((t, p)) => match events.iter().position(|e| e.is(t, p)) {
+            Some(i) => i + 1,
+            None => return 0,
+        },
+    };
+    events[from..]
+        .iter()
+        .filter(|e| e.is(target, phase) && more(e))
+        .count()
+}
+
+/// What the policy must hold to for each decision it made: the load was uneven past the
+/// threshold (or the set of workers serving was resized), and the plan is predicted to
+/// lower the imbalance by at least [`MIN_GAIN`].
+fn each_decision_evens_the_load(balance: &BalanceSummary, threshold: f64) {
+    for d in &balance.decisions {
+        assert!(
+            d.workers.is_some() || d.imbalance_before > threshold,
+            "a decision on a load even enough: {d:?}"
+        );
+        assert!(
+            d.workers.is_some() || d.imbalance_predicted <= d.imbalance_before * MIN_GAIN,
+            "a plan that does not even the load enough: {d:?}"
+        );
+        assert!(d.bins > 0, "a plan that moves nothing: {d:?}");
+    }
+}
+
+/// A proposal stands while the load stays uneven: the balancer proposes again only after a
+/// measured window withdrew it (an even one, or one where moving bins no longer helps), so
+/// between two decisions there is a window measured without one.
+fn no_decision_while_one_stands(balance: &BalanceSummary) {
+    let decided: Vec<f64> = balance.decisions.iter().map(|d: &Decision| d.at_s).collect();
+    for pair in decided.windows(2) {
+        let between = balance
+            .measured
+            .iter()
+            .filter(|[at, _]| *at > pair[0] && *at < pair[1])
+            .count();
+        assert!(
+            between > 0,
+            "proposed again at {} s with the proposal of {} s standing: {balance:?}",
+            pair[1],
+            pair[0]
+        );
+    }
+}
+
+/// Runs `config` until the balancer has issued a plan that matches `sizing` (a plan that
+/// resizes the set of workers serving, or one that does not) and that plan completed; then
+/// stops it. Its summary, and the summary of `plain` run as long.
+fn until_a_balancer_plan_completed(
+    what: &str,
+    config: RunConfig,
+    sizing: bool,
+    plain: RunConfig,
+) -> (Summary, Summary) {
+    let _one = one_run();
+    let mut running = Running::start(
+        what,
+        RunConfig {
+            duration: UNTIL_STOPPED,
+            ..config
+        },
+    );
+    let resizes = move |e: &Logged| e.field("needed").is_some() == sizing;
+    running.wait_for("a plan of the balancer's", |r| {
+        count_after(&r.events(), None, ("megaflux::balance", "issued"), resizes) > 0
+    });
+    running.wait_for("the balancer's plan to complete", |r| {
+        let events = r.events();
+        let Some(issued) = events
+            .iter()
+            .position(|e| e.is("megaflux::balance", "issued") && resizes(e))
+        else {
+            return false;
+        };
+        count_after(&events[issued..], None, ("megaflux::plan", "completed"), |_| true) > 0
+    });
+    let summary = running.stop();
+    let what = format!("{what}: the plain run as long");
+    let length = common::length_of(&summary);
+    let plain = common::in_time(&what, move || {
+        run(
+            RunConfig {
+                duration: length,
+                ..plain
+            },
+            ControlHandle::new(),
+        )
+    })
+    .expect("the run succeeds")
+    .expect("this process hosts worker 0");
+    (summary, plain)
 }
 
 #[test]
 fn a_skewed_run_balances_itself_and_keeps_its_output() {
     for replicas in [1, 2] {
-        let plain = summary_of(config(BalanceMode::Off, replicas));
+        let what = format!("the skewed run balancing itself, {replicas} replicas");
+        let (balanced, plain) = until_a_balancer_plan_completed(
+            &what,
+            paced(config(BalanceMode::Auto, replicas)),
+            false,
+            paced(config(BalanceMode::Off, replicas)),
+        );
         assert!(plain.balance.is_none());
-        let balanced = summary_of(config(BalanceMode::Auto, replicas));
+        assert_eq!(balanced.duration_s, plain.duration_s);
         assert_eq!(balanced.output_digest, plain.output_digest, "replicas {replicas}");
         assert_eq!(balanced.outputs, plain.outputs, "replicas {replicas}");
         let balance = balanced.balance.as_ref().expect("the balancer's summary");
         assert_eq!(balance.mode, "auto");
         let issued: Vec<_> = balance.decisions.iter().filter(|d| d.issued).collect();
         assert!(!issued.is_empty(), "replicas {replicas}: {balance:?}");
-        let first = issued[0];
-        assert!(first.imbalance_before > 1.2, "{first:?}");
-        assert!(
-            first.imbalance_predicted <= first.imbalance_before * 0.9,
-            "{first:?}"
-        );
+        each_decision_evens_the_load(balance, BalanceConfig::default().threshold);
         assert!(
             balanced
                 .migrations
                 .iter()
-                .any(|m| m.by.as_deref() == Some("balancer") && m.target.starts_with("balance:")),
+                .any(|m| m.by.as_deref() == Some("balancer")
+                    && m.target.starts_with("balance:")
+                    && m.completed_s.is_some()),
             "{:?}",
             balanced.migrations
         );
     }
 }
 
+/// Windows the suggesting run is measured for after its first proposal.
+const WINDOWS_AFTER: usize = 4;
+
 #[test]
 fn suggest_mode_proposes_and_moves_nothing() {
-    let summary = summary_of(config(BalanceMode::Suggest, 1));
+    let summary = {
+        let _one = one_run();
+        let mut running = Running::start(
+            "the skewed run suggesting",
+            RunConfig {
+                duration: UNTIL_STOPPED,
+                ..paced(config(BalanceMode::Suggest, 1))
+            },
+        );
+        running.wait_for("a proposal and some windows measured after it", |r| {
+            count_after(
+                &r.events(),
+                Some(("megaflux::balance", "suggested")),
+                ("megaflux::balance", "measured"),
+                |_| true,
+            ) >= WINDOWS_AFTER
+        });
+        running.stop()
+    };
     let balance = summary.balance.as_ref().expect("the balancer's summary");
+    assert_eq!(balance.mode, "suggest");
+    // The skew is steep (the hottest key alone is over a third of the records): it is
+    // proposed to even, with plans that would.
     assert!(!balance.decisions.is_empty(), "{balance:?}");
-    assert!(balance.decisions.iter().all(|d| !d.issued));
+    let threshold = BalanceConfig::default().threshold;
+    each_decision_evens_the_load(balance, threshold);
+    // Proposed, never started: nothing moves.
+    assert!(balance.decisions.iter().all(|d| !d.issued), "{balance:?}");
     assert!(summary.migrations.is_empty(), "{:?}", summary.migrations);
-    // One proposal for one steady skew, not one a window.
-    assert_eq!(balance.decisions.len(), 1, "{balance:?}");
-    // Each latency window says how uneven its records were: the skew the balancer saw.
+    // A proposal stands for a steady skew: not one a window.
+    assert!(balance.measured.len() > WINDOWS_AFTER, "{balance:?}");
+    no_decision_while_one_stands(balance);
+    // Each latency window says how uneven its records were (how many windows have a figure
+    // depends on how the workers were scheduled: a stalled one reports two windows as
+    // one): the skew the balancer saw. Max over mean of two workers is at most 2.
     let measured: Vec<f64> = summary.timeline.iter().filter_map(|w| w.imbalance).collect();
-    assert!(
-        measured.len() * 2 >= summary.timeline.len(),
-        "{} of {} windows measured",
-        measured.len(),
-        summary.timeline.len()
-    );
+    assert!(!measured.is_empty(), "no window measured: {:?}", summary.timeline);
     assert!(measured.iter().all(|i| (1.0..=2.0).contains(i)), "{measured:?}");
-    assert!(measured.iter().any(|i| *i > 1.2), "{measured:?}");
+    assert!(measured.iter().any(|i| *i > threshold), "{measured:?}");
 }
 
 /// A run that starts packed is elastic: spread by a person onto both workers while its load
@@ -96,32 +270,53 @@ fn suggest_mode_proposes_and_moves_nothing() {
 fn an_elastic_run_packs_back_what_its_load_does_not_need() {
     let packed = RunConfig {
         placement: Some("pack:1".parse().unwrap()),
-        // One step: a fluid spread of 128 bins can outlast a debug build's run on a busy
-        // machine, leaving no window without a plan for the balancer to measure.
+        // One step: the balancer measures nothing while a plan runs.
         migrations: vec!["all-at-once@0.5:uniform".parse().unwrap()],
-        // A load one worker carries at well under half its true rate even in a debug build
-        // on a machine busy with other tests: at 40k records/s a loaded run measured its one
-        // worker too slow to pack onto and evened the skew instead.
+        // In real time (as fast as it goes, a job's load is all its workers can take: it
+        // would never need fewer), at a load one worker carries at well under half its
+        // true rate even in a debug build on a machine busy with other tests: at 40k
+        // records/s a loaded run measured its one worker too slow to pack onto and evened
+        // the skew instead. Epochs of a millisecond: each activation's fixed cost, which
+        // the true rate counts, is spread over ten times the records of the default's.
         rate: LIGHT_RATE,
+        epoch: EpochLen::MS,
+        balance: BalanceConfig {
+            // One step: done once the output passes it, however far behind a busy
+            // machine's run is.
+            strategy: Schedule {
+                strategy: Plan::AllAtOnce,
+                pipelined: false,
+            },
+            ..config(BalanceMode::Auto, 1).balance
+        },
         ..config(BalanceMode::Auto, 1)
     };
-    let plain = summary_of(RunConfig {
+    let plain = RunConfig {
         rate: LIGHT_RATE,
+        epoch: EpochLen::MS,
         ..config(BalanceMode::Off, 1)
-    });
-    let elastic = summary_of(packed);
+    };
+    let (elastic, plain) = until_a_balancer_plan_completed("the elastic run", packed, true, plain);
+    assert_eq!(elastic.duration_s, plain.duration_s);
     assert_eq!(elastic.output_digest, plain.output_digest);
     assert_eq!(elastic.outputs, plain.outputs);
     let balance = elastic.balance.as_ref().expect("the balancer's summary");
+    each_decision_evens_the_load(balance, BalanceConfig::default().threshold);
+    // The first sizing packs the spread run back onto one worker. (A window that measured a
+    // worker too slow to pack onto may have evened the skew first; whether a later window
+    // sizes again depends on the true rates a loaded machine measures: neither asserted.)
     let sized: Vec<_> = balance.decisions.iter().filter(|d| d.workers.is_some()).collect();
-    assert_eq!(sized.len(), 1, "{balance:?}");
+    assert!(!sized.is_empty(), "{balance:?}");
     assert_eq!(sized[0].workers, Some([2, 1]), "{balance:?}");
-    let last = elastic.migrations.last().expect("the balancer's plan");
-    assert_eq!(last.by.as_deref(), Some("balancer"));
+    assert!(sized[0].issued, "{balance:?}");
+    // The person's spread, and the balancer's plan that packs it back, run to its end.
+    let m = &elastic.migrations;
+    assert_eq!(m.first().map(|m| m.by.as_deref()), Some(None), "{m:?}");
     assert!(
-        last.target.starts_with("balance: 2 to 1 workers"),
-        "{}",
-        last.target
+        m.iter().any(|m| m.by.as_deref() == Some("balancer")
+            && m.target.starts_with("balance: 2 to 1 workers")
+            && m.completed_s.is_some()),
+        "{m:?}"
     );
 }
 

@@ -15,6 +15,8 @@ use megaflux::source::Generator;
 use megaflux::timely::dataflow::StreamVec;
 use megaflux::{Bin, Bins, RunConfig, RunError, Source, Time, bins::hash_key, run_job};
 
+mod common;
+
 /// Keys by index, 64 of them.
 struct Keys;
 
@@ -25,7 +27,7 @@ impl Generator<u64> for Keys {
 }
 
 /// Per bin, the keys seen; what it emits at each time.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 enum Emit {
     /// The smallest even key.
     Ordered,
@@ -101,7 +103,10 @@ fn run(emit: Emit) -> Result<(), RunError> {
         replicas: 2,
         ..RunConfig::default()
     };
-    run_job(Arc::new(FirstKey { emit }), config, ControlHandle::new()).map(|_| ())
+    let what = format!("the {emit:?} run");
+    common::in_time(&what, move || {
+        run_job(Arc::new(FirstKey { emit }), config, ControlHandle::new()).map(|_| ())
+    })
 }
 
 #[test]

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use megaflux::control::ControlHandle;
@@ -15,7 +16,10 @@ use megaflux::job::{Drain, Job, Operators};
 use megaflux::summary::Summary;
 use megaflux::timely::dataflow::StreamVec;
 use megaflux::{Bin, Bins, RunConfig, Source, Time, bins::hash_key, run_job};
+use megaflux_testkit::wait_until;
 use serde::{Deserialize, Serialize};
+
+mod common;
 
 const LINES: u64 = 2_000;
 /// Logical times between two ticks of a bin's timer.
@@ -83,19 +87,22 @@ impl Job for Ticker {
     }
 }
 
-fn input() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("megaflux-drain-{}", std::process::id()));
+/// The input of the test `name`, in a directory of its own (the tests run at once): its
+/// output goes next to it.
+fn input(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("megaflux-drain-{name}-{}", std::process::id()));
+    // What a failed earlier run of this process id left is no input of this one.
+    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("a temporary directory");
     let path = dir.join("keys.txt");
-    if !path.exists() {
-        let text: String = (0..LINES).map(|i| format!("{}\n", (i * 7919) % 97)).collect();
-        std::fs::write(&path, text).expect("the input written");
-    }
+    let text: String = (0..LINES).map(|i| format!("{}\n", (i * 7919) % 97)).collect();
+    std::fs::write(&path, text).expect("the input written");
     path
 }
 
 fn config(name: &str, duration: Duration) -> RunConfig {
-    let output = input().with_file_name(format!("{name}.jsonl"));
+    let input = input(name);
+    let output = input.with_file_name("out.jsonl");
     RunConfig {
         workload: "ticker".into(),
         workers: 2,
@@ -104,7 +111,7 @@ fn config(name: &str, duration: Duration) -> RunConfig {
         duration,
         epoch: EpochLen::MS,
         pace: Pace::Max,
-        input: Some(input().display().to_string().parse().unwrap()),
+        input: Some(input.display().to_string().parse().unwrap()),
         output: Some(output),
         replace_output: true,
         ..RunConfig::default()
@@ -114,7 +121,8 @@ fn config(name: &str, duration: Duration) -> RunConfig {
 /// Runs `job`; its summary and its output file's lines, parsed.
 fn run(job: Ticker, config: RunConfig, control: ControlHandle) -> (Summary, Vec<Out>) {
     let output = config.output.clone().unwrap();
-    let summary = run_job(Arc::new(job), config, control)
+    let what = format!("the run writing {}", output.display());
+    let summary = common::in_time(&what, move || run_job(Arc::new(job), config, control))
         .expect("the run succeeds")
         .expect("this process hosts worker 0");
     let lines: Vec<Out> = std::fs::read_to_string(&output)
@@ -122,7 +130,9 @@ fn run(job: Ticker, config: RunConfig, control: ControlHandle) -> (Summary, Vec<
         .lines()
         .map(|l| serde_json::from_str(l).expect("an output line"))
         .collect();
-    let _ = std::fs::remove_file(&output);
+    if let Some(dir) = output.parent() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
     (summary, lines)
 }
 
@@ -179,14 +189,18 @@ fn a_stop_cuts_the_drain_and_writes_what_came_before() {
     };
     let control = ControlHandle::new();
     let stopper = control.clone();
-    // Stopped once the drain is seen under way.
-    std::thread::spawn(move || {
-        while stopper.draining().is_none() {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+    let ended = Arc::new(AtomicBool::new(false));
+    let over = Arc::clone(&ended);
+    // Stopped once the drain is seen under way (a run that ended before fails below).
+    let stopping = std::thread::spawn(move || {
+        wait_until("the drain to be under way", common::JOB_LIMIT, || {
+            stopper.draining().is_some() || over.load(Ordering::Acquire)
+        });
         stopper.stop();
     });
     let (summary, lines) = run(job, config("stop", Duration::from_secs(600)), control);
+    ended.store(true, Ordering::Release);
+    stopping.join().expect("the stopper waited for the drain");
     every_record_counted(&lines);
     let drain = summary.drain.expect("the run drained");
     assert!(drain.cut && drain.bins_pending == 16, "{drain:?}");

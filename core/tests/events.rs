@@ -4,13 +4,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use megaflux::control::ControlHandle;
-use megaflux::harness::RunConfig;
+use megaflux::control::{Command, ControlHandle};
+use megaflux::harness::{Pace, RunConfig, Scripted};
 use megaflux::job::ParamValues;
+use megaflux::plan::{Schedule, Strategy, Target};
 use megaflux::workload::run;
 use tracing::field::{Field, Visit};
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::{Context, SubscriberExt};
+
+mod common;
 
 type Seen = Arc<Mutex<Vec<(String, BTreeMap<String, String>)>>>;
 
@@ -44,15 +47,36 @@ fn every_moved_bin_goes_through_every_phase() {
     let subscriber = tracing_subscriber::registry().with(Collect(Arc::clone(&seen)));
     tracing::subscriber::set_global_default(subscriber).unwrap();
 
+    // The plan at an epoch of a run as fast as it goes: its 128 steps (one bin each) run
+    // to their end within the run's 1,200 epochs however slow this machine (a test build)
+    // is, which a plan at a time on the clock of a run in real time would not.
     let config = RunConfig {
         params: ParamValues::new().with("keys", 5_000),
         rate: 20_000,
         duration: Duration::from_millis(1200),
-        migrations: vec!["matched@0.3:pack:1".parse().unwrap()],
+        pace: Pace::Max,
+        script: vec![Scripted {
+            epoch: 300,
+            command: Command::StartPlan {
+                schedule: Schedule {
+                    strategy: Strategy::Matched,
+                    pipelined: false,
+                },
+                target: Target::Pack(1),
+            },
+        }],
         ..RunConfig::default()
     };
-    let summary = run(config, ControlHandle::new()).unwrap().unwrap();
+    let summary = common::in_time("the run with a matched plan", move || {
+        run(config, ControlHandle::new()).unwrap().unwrap()
+    });
+    assert_eq!(summary.migrations.len(), 1, "{:?}", summary.migrations);
     assert_eq!(summary.migrations[0].bins_moved, 128);
+    assert!(
+        summary.migrations[0].completed_s.is_some(),
+        "the plan ran to its end: {:?}",
+        summary.migrations[0]
+    );
 
     let seen = seen.lock().unwrap();
     let bins_in = |phase: &str| -> BTreeSet<u32> {

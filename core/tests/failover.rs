@@ -21,10 +21,13 @@ use proptest::prelude::*;
 mod common;
 
 use common::{Op, Order, Out, Rec, WINDOW, model};
+use megaflux_testkit::deadline;
 
 const BINS: usize = 16;
 /// A run whose output frontier has not moved for this long after its inputs closed is
-/// stuck: it is stopped and the case fails, rather than the test hanging.
+/// stuck: it is stopped and the case fails with what every worker holds, rather than the
+/// test hanging. A bound against a hang (times `MEGAFLUX_TEST_SLACK`): the frontier of such
+/// a small run moves within milliseconds, even on a loaded machine.
 const STUCK_AFTER: Duration = Duration::from_secs(30);
 
 /// A moves issued by the driver at a time: (bin, worker, to the standby's place).
@@ -103,7 +106,12 @@ fn run(op: Op, case: &Case, workers: usize, real: bool) -> Outcome {
         Arc::clone(&driver_end),
         Arc::clone(&failures),
     );
-    let guards = timely::execute(timely::Config::process(workers), move |worker| {
+    let stuck_after = deadline(STUCK_AFTER);
+    let what = format!(
+        "{op:?} on {workers} workers ({} driver)",
+        if real { "real" } else { "scripted" }
+    );
+    common::execute(&what, workers, move |worker, watch| {
         let index = worker.index();
         let peers = worker.peers();
         let mut config = StatefulConfig::replicated(Bins::new(BINS).unwrap(), peers, peers);
@@ -120,6 +128,8 @@ fn run(op: Op, case: &Case, workers: usize, real: bool) -> Outcome {
         let mut t = 0;
         let mut last_move = (Vec::new(), Instant::now());
         loop {
+            // Worker 0 waits here for the others' progress (and they for its control).
+            watch.check();
             if let Some((left, right)) = inputs.as_mut() {
                 for (i, (_, rec)) in case.left.iter().enumerate().filter(|(_, (rt, _))| *rt == t) {
                     if i % peers == index {
@@ -158,7 +168,7 @@ fn run(op: Op, case: &Case, workers: usize, real: bool) -> Outcome {
                 let frontier = probe.with_frontier(|f| f.to_vec());
                 if frontier != last_move.0 {
                     last_move = (frontier, Instant::now());
-                } else if last_move.1.elapsed() > STUCK_AFTER {
+                } else if last_move.1.elapsed() > stuck_after {
                     *stuck_sink.lock().unwrap() = Some(frontier);
                     stop_all.store(true, Ordering::Release);
                     break;
@@ -167,6 +177,7 @@ fn run(op: Op, case: &Case, workers: usize, real: bool) -> Outcome {
         }
         drop(control);
         while !probe.done() {
+            watch.check();
             if stop_all.load(Ordering::Acquire) {
                 let mut dump = holds_sink.lock().unwrap();
                 config
@@ -204,11 +215,7 @@ fn run(op: Op, case: &Case, workers: usize, real: bool) -> Outcome {
         for (name, bin, hash) in common::holdings(&config) {
             held.entry((name, bin)).or_default().push((index as u32, hash));
         }
-    })
-    .expect("timely starts");
-    for r in guards.join() {
-        r.expect("worker finished");
-    }
+    });
     let mut outputs: BTreeMap<Time, Vec<Out>> = BTreeMap::new();
     for (t, o) in results.lock().unwrap().drain(..) {
         outputs.entry(t).or_default().push(o);

@@ -1,7 +1,15 @@
 //! Commands sent through the control handle while a job runs: applied ones move bins,
 //! rejected ones change nothing, and the output stays the same. Scripted commands (a
 //! re-run's) are taken at exactly their epochs, up to the run's last one, at either pace.
+//!
+//! A run here is in real time on a machine that may be busy: nothing a test checks depends
+//! on how far a run got by a time. Commands go in once the run says it is under way, the
+//! next once the plans before it completed (as the run's own events say), and the run is
+//! then stopped and compared with one of the same length.
 
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::sync::mpsc::channel;
 use std::thread;
 use std::time::Duration;
 
@@ -12,6 +20,11 @@ use megaflux::job::ParamValues;
 use megaflux::plan::{Schedule, Strategy, Target};
 use megaflux::summary::Summary;
 use megaflux::workload::run;
+use megaflux_testkit::{deadline, wait_until};
+
+mod common;
+
+use common::{Logged, Running, length_of};
 
 fn config(workload: &str) -> RunConfig {
     RunConfig {
@@ -30,47 +43,102 @@ fn config(workload: &str) -> RunConfig {
 
 /// Runs `config` in this process with nobody sending commands; its summary.
 fn summary_of(config: RunConfig) -> Summary {
-    run(config, ControlHandle::new())
-        .expect("the run succeeds")
-        .expect("this process hosts worker 0")
+    common::in_time("a run with nobody sending commands", move || {
+        run(config, ControlHandle::new())
+    })
+    .expect("the run succeeds")
+    .expect("this process hosts worker 0")
+}
+
+/// This run's events on the thread that took the commands of its handle (its worker 0's;
+/// no other run of these tests is sent commands through a handle, and the tests run at
+/// once).
+fn handle_events(running: &Running) -> Vec<Logged> {
+    let since = running.events();
+    let Some(worker0) = since
+        .iter()
+        .find(|e| e.target == "megaflux::command" && e.field("source") == Some("handle"))
+        .map(|e| e.thread)
+    else {
+        return Vec::new();
+    };
+    since.into_iter().filter(|e| e.thread == worker0).collect()
+}
+
+/// Plans of the run sent commands that completed.
+fn plans_completed(running: &Running) -> usize {
+    handle_events(running)
+        .iter()
+        .filter(|e| e.target == "megaflux::plan" && e.field("phase") == Some("completed"))
+        .count()
+}
+
+/// What became of each command of the run's handle taken so far: `applied` or `rejected`.
+fn commands_taken(running: &Running) -> Vec<String> {
+    handle_events(running)
+        .iter()
+        .filter(|e| e.target == "megaflux::command" && e.field("source") == Some("handle"))
+        .map(|e| e.field("outcome").unwrap_or("?").to_string())
+        .collect()
 }
 
 #[test]
 fn control_handle_commands_move_bins_without_changing_output() {
     for workload in ["keycount", "hashcount"] {
-        let baseline = summary_of(config(workload));
-
-        let handle = ControlHandle::new();
-        let sender = handle.clone();
-        let commands = thread::spawn(move || {
-            thread::sleep(Duration::from_millis(300));
-            sender.send(Command::MoveBins {
-                bins: vec![999],
-                worker: 0,
-                standby: false,
-            });
-            sender.send(Command::MoveBins {
-                bins: vec![0],
-                worker: 7,
-                standby: false,
-            });
-            sender.send(Command::MoveBins {
-                bins: (0..20).collect(),
-                worker: 1,
-                standby: false,
-            });
-            thread::sleep(Duration::from_millis(300));
-            sender.send(Command::StartPlan {
-                schedule: Schedule {
-                    strategy: Strategy::Fluid,
-                    pipelined: true,
-                },
-                target: Target::Pack(1),
-            });
+        // Far longer than the test waits: the test stops it. As fast as it goes: the input
+        // waits for the output, so that a machine too busy to keep up neither piles up
+        // records nor leaves the plans waiting behind them.
+        let long = RunConfig {
+            duration: Duration::from_secs(3600),
+            pace: Pace::Max,
+            ..config(workload)
+        };
+        let mut running = Running::start(&format!("the {workload} run sent commands"), long);
+        running.wait_for("its first epoch measured", |r| !r.handle().progress().is_zero());
+        let sender = running.handle().clone();
+        sender.send(Command::MoveBins {
+            bins: vec![999],
+            worker: 0,
+            standby: false,
         });
-        let moved = run(config(workload), handle).unwrap().unwrap();
-        commands.join().unwrap();
-
+        sender.send(Command::MoveBins {
+            bins: vec![0],
+            worker: 7,
+            standby: false,
+        });
+        sender.send(Command::MoveBins {
+            bins: (0..20).collect(),
+            worker: 1,
+            standby: false,
+        });
+        running.wait_for("the three moves taken", |r| commands_taken(r).len() >= 3);
+        assert_eq!(
+            commands_taken(&running),
+            ["rejected", "rejected", "applied"],
+            "a bin and a worker the job does not have are refused"
+        );
+        running.wait_for("the move of bins 0..20 completed", |r| plans_completed(r) >= 1);
+        // Once it completed: a plan is refused while another runs.
+        sender.send(Command::StartPlan {
+            schedule: Schedule {
+                strategy: Strategy::Fluid,
+                pipelined: true,
+            },
+            target: Target::Pack(1),
+        });
+        running.wait_for("the fluid plan completed", |r| plans_completed(r) >= 2);
+        assert_eq!(
+            commands_taken(&running),
+            ["rejected", "rejected", "applied", "applied"]
+        );
+        let moved = running.stop();
+        // The same run, as long, with nobody sending commands.
+        let baseline = summary_of(RunConfig {
+            duration: length_of(&moved),
+            pace: Pace::Max,
+            ..config(workload)
+        });
+        assert_eq!(moved.duration_s, baseline.duration_s);
         assert_eq!(moved.output_digest, baseline.output_digest);
         assert_eq!(moved.outputs, baseline.outputs);
         let m = &moved.migrations;
@@ -125,13 +193,8 @@ fn scripted_commands_are_taken_at_their_epochs_even_the_last() {
             ..config.clone()
         });
         // A command held for but never taken would keep the run from ever ending.
-        let (done, finished) = std::sync::mpsc::channel();
-        thread::spawn(move || {
-            let _ = done.send(run(config, ControlHandle::new()));
-        });
-        let summary = finished
-            .recv_timeout(Duration::from_secs(120))
-            .unwrap_or_else(|_| panic!("{pace:?}: the run never ended"))
+        let what = format!("the {pace:?} run with its last command at its last epoch");
+        let summary = common::in_time(&what, move || run(config, ControlHandle::new()))
             .unwrap()
             .unwrap();
         // One preload time: measured epoch e is time 1 + e.
@@ -184,10 +247,18 @@ fn per_record_work_costs_time_not_output() {
     }
 }
 
-/// Runs `config` writing its outputs to a file named for `tag`; its summary and the output
-/// lines (each output without its time), sorted.
-fn outputs_of(config: RunConfig, tag: &str) -> (Summary, Vec<String>) {
-    let path = std::env::temp_dir().join(format!("megaflux-harness-{tag}-{}.jsonl", std::process::id()));
+/// A directory of the test `name`'s own, empty.
+fn test_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("megaflux-harness-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    dir
+}
+
+/// Runs `config` writing its outputs to a file named for `tag` in `dir`; its summary and
+/// the output lines (each output without its time), sorted.
+fn outputs_of(config: RunConfig, dir: &std::path::Path, tag: &str) -> (Summary, Vec<String>) {
+    let path = dir.join(format!("{tag}.jsonl"));
     let summary = summary_of(RunConfig {
         output: Some(path.clone()),
         replace_output: true,
@@ -211,7 +282,8 @@ fn adaptive_epochs_measure_every_record_and_keep_a_counts_outputs() {
         duration: Duration::from_millis(800),
         ..config("keycount")
     };
-    let (fixed, fixed_lines) = outputs_of(config.clone(), "fixed");
+    let dir = test_dir("adaptive-epochs");
+    let (fixed, fixed_lines) = outputs_of(config.clone(), &dir, "fixed");
     let (adaptive, lines) = outputs_of(
         RunConfig {
             epoch_mode: EpochMode::Adaptive,
@@ -221,6 +293,7 @@ fn adaptive_epochs_measure_every_record_and_keep_a_counts_outputs() {
             migrations: vec!["all-at-once@0.2:pack:1".parse().unwrap()],
             ..config.clone()
         },
+        &dir,
         "adaptive",
     );
     assert_eq!(adaptive.latency_ns.count, 16_000);
@@ -243,6 +316,7 @@ fn adaptive_epochs_measure_every_record_and_keep_a_counts_outputs() {
     });
     assert_eq!(still.output_digest, adaptive.output_digest);
     assert_ne!(fixed.output_digest, adaptive.output_digest);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -253,7 +327,8 @@ fn jobs_that_read_times_are_refused_adaptive_epochs() {
             duration: Duration::from_millis(100),
             ..config(workload)
         };
-        match run(config, ControlHandle::new()) {
+        let what = format!("the adaptive {workload} run");
+        match common::in_time(&what, move || run(config, ControlHandle::new())) {
             Err(RunError::Config(e)) if refused => {
                 assert!(e.to_string().contains("--epochs fixed"), "{workload}: {e}");
             }
@@ -311,69 +386,115 @@ fn fine_epochs_count_every_record_and_migrate_without_changing_outputs() {
     }
 }
 
+/// `n` ports of loopback free when looked at (they may be taken again before the run
+/// listens on them: a run that cannot listen fails, and the test forms the cluster again).
+fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    held.iter().map(|l| l.local_addr().unwrap().port()).collect()
+}
+
+/// Whether a run failed because a port it was to listen on was taken.
+fn port_taken(result: &Result<Option<Summary>, RunError>) -> bool {
+    matches!(result, Err(e) if e.to_string().to_lowercase().contains("in use"))
+}
+
 #[test]
 fn a_stop_ends_every_process_of_a_cluster_at_the_same_epoch() {
-    let ports: Vec<u16> = {
-        let listeners: Vec<std::net::TcpListener> = (0..2)
-            .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-            .collect();
-        listeners.iter().map(|l| l.local_addr().unwrap().port()).collect()
-    };
-    let hosts = std::env::temp_dir().join(format!("megaflux-stop-{}.txt", std::process::id()));
-    std::fs::write(
-        &hosts,
-        format!("127.0.0.1:{}\n127.0.0.1:{}\n", ports[0], ports[1]),
-    )
-    .unwrap();
+    let dir = test_dir("stop");
     // Far longer than the test waits: only a stop that reaches process 1 ends it.
     let config = RunConfig {
         workers: 1,
-        duration: Duration::from_secs(600),
+        duration: Duration::from_secs(3600),
         ..config("hashcount")
     };
-    let in_cluster = |process: &str| RunConfig {
-        timely_args: ["-n", "2", "-p", process, "-h"]
-            .into_iter()
-            .map(String::from)
-            .chain([hosts.display().to_string()])
-            .collect(),
-        ..config.clone()
-    };
-    let (done, finished) = std::sync::mpsc::channel();
-    let mut handles = Vec::new();
-    for process in ["0", "1"] {
-        let (config, done, handle) = (in_cluster(process), done.clone(), ControlHandle::new());
-        handles.push(handle.clone());
-        thread::spawn(move || {
-            let _ = done.send((process, run(config, handle)));
-        });
-    }
-    // Once process 0's run is under way (it has measured an epoch), stop it alone.
-    while handles[0].progress().is_zero() {
-        thread::sleep(Duration::from_millis(10));
-    }
-    thread::sleep(Duration::from_millis(300));
-    handles[0].stop();
-    let mut summary = None;
-    for _ in 0..2 {
-        let (process, result) = finished
-            .recv_timeout(Duration::from_secs(120))
-            .unwrap_or_else(|_| panic!("a process of the cluster did not end after the stop"));
-        if let Some(s) = result.unwrap() {
-            assert_eq!(process, "0");
-            summary = Some(s);
+    let limit = deadline(common::JOB_LIMIT);
+    let mut clashes = Vec::new();
+    let (stopped, hosts) = loop {
+        assert!(clashes.len() < 5, "the cluster could not listen: {clashes:?}");
+        // Timely's two ports and process 0's membership coordinator's: all picked free (the
+        // coordinator's is not left at timely's plus 1000, which may be anyone's).
+        let ports = free_ports(3);
+        let hosts = dir.join(format!("hosts-{}.txt", clashes.len()));
+        std::fs::write(
+            &hosts,
+            format!("127.0.0.1:{}\n127.0.0.1:{}\n", ports[0], ports[1]),
+        )
+        .unwrap();
+        let in_cluster = |process: &str| RunConfig {
+            timely_args: ["-n", "2", "-p", process, "-h"]
+                .into_iter()
+                .map(String::from)
+                .chain([hosts.display().to_string()])
+                .collect(),
+            coordinator_port: Some(ports[2]),
+            ..config.clone()
+        };
+        let (done, finished) = channel();
+        let mut handles = Vec::new();
+        for process in ["0", "1"] {
+            let (config, done, handle) = (in_cluster(process), done.clone(), ControlHandle::new());
+            handles.push(handle.clone());
+            thread::spawn(move || {
+                let _ = done.send((process, run(config, handle)));
+            });
         }
-    }
+        // Once process 0's run is under way (it has measured some epochs), stop it alone;
+        // a process that failed first is looked at below.
+        let mut early = Vec::new();
+        wait_until("process 0's run under way, or a process ended", limit, || {
+            early.extend(finished.try_iter());
+            !early.is_empty() || handles[0].progress() >= Duration::from_millis(300)
+        });
+        handles[0].stop();
+        let mut results = early;
+        while results.len() < 2 {
+            let next = finished.recv_timeout(limit).unwrap_or_else(|_| {
+                panic!("a process of the cluster did not end within {limit:?} of the stop: {results:?}")
+            });
+            results.push(next);
+        }
+        if results.iter().any(|(_, r)| port_taken(r)) {
+            clashes.push(format!("{results:?}"));
+            continue;
+        }
+        let mut summary = None;
+        for (process, result) in results {
+            let result = result.unwrap_or_else(|e| panic!("process {process} failed: {e}"));
+            if let Some(s) = result {
+                assert_eq!(process, "0");
+                summary = Some(s);
+            }
+        }
+        break (summary.expect("process 0 summarizes"), hosts);
+    };
     let _ = std::fs::remove_file(&hosts);
-    let stopped = summary.expect("process 0 summarizes");
-    assert!(stopped.duration_s < 60.0, "{}", stopped.duration_s);
+    // The stop ended the run, long before its configured length.
+    assert!(stopped.duration_s < 3600.0, "{}", stopped.duration_s);
     // Every worker counted the outputs up to the same last epoch: one process running
     // exactly that long gives the same outputs.
     let same_length = summary_of(RunConfig {
         workers: 2,
-        duration: Duration::from_secs_f64(stopped.duration_s),
+        duration: length_of(&stopped),
         ..config
     });
-    assert_eq!(stopped.records_in, same_length.records_in);
-    assert_eq!(stopped.output_digest, same_length.output_digest);
+    assert_eq!(stopped.duration_s, same_length.duration_s);
+    assert_eq!(
+        (&stopped.output_digest, stopped.outputs),
+        (&same_length.output_digest, same_length.outputs),
+        "records in: {} stopped, {} in the run as long",
+        stopped.records_in,
+        same_length.records_in
+    );
+    // Every record of those epochs went in. (Process 1 may have sent some of later epochs,
+    // due on its clock before the stop reached it through a busy dataflow: they count in
+    // its records in, not in any output.)
+    assert!(
+        stopped.records_in >= same_length.records_in,
+        "{} records in, {} in the run as long",
+        stopped.records_in,
+        same_length.records_in
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

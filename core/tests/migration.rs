@@ -16,7 +16,7 @@ use proptest::prelude::*;
 
 mod common;
 
-use common::{Op, Order, Out, Rec, model};
+use common::{Op, Order, Out, Rec, model, step_until};
 
 const BINS: usize = 16;
 
@@ -60,7 +60,8 @@ fn run_counting(
     let shipped_sink = Arc::clone(&shipped);
     let case = Arc::new(case.clone());
     let handoffs = case.per_process.map(|p| Arc::new(Handoffs::new(p)));
-    let guards = timely::execute(timely::Config::process(workers), move |worker| {
+    let what = format!("{op:?} on {workers} workers (control: {with_control})");
+    common::execute(&what, workers, move |worker, watch| {
         let index = worker.index();
         let peers = worker.peers();
         let mut config = StatefulConfig::uniform(Bins::new(BINS).unwrap(), peers);
@@ -110,20 +111,14 @@ fn run_counting(
             }
         }
         drop((left, right, control));
-        while !probe.done() {
-            worker.step();
-        }
+        step_until(worker, watch, || probe.done());
         let mut total = shipped_sink.lock().unwrap();
         for t in transfers.borrow().values() {
             total.bins += t.bins;
             total.chunks += t.chunks;
             total.handed += t.handed;
         }
-    })
-    .expect("timely starts");
-    for r in guards.join() {
-        r.expect("worker finished");
-    }
+    });
     let mut by_time: BTreeMap<Time, Vec<Out>> = BTreeMap::new();
     for (t, o) in results.lock().unwrap().drain(..) {
         by_time.entry(t).or_default().push(o);
@@ -264,7 +259,8 @@ fn check(op: Op, case: &Case) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+    // Shrinking is bounded in time: a case whose run hangs costs `common::RUN_LIMIT` a try.
+    #![proptest_config(ProptestConfig { cases: 128, max_shrink_time: 300_000, ..ProptestConfig::default() })]
 
     #[test]
     fn unary_sum_is_schedule_independent(case in arb_case(4)) {

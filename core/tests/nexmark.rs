@@ -104,7 +104,8 @@ fn run(
     let shipped_sink = Arc::clone(&shipped);
     let native = mode == Mode::Native;
     let handoffs = (mode == Mode::Moves).then(|| Arc::new(megaflux::operator::Handoffs::new(workers)));
-    let guards = timely::execute(timely::Config::process(workers), move |worker| {
+    let what = format!("{query} {mode:?} on {workers} workers");
+    common::execute(&what, workers, move |worker, watch| {
         let (index, peers) = (worker.index(), worker.peers());
         let mut data = InputHandleVec::<Time, Event>::new();
         let mut control = InputHandleVec::<Time, ControlInst>::new();
@@ -162,15 +163,9 @@ fn run(
             worker.step();
         }
         drop((data, control));
-        while !probe.done() {
-            worker.step();
-        }
+        common::step_until(worker, watch, || probe.done());
         *shipped_sink.lock().unwrap() += transfers.borrow().values().map(|t| t.bins).sum::<u64>();
-    })
-    .expect("timely starts");
-    for r in guards.join() {
-        r.expect("worker finished");
-    }
+    });
     let mut by_time: BTreeMap<Time, Vec<Output>> = BTreeMap::new();
     for (t, o) in results.lock().unwrap().drain(..) {
         by_time.entry(t).or_default().push(o);

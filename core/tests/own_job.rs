@@ -19,6 +19,8 @@ use megaflux::{Bin, Bins, RunConfig, Source, Time, bins::hash_key, run_job};
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 
+mod common;
+
 const LINES: u64 = 3_000;
 const KEYS: u64 = 40;
 const WORKERS: usize = 3;
@@ -131,9 +133,12 @@ fn config(replicas: usize, script: Vec<Scripted>, output: PathBuf) -> RunConfig 
 /// Runs `config`; its summary and its output file's lines, sorted.
 fn run(config: RunConfig) -> (Summary, Vec<String>) {
     let output = config.output.clone().unwrap();
-    let summary = run_job(Arc::new(Tally), config, ControlHandle::new())
-        .expect("the run succeeds")
-        .expect("this process hosts worker 0");
+    let what = format!("the run writing {}", output.display());
+    let summary = common::in_time(&what, move || {
+        run_job(Arc::new(Tally), config, ControlHandle::new())
+    })
+    .expect("the run succeeds")
+    .expect("this process hosts worker 0");
     let mut lines: Vec<String> = std::fs::read_to_string(&output)
         .expect("the output file")
         .lines()
@@ -200,7 +205,8 @@ fn script() -> impl Strategy<Value = (Vec<Scripted>, bool)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+    // Shrinking is bounded in time: a case whose run hangs costs `common::JOB_LIMIT` a try.
+    #![proptest_config(ProptestConfig { cases: 12, max_shrink_time: 300_000, ..ProptestConfig::default() })]
 
     #[test]
     fn any_schedule_gives_the_outputs_of_none((script, fails) in script(), two in any::<bool>()) {

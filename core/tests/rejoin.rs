@@ -6,15 +6,17 @@
 //!   and serve again empty, in every stateful operator of the worker.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Barrier, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use megaflux::failure::Failures;
 use megaflux::{Bins, ControlInst, StatefulConfig, Time};
+use megaflux_testkit::Watch;
 use timely::dataflow::InputHandleVec;
 
 mod common;
 
-use common::{Op, Rec};
+use common::{Op, Rec, Rounds, step_until};
 
 const BINS: usize = 16;
 
@@ -32,15 +34,30 @@ impl Baton {
         }
     }
 
-    fn wait(&self, me: usize) {
-        let mut turn = self.turn.lock().unwrap();
+    fn lock(&self) -> MutexGuard<'_, usize> {
+        self.turn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Waits for `me`'s turn, looking at the watch: a worker that panicked never passes.
+    fn wait(&self, me: usize, watch: &Watch) {
+        let mut turn = self.lock();
         while *turn != me {
-            turn = self.changed.wait(turn).unwrap();
+            turn = self
+                .changed
+                .wait_timeout(turn, Duration::from_millis(10))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+            if *turn != me {
+                // Not while holding the lock: a stop panics here.
+                drop(turn);
+                watch.check();
+                turn = self.lock();
+            }
         }
     }
 
     fn pass(&self, to: usize) {
-        *self.turn.lock().unwrap() = to;
+        *self.lock() = to;
         self.changed.notify_all();
     }
 }
@@ -55,9 +72,10 @@ fn fail_then_rejoin_in_turns(ops: &'static [Op]) -> Held {
     let failures = Arc::new(Failures::new(2));
     let held: Arc<Mutex<Held>> = Arc::default();
     let baton = Arc::new(Baton::new());
-    let barrier = Arc::new(Barrier::new(2));
+    let rounds = Arc::new(Rounds::new(2));
     let (shared, held_sink) = (Arc::clone(&failures), Arc::clone(&held));
-    let guards = timely::execute(timely::Config::process(2), move |worker| {
+    let what = format!("{ops:?}: worker 1 fails and rejoins in turns");
+    common::execute(&what, 2, move |worker, watch| {
         let index = worker.index();
         let mut config = StatefulConfig::replicated(Bins::new(BINS).unwrap(), 2, 2);
         config.failures = Arc::clone(&shared);
@@ -90,10 +108,8 @@ fn fail_then_rejoin_in_turns(ops: &'static [Op]) -> Held {
         if let Some(c) = control.as_mut() {
             c.advance_to(4);
         }
-        while probes.iter().any(|p| p.less_than(&4)) {
-            worker.step();
-        }
-        barrier.wait();
+        step_until(worker, watch, || !probes.iter().any(|p| p.less_than(&4)));
+        rounds.wait(watch);
         if index == 0 {
             // The failure, then the rejoin, each followed by one step of worker 1's.
             let turns = [
@@ -102,7 +118,7 @@ fn fail_then_rejoin_in_turns(ops: &'static [Op]) -> Held {
             ];
             for (turn, (inst, next)) in turns.into_iter().enumerate() {
                 if turn > 0 {
-                    baton.wait(0);
+                    baton.wait(0, watch);
                 }
                 let c = control.as_mut().unwrap();
                 c.send(inst);
@@ -113,26 +129,20 @@ fn fail_then_rejoin_in_turns(ops: &'static [Op]) -> Held {
                 baton.pass(1);
             }
         } else {
-            baton.wait(1);
+            baton.wait(1, watch);
             worker.step();
             baton.pass(0);
-            baton.wait(1);
+            baton.wait(1, watch);
         }
         drop(control);
         drop(left);
         drop(right);
-        while !probes.iter().all(|p| p.done()) {
-            worker.step();
-        }
+        step_until(worker, watch, || probes.iter().all(|p| p.done()));
         let mut held = held_sink.lock().unwrap();
         for (name, bin, _) in common::holdings(&config) {
             held.entry((name, bin)).or_default().push(index as u32);
         }
-    })
-    .expect("timely starts");
-    for r in guards.join() {
-        r.expect("worker finished");
-    }
+    });
     held.lock().unwrap().clone()
 }
 

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Mutex};
 
 use megaflux::config::Placement;
 use megaflux::operator::{Handout, Seed, survivors};
@@ -20,7 +20,7 @@ use proptest::prelude::*;
 
 mod common;
 
-use common::{Op, Order, Out, Rec, WINDOW, model};
+use common::{Op, Order, Out, Rec, Rounds, WINDOW, model, step_until};
 
 const BINS: usize = 16;
 
@@ -87,8 +87,9 @@ fn phase(
     let case = Arc::new(case.clone());
     let seeds = Arc::new(seeds);
     let (sink, handed_sink) = (Arc::clone(&outputs), Arc::clone(&handed));
-    let rounds = Arc::new(Barrier::new(workers));
-    let guards = timely::execute(timely::Config::process(workers), move |worker| {
+    let rounds = Arc::new(Rounds::new(workers));
+    let what = format!("{op:?} on {workers} workers, {replicas} replicas, times {from}..{to}");
+    common::execute(&what, workers, move |worker, watch| {
         let (index, peers) = (worker.index(), worker.peers());
         let bins = Bins::new(BINS).unwrap();
         let mut config = if replicas > 1 {
@@ -136,9 +137,7 @@ fn phase(
             // The cut: every time before it applied everywhere, then the moves at the cut,
             // and the crash some rounds later (its bins left, in flight, arrived or not).
             // Then hand out; the dataflow is dropped with what was in flight.
-            while probe.less_than(&to) {
-                worker.step();
-            }
+            step_until(worker, watch, || !probe.less_than(&to));
             if index == 0 {
                 for (_, bin, to) in case.moves.iter().filter(|(mt, _, _)| *mt == case.cut) {
                     let worker = to % peers as u32;
@@ -148,10 +147,10 @@ fn phase(
             inputs.control.advance_to(to + 1);
             for _ in 0..case.settle {
                 worker.step();
-                rounds.wait();
+                rounds.wait(watch);
             }
             // Every worker stops at the same round.
-            rounds.wait();
+            rounds.wait(watch);
             let mut mine = Handout::default();
             config.observers.each(|p| {
                 mine.bins.insert(p.name.clone(), (p.handout)());
@@ -163,14 +162,8 @@ fn phase(
             return;
         }
         drop(inputs);
-        while !probe.done() {
-            worker.step();
-        }
-    })
-    .expect("timely starts");
-    for r in guards.join() {
-        r.expect("a worker finished");
-    }
+        step_until(worker, watch, || probe.done());
+    });
     let outputs = std::mem::take(&mut *outputs.lock().unwrap());
     let handed = std::mem::take(&mut *handed.lock().unwrap());
     (outputs, handed)
@@ -237,7 +230,8 @@ fn check(op: Op, case: &Case, workers: usize, replicas: usize) -> Result<(), Tes
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    // Shrinking is bounded in time: a case whose run hangs costs `common::RUN_LIMIT` a try.
+    #![proptest_config(ProptestConfig { cases: 48, max_shrink_time: 300_000, ..ProptestConfig::default() })]
 
     #[test]
     fn a_seeded_computation_goes_on_from_the_cut(case in arb_case(), workers in 1usize..4) {

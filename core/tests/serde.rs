@@ -16,6 +16,8 @@ use megaflux::timely::dataflow::StreamVec;
 use megaflux::{Bin, Bins, RunConfig, RunError, Source, Time, bins::hash_key, run_job};
 use serde::{Deserialize, Serialize};
 
+mod common;
+
 /// Records as the job reads them: a click or a view, told apart by shape alone.
 #[derive(Clone, Debug, Hash, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -116,6 +118,16 @@ impl Job for Shapes {
     }
 }
 
+impl Wrong {
+    fn name(self) -> &'static str {
+        match self {
+            Wrong::Record => "record",
+            Wrong::State => "bin state",
+            Wrong::Output => "output",
+        }
+    }
+}
+
 fn user_of(e: &Event) -> u64 {
     match e {
         Event::Click { user } | Event::View { user, .. } => *user,
@@ -142,7 +154,11 @@ fn run(wrong: Wrong) -> String {
         input: Some(input.display().to_string().parse().unwrap()),
         ..RunConfig::default()
     };
-    match run_job(Arc::new(Shapes(wrong)), config, ControlHandle::new()) {
+    let what = format!("the run with a wrong {}", wrong.name());
+    let ran = common::in_time(&what, move || {
+        run_job(Arc::new(Shapes(wrong)), config, ControlHandle::new()).map(|_| ())
+    });
+    match ran {
         Err(RunError::Worker(message)) => message,
         Err(other) => panic!("another error: {other}"),
         Ok(_) => panic!("the run succeeded"),

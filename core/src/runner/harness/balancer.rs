@@ -442,4 +442,154 @@ mod tests {
         assert!(turn(&mut balancer, &mut driver, &EVEN));
         assert!(!turn(&mut balancer, &mut driver, &EVEN));
     }
+
+    // The policy fed scripted load reports: its exact decisions, which a run's depend on
+    // how its workers were scheduled (core/tests/balance.rs asserts what holds whatever).
+
+    /// As [`report`], timed: the worker was busy `busy_ns` of the second (its true rate is
+    /// its records per busy second).
+    fn timed(w: u32, window: u64, map: &[u32], records: &[u64], busy_ns: u64) -> LoadReport {
+        LoadReport {
+            busy_ns,
+            ..report(w, window, map, records)
+        }
+    }
+
+    /// Worker `w`'s load under `map`.
+    fn load_of(w: u32, map: &[u32], records: &[u64]) -> u64 {
+        (0..map.len()).filter(|b| map[*b] == w).map(|b| records[b]).sum()
+    }
+
+    /// Issues the driver's running plan step by step, each complete once the output passes
+    /// it, until it is done.
+    fn complete(driver: &mut PlanDriver, time: &mut crate::Time, now_s: f64) {
+        for _ in 0..1000 {
+            if !driver.busy() {
+                return;
+            }
+            *time += 1;
+            driver.set_time(*time);
+            let _ = driver.poll(*time, *time - 1, now_s);
+        }
+        panic!("the plan did not complete");
+    }
+
+    #[test]
+    fn an_even_load_makes_no_decision() {
+        const EVEN: [u64; 4] = [50, 50, 50, 50];
+        let map = [0, 0, 1, 1];
+        for mode in [BalanceMode::Suggest, BalanceMode::Auto] {
+            let mut driver = PlanDriver::single(&map, 2);
+            let config = BalanceConfig {
+                mode,
+                ..BalanceConfig::default()
+            };
+            let mut balancer = Balancer::new(config, false, map.len(), 2);
+            for second in 1..=30u64 {
+                let reports = (0..2).map(|w| report(w, second, &map, &EVEN)).collect();
+                balancer.turn(reports, &mut driver, second as f64);
+                assert!(!balancer.suggested && !driver.busy(), "{mode}: second {second}");
+            }
+            let log = driver.balance_log().summary(mode.to_string());
+            assert!(log.decisions.is_empty(), "{mode}: {log:?}");
+            assert_eq!(log.measured.len(), 30, "{mode}: every window judged even");
+        }
+    }
+
+    #[test]
+    fn auto_issues_one_plan_that_evens_a_steady_skew_and_none_once_it_is_even() {
+        // Worker 0 holds both hot bins: 200 records/s against 20.
+        const SKEW: [u64; 4] = [100, 100, 10, 10];
+        let map = [0, 0, 1, 1];
+        let config = BalanceConfig {
+            mode: BalanceMode::Auto,
+            ..BalanceConfig::default()
+        };
+        let mut driver = PlanDriver::single(&map, 2);
+        let mut balancer = Balancer::new(config, false, map.len(), 2);
+        let (mut second, mut time) = (0u64, 0);
+        let turn = |balancer: &mut Balancer, driver: &mut PlanDriver, second: &mut u64| {
+            *second += 1;
+            let now = driver.primaries();
+            let reports = (0..2).map(|w| report(w, *second, &now, &SKEW)).collect();
+            balancer.turn(reports, driver, *second as f64);
+        };
+        // Uneven for `--balance-every` (2 s): the plan starts at the second window.
+        turn(&mut balancer, &mut driver, &mut second);
+        assert!(!driver.busy());
+        turn(&mut balancer, &mut driver, &mut second);
+        assert!(driver.busy(), "the balancer's plan runs");
+        let decisions = driver.balance_log().summary("auto".into()).decisions;
+        assert_eq!(decisions.len(), 1, "{decisions:?}");
+        let d = &decisions[0];
+        assert!(d.issued && d.workers.is_none(), "{d:?}");
+        assert!((d.imbalance_before - 200.0 / 110.0).abs() < 1e-9, "{d:?}");
+        assert!(d.imbalance_predicted <= d.imbalance_before * MIN_GAIN, "{d:?}");
+        // Nothing is judged while it runs.
+        turn(&mut balancer, &mut driver, &mut second);
+        complete(&mut driver, &mut time, second as f64);
+        // The plan evened the load: as predicted, and no plan follows while it stays so.
+        let after = driver.primaries();
+        let (w0, w1) = (load_of(0, &after, &SKEW), load_of(1, &after, &SKEW));
+        assert_eq!((w0, w1), (110, 110), "{after:?}");
+        for _ in 0..20 {
+            turn(&mut balancer, &mut driver, &mut second);
+            assert!(!driver.busy());
+        }
+        let log = driver.balance_log().summary("auto".into());
+        assert_eq!(log.decisions.len(), 1, "{log:?}");
+    }
+
+    #[test]
+    fn suggest_mode_proposes_once_and_starts_nothing() {
+        const SKEW: [u64; 4] = [100, 100, 10, 10];
+        let map = [0, 0, 1, 1];
+        let mut driver = PlanDriver::single(&map, 2);
+        let mut balancer = Balancer::new(BalanceConfig::default(), false, map.len(), 2);
+        for second in 1..=20u64 {
+            let reports = (0..2).map(|w| report(w, second, &map, &SKEW)).collect();
+            balancer.turn(reports, &mut driver, second as f64);
+            assert!(!driver.busy(), "nothing starts");
+            assert_eq!(balancer.suggested, second >= 2, "second {second}");
+        }
+        assert_eq!(driver.primaries(), map, "nothing moved");
+        let log = driver.balance_log().summary("suggest".into());
+        assert_eq!(log.decisions.len(), 1, "one proposal for a steady skew: {log:?}");
+        assert!(!log.decisions[0].issued);
+        // The proposal, if started, evens the load.
+        let plan = driver.by_load().expect("loads measured");
+        let (w0, w1) = (load_of(0, &plan.map, &SKEW), load_of(1, &plan.map, &SKEW));
+        assert_eq!((w0, w1), (110, 110), "{plan:?}");
+    }
+
+    #[test]
+    fn an_elastic_run_spread_wider_than_its_load_needs_is_packed_back_once() {
+        // 100 records/s over two workers that each apply 50 records in a busy millisecond:
+        // one worker carries it far below half its true rate.
+        const LIGHT: [u64; 4] = [25, 25, 25, 25];
+        let map = [0, 1, 0, 1];
+        let config = BalanceConfig {
+            mode: BalanceMode::Auto,
+            ..BalanceConfig::default()
+        };
+        let mut driver = PlanDriver::single(&map, 2);
+        driver.set_elastic(true);
+        let mut balancer = Balancer::new(config, true, map.len(), 2);
+        let mut time = 0;
+        for second in 1..=30u64 {
+            let now = driver.primaries();
+            let reports = (0..2)
+                .map(|w| timed(w, second, &now, &LIGHT, 1_000_000))
+                .collect();
+            balancer.turn(reports, &mut driver, second as f64);
+            complete(&mut driver, &mut time, second as f64);
+        }
+        let log = driver.balance_log().summary("auto".into());
+        let sized: Vec<_> = log.decisions.iter().filter(|d| d.workers.is_some()).collect();
+        assert_eq!(sized.len(), 1, "{log:?}");
+        assert_eq!(sized[0].workers, Some([2, 1]), "{log:?}");
+        assert!(sized[0].issued);
+        assert_eq!(driver.serving().len(), 1, "packed onto one worker");
+        assert_eq!(log.decisions.len(), 1, "nothing more for a steady load: {log:?}");
+    }
 }
