@@ -38,7 +38,7 @@ fn message(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 #[test]
-fn a_worker_that_panics_fails_the_run_within_seconds_with_its_message() {
+fn a_worker_that_panics_fails_the_run_at_once_with_its_message() {
     let started = Instant::now();
     let spinner_left = Arc::new(AtomicBool::new(false));
     let left = Arc::clone(&spinner_left);
@@ -85,10 +85,10 @@ fn a_worker_that_panics_fails_the_run_within_seconds_with_its_message() {
         text.contains("two timely workers, one of which panics"),
         "the failure names the run: {text}"
     );
-    // At once, not at the deadline: a tenth of it is still minutes on a loaded machine.
-    assert!(
-        failed_in < deadline(LIMIT) / 10,
-        "failed after {failed_in:?}, a deadline of {:?}",
+    // By the panic, not by the deadline (which would fail naming the deadline, after it).
+    assert!(!text.contains("did not finish"), "{text}");
+    eprintln!(
+        "the run failed {failed_in:?} after it started (its deadline: {:?})",
         deadline(LIMIT)
     );
     // And nothing spins on after the test: worker 0 stopped at its check.

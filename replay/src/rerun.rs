@@ -187,6 +187,7 @@ impl Recording {
         let summary = summary.ok_or_else(|| {
             bad("no summary at its end: the run was cut short or failed, so a re-run has nothing to compare with".into())
         })?;
+        let recorded_base = base;
         let base = match (base, taken.first()) {
             (Some(b), _) => b,
             (None, None) => 0,
@@ -217,12 +218,14 @@ impl Recording {
         // A run stopped early covers fewer epochs than it was given.
         config.duration = std::time::Duration::try_from_secs_f64(summary.duration_s)
             .map_err(|e| bad(format!("the summary's duration: {e}")))?;
-        // And it drains as far as the recorded run did: to the gate it ended at, whether its
-        // drain completed, was cut by the clock or a stop, or reached its horizon.
+        // And it drains as far as the recorded run did: to the gate it ended at (counted from
+        // the measured run's base, where its epochs start), whether its drain completed, was
+        // cut by the clock or a stop, or reached its horizon.
         config.drain_ends = summary
             .drain
             .as_ref()
-            .map(|d| d.ended_at.saturating_sub(d.input_end));
+            .zip(recorded_base)
+            .map(|(d, base)| d.ended_at.saturating_sub(base));
         Ok(Recording {
             config,
             script,

@@ -19,12 +19,21 @@ for timeout_s in "$@"; do
       -- -n 3 -p "$p" -h hosts > "out$p" 2> "err$p" &
     pids+=($!)
   done
-  until grep -q "cluster formed" err0 2>/dev/null; do sleep 0.05; done
+  # Each wait gives up after a minute, naming what it waited for.
+  waited=0
+  until grep -q "cluster formed" err0 2>/dev/null; do
+    sleep 0.05; waited=$((waited + 1))
+    if [ "$waited" -gt 1200 ]; then echo "no 'cluster formed' within 60 s:" >&2; cat err0 >&2; kill "${pids[@]}" 2>/dev/null; exit 1; fi
+  done
   sleep 2
   victim=$(pgrep -f "^$binary run .* -p 2 -h hosts")
   t0=$(date +%s.%N)
   kill "-$signal" "$victim"
-  until grep -q "cluster restarted" err0 || ! kill -0 "${pids[0]}" 2>/dev/null; do sleep 0.01; done
+  waited=0
+  until grep -q "cluster restarted" err0 || ! kill -0 "${pids[0]}" 2>/dev/null; do
+    sleep 0.01; waited=$((waited + 1))
+    if [ "$waited" -gt 6000 ]; then echo "no 'cluster restarted' within 60 s" >&2; break; fi
+  done
   t1=$(date +%s.%N)
   kill -KILL "$victim" 2>/dev/null
   wait "${pids[0]}" "${pids[1]}" 2>/dev/null

@@ -260,6 +260,8 @@ fn a_second_crash_before_the_first_recovery_finished_stops_with_status_3() {
     let (error, stderr) = the_error(&outputs[0]);
     assert_eq!(outputs[0].status.code(), Some(3), "{stderr}");
     assert!(error.contains("lost their last replica"), "{stderr}");
+    // Seen as the connections closed, not after a silence (the peer timeout).
+    assert!(!stderr.contains("silent for"), "{stderr}");
 }
 
 #[test]
@@ -346,6 +348,8 @@ fn a_second_crash_that_takes_both_copies_stops_with_status_3() {
         outputs[0].status
     );
     assert!(stderr.contains("lost their last replica"), "{stderr}");
+    // Seen as the connections closed, not after a silence (the peer timeout).
+    assert!(!stderr.contains("silent for"), "{stderr}");
 }
 
 #[test]

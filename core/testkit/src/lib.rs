@@ -17,7 +17,7 @@ mod child;
 mod inprocess;
 
 pub use child::{Proc, run, wait_all};
-pub use inprocess::{Watch, wait_until, within};
+pub use inprocess::{Watch, wait_until, wait_until_every, within};
 
 use std::time::Duration;
 

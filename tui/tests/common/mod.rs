@@ -12,7 +12,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
-use megaflux_testkit::{Proc, wait_all, wait_until};
+use megaflux_testkit::{Proc, wait_all, wait_until_every};
 use serde_json::Value;
 
 /// hashcount with steep skew and the balancer on `auto`, judging every second, 4 s: the job
@@ -316,7 +316,8 @@ pub fn trace_events(path: &Path) -> Vec<Value> {
 pub fn wait_for_trace(recorder: &mut Proc, trace: &Path, what: &str, done: impl Fn(&[Value]) -> bool) {
     let mut seen = false;
     let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        wait_until(what, CLUSTER_LIMIT, || {
+        // Each look reads the whole trace: a few a second leave the cores to the cluster.
+        wait_until_every(what, CLUSTER_LIMIT, Duration::from_millis(200), || {
             seen = done(&trace_events(trace));
             seen || !recorder.running()
         })

@@ -362,12 +362,32 @@ fn install_hook() {
             // A panic that cannot unwind (out of a destructor during unwinding, or out of a
             // function called from C) aborts the process right after this hook: say where,
             // whoever it belongs to, or the abort is all anyone sees.
-            if cannot_unwind(info) || !attribute(info) {
+            if cannot_unwind(info) {
+                // The panics before it on this thread went to the run, quietly: say them.
+                let _ = ATTRIBUTED.try_with(|a| {
+                    if let Ok(a) = a.try_borrow() {
+                        for earlier in a.iter() {
+                            eprintln!("megaflux: before it, this thread panicked: {earlier}");
+                        }
+                    }
+                });
+                previous(info);
+            } else if !attribute(info) {
                 previous(info);
             }
         }));
     });
 }
+
+thread_local! {
+    /// The last few panics of this thread given to a run (their messages and places), said
+    /// if a panic that cannot unwind follows them.
+    static ATTRIBUTED: std::cell::RefCell<std::collections::VecDeque<String>> =
+        const { std::cell::RefCell::new(std::collections::VecDeque::new()) };
+}
+
+/// How many of a thread's attributed panics [`ATTRIBUTED`] keeps.
+const KEPT_PANICS: usize = 4;
 
 /// Whether the runtime aborts the process after this panic: its message is one of those the
 /// standard library gives a panic that cannot unwind.
@@ -397,6 +417,14 @@ fn attribute(info: &PanicHookInfo<'_>) -> bool {
         .location()
         .map(|l| format!(" at {}:{}", l.file(), l.line()))
         .unwrap_or_default();
+    let _ = ATTRIBUTED.try_with(|a| {
+        if let Ok(mut a) = a.try_borrow_mut() {
+            if a.len() == KEPT_PANICS {
+                a.pop_front();
+            }
+            a.push_back(format!("{message}{place}"));
+        }
+    });
     if let Some((abort, index)) = RUN.with(|r| r.borrow().clone())
         && let Some(abort) = abort.upgrade()
     {

@@ -139,11 +139,12 @@ pub struct RunConfig {
     /// the job says ([`crate::job::Job::drain`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain: Option<Drain>,
-    /// Where a re-run's drain ends: at this many logical ticks past its last epoch's time,
-    /// where its recorded run's ended (the recorded summary's `drain.ended_at -
-    /// drain.input_end`), whatever the clock says: `--duration` does not cut it, a stop
-    /// still does. Its outputs are then the recorded run's, whether that drain completed,
-    /// was cut or reached its horizon. `None`: as `drain` says. Set by `replay --rerun`.
+    /// Where a re-run's drain ends: at this many logical ticks past the measured run's base
+    /// (the time before its first epoch), where its recorded run's ended (the recorded
+    /// summary's `drain.ended_at` less the recorded `base`), whatever the clock says:
+    /// `--duration` does not cut it, a stop still does. Its outputs are then the recorded
+    /// run's, whether that drain completed, was cut or reached its horizon. `None`: as
+    /// `drain` says. Set by `replay --rerun`.
     #[serde(skip)]
     pub drain_ends: Option<Time>,
     /// The longest line an input may have, in bytes (`--max-line-bytes`): a longer one

@@ -62,6 +62,11 @@ pub(super) struct Epochs<R> {
     last: u64,
     /// Records this worker sent, the preload's included.
     records_in: u64,
+    /// The records counted in `records_in` by the logical time they were sent at, for the
+    /// times the output has not passed: a stop may end the run before some of them
+    /// (another process's worker ran ahead of worker 0's clock), and records past the
+    /// run's last epoch are not the run's (no output of theirs counts).
+    unsettled: VecDeque<(Time, u64)>,
     /// Why the input stopped short, if it did: the run ends there as at the input's end (the
     /// records before it go in, their outputs are written), then stops with it.
     failed: Option<InputError>,
@@ -84,6 +89,7 @@ impl<R: Clone + Send + 'static> Epochs<R> {
             next: 1,
             last: config.epoch.in_duration(config.duration),
             records_in: preloaded,
+            unsettled: VecDeque::new(),
             failed: None,
         }
     }
@@ -138,9 +144,17 @@ impl<R: Clone + Send + 'static> Epochs<R> {
         self.records_in
     }
 
-    /// Ends the run at `epoch` at the latest.
+    /// Ends the run at `epoch` at the latest; records already sent at later times no
+    /// longer count as the run's.
     pub(super) fn end_by(&mut self, epoch: u64) {
         self.last = self.last.min(epoch);
+        let end = self.time_of(self.last);
+        while let Some(&(time, count)) = self.unsettled.back()
+            && time > end
+        {
+            self.records_in -= count;
+            self.unsettled.pop_back();
+        }
     }
 
     /// Whether every epoch of the run was sent.
@@ -169,6 +183,10 @@ impl<R: Clone + Send + 'static> Epochs<R> {
             while self.in_flight.front().is_some_and(|end| output >= *end) {
                 self.in_flight.pop_front();
             }
+        }
+        // A stop never ends the run before a time the output has passed.
+        while self.unsettled.front().is_some_and(|(time, _)| *time < output) {
+            self.unsettled.pop_front();
         }
         let due = self.due_now(now, output, plan_running);
         if !self.adaptive {
@@ -240,13 +258,20 @@ impl<R: Clone + Send + 'static> Epochs<R> {
     ) -> Result<(), InputError> {
         while self.next <= due {
             let time = self.next_time();
-            data.advance_to(if self.adaptive { batch } else { time });
+            let at = if self.adaptive { batch } else { time };
+            data.advance_to(at);
             let mut sent = 0;
             let fill = self.feed.fill(self.next, time, &mut |record| {
                 data.send(record);
                 sent += 1;
             });
-            self.records_in += sent + self.feed.take_skipped();
+            let counted = sent + self.feed.take_skipped();
+            self.records_in += counted;
+            match self.unsettled.back_mut() {
+                Some((t, n)) if *t == at => *n += counted,
+                _ if counted > 0 => self.unsettled.push_back((at, counted)),
+                _ => {}
+            }
             if fill? == Fill::Waiting {
                 break;
             }
@@ -357,6 +382,30 @@ mod tests {
             }
             check(&mut |now_us, wait| turn(worker, &mut epochs, &mut data, &probe, &seen, now_us, wait));
         });
+    }
+
+    /// A stop that ends the run before epochs this worker already sent takes their records
+    /// out of its count: no output of theirs is the run's. Records sent at a time up to the
+    /// end (an adaptive batch stamps later epochs' records with its first time) stay.
+    #[test]
+    fn a_stop_before_epochs_already_sent_uncounts_their_records() {
+        for (mode, kept) in [(EpochMode::Fixed, 20), (EpochMode::Adaptive, 40)] {
+            timely::execute_directly(move |worker| {
+                let mut data = InputHandleVec::new();
+                worker.dataflow::<Time, _, _>(|scope| {
+                    scope.input_from(&mut data);
+                });
+                let mut epochs = generated(mode, 5);
+                // 40 us in: epochs 1 to 4 (40 records) go in.
+                let due = epochs.due(Duration::from_micros(40), 0, false);
+                epochs.send(&mut data, due);
+                assert_eq!(epochs.records_in(), 40, "{mode:?}");
+                // The stop ends the run at epoch 2.
+                epochs.end_by(2);
+                assert_eq!(epochs.records_in(), kept, "{mode:?}");
+                assert_eq!(epochs.last(), 2);
+            });
+        }
     }
 
     #[test]

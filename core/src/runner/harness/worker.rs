@@ -387,9 +387,8 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
         }
     }
     let policy = match config.drain_ends {
-        // The horizon `k` ticks past the last epoch: work at earlier times runs, as it did
-        // in the recorded run (`Drain::For` counts from the time after the last epoch).
-        Some(k) => Drain::For(config.epoch.closes_at(k.saturating_sub(1))),
+        // It drains, to a gate set once the last epoch is known (below).
+        Some(_) => Drain::All,
         None => config.drain.unwrap_or_else(|| job.drain(config)),
     };
     let driver = measured.and_then(|()| {
@@ -413,6 +412,18 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
         shared.step(worker)?;
     }
     let last_time = epochs.time_of(epochs.last());
+    let policy = match config.drain_ends {
+        // A re-run's drain ends at the gate its recorded run's did, in ticks past the base:
+        // work at earlier times runs, as it did there. (Not counted from the last epoch:
+        // the input's end of a run that reads a file is where it saw the end, a little
+        // later on a busy machine.) `Drain::For` counts from the time after the last epoch.
+        Some(gate) => {
+            let gate = epochs.time_of(0).saturating_add(gate);
+            let past = gate.saturating_sub(last_time).saturating_sub(1);
+            Drain::For(config.epoch.closes_at(past))
+        }
+        None => policy,
+    };
     let transfers = Rc::clone(&flow.transfers);
     let keep =
         |_: &Stopped| keep_for_restart(shared, (index, local), &latencies, &transfers, driver.as_ref());

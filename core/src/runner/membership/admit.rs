@@ -11,9 +11,10 @@ use super::coordinator::{Conn, Slot, State};
 use super::wire::{Frame, write_frame};
 use super::{Event, HEARTBEAT};
 
-/// How long a process that joins may wait for the coordinator to see the process whose
-/// place it takes go (a hung one is seen after [`super::SILENCE_LIMIT`]).
-const JOIN_WAIT: Duration = Duration::from_secs(3);
+/// How long past the peer timeout a process that joins may wait for the coordinator to see
+/// the process whose place it takes go: a hung one is seen after the timeout
+/// (`--peer-timeout`), a crashed one at once.
+const JOIN_GRACE: Duration = Duration::from_secs(2);
 
 /// What a proved hello or join claims.
 pub(super) struct Claim {
@@ -104,7 +105,8 @@ enum Refusal {
 }
 
 /// Takes `process` in on connection `id` for a lost one's place (`--join`), waiting up to
-/// [`JOIN_WAIT`] for the coordinator to see the process whose place it takes go; why not,
+/// the peer timeout and [`JOIN_GRACE`] for the coordinator to see the process whose place it
+/// takes go; why not,
 /// if it cannot be. A job that ends meanwhile says so at once: its process 0 is about to
 /// exit, and a connection it leaves without a word reads as process 0 lost.
 fn admit_join(state: &State, process: usize, arrival: &Arrival) -> Option<String> {
@@ -115,7 +117,7 @@ fn admit_join(state: &State, process: usize, arrival: &Arrival) -> Option<String
             return Some("the job has ended: it takes no process in any more".into());
         }
         match register_join(state, process, arrival) {
-            Some(Refusal::Busy(_)) if since.elapsed() < JOIN_WAIT => {
+            Some(Refusal::Busy(_)) if since.elapsed() < state.silence + JOIN_GRACE => {
                 // It hears from process 0 meanwhile, or would take it for lost.
                 if beat.elapsed() >= HEARTBEAT {
                     beat = Instant::now();

@@ -95,7 +95,7 @@ pub(super) struct State {
     /// The committed frontier members learn of with the beats, if the job can restart.
     pub(super) committed: Option<Arc<AtomicU64>>,
     /// How long a member may stay silent before it counts as lost.
-    silence: Duration,
+    pub(super) silence: Duration,
 }
 
 /// Process 0's membership: watches the other processes until dropped or finished.

@@ -18,9 +18,10 @@ use super::{Event, HEARTBEAT, MembershipError, OnEvent, Restart, proofs};
 
 /// How long one connection attempt may take.
 const CONNECT_WAIT: Duration = Duration::from_millis(500);
-/// How long the coordinator may take to challenge and welcome a member, once connected
-/// (one that joins waits up to a few seconds for the place it takes to be lost).
-const HANDSHAKE_WAIT: Duration = Duration::from_secs(6);
+/// How long the coordinator may take to challenge and welcome a member, once connected,
+/// past the peer timeout: one that joins waits up to the timeout and a little more for the
+/// place it takes to be lost.
+const HANDSHAKE_GRACE: Duration = Duration::from_secs(3);
 /// How often [`Member::wait_welcomed`] looks.
 const WELCOME_POLL: Duration = Duration::from_millis(5);
 
@@ -114,7 +115,7 @@ impl Member {
         });
         let running = Arc::clone(&state);
         spawn("megaflux-member", move || {
-            let Some(welcomed) = connect(&running, &address, &hello, wait, &on_event) else {
+            let Some(welcomed) = connect(&running, &address, &hello, (wait, links.silence), &on_event) else {
                 running.answered.store(true, Ordering::Release);
                 return;
             };
@@ -164,7 +165,7 @@ fn connect(
     state: &State,
     address: &str,
     hello: &Hello,
-    wait: Duration,
+    (wait, silence): (Duration, Duration),
     on_event: &OnEvent,
 ) -> Option<Welcomed> {
     let since = Instant::now();
@@ -179,7 +180,8 @@ fn connect(
             Ok(None) => Err(std::io::Error::other("the name resolves to no address")),
             Err(e) => Err(e),
         };
-        let deadline = Instant::now() + HANDSHAKE_WAIT.min(wait.saturating_sub(since.elapsed()));
+        let handshake_wait = silence + HANDSHAKE_GRACE;
+        let deadline = Instant::now() + handshake_wait.min(wait.saturating_sub(since.elapsed()));
         match attempt
             .map_err(|e| e.to_string())
             .and_then(|s| handshake(s, hello, deadline))
