@@ -64,7 +64,7 @@ pub struct Made {
 }
 
 /// Installs the tracing subscriber: `MEGAFLUX_LOG` to stderr, plus the probe's layer when
-/// `probe` is given, plus the cluster's life in a line each ([`crate::lifecycle`]) with
+/// `probe` is given, plus the cluster's life in a line each (`lifecycle.rs`) with
 /// `lifecycle`.
 pub fn install_tracing(probe: Option<ProbeLayer>, lifecycle: bool) {
     // Off unless asked for with MEGAFLUX_LOG (e.g. MEGAFLUX_LOG=megaflux=debug).
