@@ -14,7 +14,7 @@ use serde_json::Value;
 
 mod common;
 
-use common::{example, summary, wait_for_trace};
+use common::{Draws, example, summary, wait_for_trace};
 
 /// How long any run or re-run may take before the test calls it hung.
 const HUNG: Duration = Duration::from_secs(300);
@@ -30,13 +30,11 @@ fn views(path: &Path, n: u64) {
 /// Clicks of 3000 users in bursts and pauses, `user,ts_ms` (seeded): sessions close
 /// within the run and after its last record.
 fn clicks(path: &Path, n: u64) {
-    let mut x: u64 = 3;
+    let mut draws = Draws(3);
     let mut ts: u64 = 1_700_000_000_000;
     let mut text = String::new();
     for _ in 0..n {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        let x = draws.next();
         ts += [0, 1, 2, 5, 40][(x % 5) as usize];
         text.push_str(&format!("u{},{ts}\n", (x >> 8) % 3000));
     }
