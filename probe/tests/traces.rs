@@ -143,3 +143,25 @@ fn keycount_failover() {
     assert_eq!(placements.first(), placements.last());
     assert!(model.placement.iter().all(|h| h.standby.is_some()));
 }
+
+/// The sessions example over `traces/sessions-clicks.csv`: its sessions closed after the
+/// input's end, in a drain that completed, and the summary says where its outputs lie.
+#[test]
+fn sessions_drain() {
+    let (trace, model) = sample("sessions-drain.jsonl");
+    assert_eq!(trace.header.config["workload"], "sessions");
+    assert_eq!(model.finished_plans.len(), 1);
+    let Some(Event::Summary { summary }) = trace.events.last().map(|e| &e.event) else {
+        panic!("no summary");
+    };
+    let summary: megaflux::summary::Summary =
+        serde_json::from_value(summary.clone()).expect("the summary reads");
+    let drain = summary.drain.as_ref().expect("the job drains");
+    assert!(!drain.cut && drain.ended_at > drain.input_end + 1, "{drain:?}");
+    let spans = summary.output_spans.as_ref().expect("the outputs per span");
+    assert_eq!(spans.spans.iter().map(|s| s.2).sum::<u64>(), summary.outputs);
+    assert!(
+        spans.spans.iter().any(|s| s.0 + spans.width > drain.input_end),
+        "sessions closed in the drain: {spans:?}"
+    );
+}

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use megaflux::size::human as bytes;
 
-use megaflux::summary::{DuringLatency, MigrationSummary, RecoverySummary, Summary};
+use megaflux::summary::{DuringLatency, MigrationSummary, Parting, RecoverySummary, Summary};
 
 /// A recorded run's summary and its re-run's.
 pub struct Comparison<'a> {
@@ -28,6 +28,43 @@ impl Comparison<'_> {
     /// Whether the two runs gave the same outputs.
     pub fn digests_match(&self) -> bool {
         self.recorded.output_digest == self.rerun.output_digest && self.recorded.outputs == self.rerun.outputs
+    }
+
+    /// Where the two runs' outputs first part, when both summaries hold their spans.
+    pub fn parting(&self) -> Option<Parting> {
+        match (&self.recorded.output_spans, &self.rerun.output_spans) {
+            (Some(a), Some(b)) => a.parting(b),
+            _ => None,
+        }
+    }
+
+    /// Why the digests differ, for people: the span of logical time (in `unit`, the trace's
+    /// `time_unit`) where the outputs first part, beside where each run's input and drain
+    /// ended, so that a drain that ended elsewhere tells itself from a real difference.
+    pub fn parting_words(&self, unit: &str) -> String {
+        let Some(p) = self.parting() else {
+            return if self.recorded.output_spans.is_none() || self.rerun.output_spans.is_none() {
+                "the summaries do not say where (the recorded one holds no output spans: an older trace, or adaptive epochs)".to_string()
+            } else {
+                "their outputs agree at every logical time, their counts do not".to_string()
+            };
+        };
+        let mut words = format!(
+            "they first part at logical times {}..{} ({unit}): {} outputs there recorded, {} re-run",
+            p.from, p.to, p.outputs.0, p.outputs.1
+        );
+        for (run, summary) in [("recorded run's", self.recorded), ("re-run's", self.rerun)] {
+            if let Some(d) = &summary.drain {
+                let _ = write!(
+                    words,
+                    "; the {run} input ended at {}, its drain at {}{}",
+                    d.input_end,
+                    d.ended_at,
+                    if d.cut { " (cut)" } else { "" }
+                );
+            }
+        }
+        words
     }
 
     /// The table, one row per line.

@@ -100,6 +100,9 @@ pub struct Recording {
     /// setting that became a flag ([`megaflux::workload::upgrade_header`]), of which the
     /// job keeps those it declares.
     pub older: bool,
+    /// The file the job read is no longer where it was recorded: the re-run reads the file
+    /// of the same name beside the trace (this path), once its size and hash match.
+    pub input_beside: Option<String>,
 }
 
 impl Recording {
@@ -226,7 +229,19 @@ impl Recording {
             .as_ref()
             .zip(recorded_base)
             .map(|(d, base)| d.ended_at.saturating_sub(base));
+        let input_beside = match (&mut config.input, path.parent()) {
+            (Some(input), Some(dir)) => {
+                let dir = if dir.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    dir
+                };
+                input.look_beside(dir).then(|| input.name())
+            }
+            _ => None,
+        };
         Ok(Recording {
+            input_beside,
             config,
             script,
             processes: (header.processes as usize).max(1),

@@ -251,10 +251,16 @@ proptest! {
 
     #[test]
     fn the_view_is_always_the_events_before_the_position(
-        sample in 0..4usize,
+        sample in 0..5usize,
         asks in proptest::collection::vec(ask(), 1..24),
     ) {
-        let name = ["keycount-fluid.jsonl", "keycount-failover.jsonl", "q4-batched.jsonl", "cluster-keycount.jsonl"][sample];
+        let name = [
+            "keycount-fluid.jsonl",
+            "keycount-failover.jsonl",
+            "q4-batched.jsonl",
+            "cluster-keycount.jsonl",
+            "sessions-drain.jsonl",
+        ][sample];
         let (mut player, events, header) = player(name);
         let (start, end) = (player.index().start_s, player.index().end_s);
         let mut viewer = Viewer::new();

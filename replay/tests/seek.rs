@@ -11,11 +11,12 @@ use megaflux_probe::record::{Trace, TraceHeader, TraceReader, Unreadable, read, 
 use megaflux_replay::seek::Index;
 use proptest::prelude::*;
 
-const SAMPLES: [&str; 4] = [
+const SAMPLES: [&str; 5] = [
     "keycount-fluid.jsonl",
     "keycount-failover.jsonl",
     "q4-batched.jsonl",
     "cluster-keycount.jsonl",
+    "sessions-drain.jsonl",
 ];
 
 fn sample(name: &str) -> Trace {

@@ -172,6 +172,11 @@ fn rerun(args: &ReplayArgs, jobs: &Jobs) -> anyhow::Result<bool> {
             String::new()
         }
     );
+    if let Some(beside) = &recording.input_beside {
+        eprintln!(
+            "megaflux: note: the recorded input file is no longer where it was read; the re-run reads {beside}, beside the trace (checked to be the same size and hash)"
+        );
+    }
     if let Some((lost, from, after)) = &recording.restarted {
         eprintln!(
             "megaflux: note: the recorded run restarted after process {lost} went away (from logical time {from}); the re-run does not crash a process, and leaves out the {after} command(s) taken after the restart (they name the restarted computation's workers); a restart changes no output, so the outputs still compare"
@@ -229,7 +234,11 @@ fn rerun(args: &ReplayArgs, jobs: &Jobs) -> anyhow::Result<bool> {
                 recording.summary.records_in
             );
         } else {
-            eprintln!("megaflux: the re-run's outputs differ from the recorded run's");
+            let unit = recording.config.epoch.unit();
+            eprintln!(
+                "megaflux: the re-run's outputs differ from the recorded run's: {}",
+                comparison.parting_words(&unit)
+            );
         }
     }
     Ok(comparison.digests_match())

@@ -54,8 +54,9 @@ fn job(cwd: &Path, name: &str, args: &[&str]) -> Command {
 
 /// Re-runs the trace `trace` with the example `name` and checks it against `recorded`,
 /// the recorded run's summary: the re-run says its digest is the same, and its own
-/// summary has the recorded digest and output count. `what` names the shape.
-fn reruns_the_same(cwd: &Path, name: &str, trace: &str, recorded: &Value, what: &str) {
+/// summary has the recorded digest and output count. `what` names the shape. Returns what
+/// the re-run printed on stderr.
+fn reruns_the_same(cwd: &Path, name: &str, trace: &str, recorded: &Value, what: &str) -> String {
     // The re-run drains to the gate the recorded run ended at, counted from the base,
     // whatever the clock says (before, its --duration, the recorded run's measured seconds,
     // cut its drain at the input's end whenever the re-run kept pace; and a gate counted
@@ -90,6 +91,7 @@ fn reruns_the_same(cwd: &Path, name: &str, trace: &str, recorded: &Value, what: 
     assert_eq!(rerun["output_digest"], recorded["output_digest"], "{what}");
     assert_eq!(rerun["outputs"], recorded["outputs"], "{what}");
     assert_eq!(rerun["records_in"], recorded["records_in"], "{what}");
+    stderr.into_owned()
 }
 
 /// Runs `args` of the example `name` to its end with `--record trace.jsonl`: its summary.
@@ -133,6 +135,55 @@ fn a_drain_that_completes_is_repeated() {
         s["drain"]
     );
     reruns_the_same(cwd, "sessions", "trace.jsonl", &s, what);
+    says_where_a_shorter_drain_parts(cwd, &s);
+}
+
+/// The trace of `recorded` with its drain said to end one epoch after the input's: its
+/// re-run stops there, and says its outputs first part after the input's end, at or before
+/// where the recorded drain ended.
+fn says_where_a_shorter_drain_parts(cwd: &Path, recorded: &Value) {
+    let what = "a re-run told the drain ended one epoch after the input";
+    let input_end = recorded["drain"]["input_end"].as_u64().expect("the input's end");
+    let ended_at = recorded["drain"]["ended_at"].as_u64().expect("the drain's end");
+    let text = std::fs::read_to_string(cwd.join("trace.jsonl")).expect("the trace");
+    let shorter: String = text
+        .lines()
+        .map(|line| match serde_json::from_str::<Value>(line) {
+            Ok(mut e) if e["kind"] == "summary" => {
+                e["summary"]["drain"]["ended_at"] = (input_end + 1).into();
+                format!("{e}\n")
+            }
+            _ => format!("{line}\n"),
+        })
+        .collect();
+    std::fs::write(cwd.join("shorter.jsonl"), shorter).expect("the changed trace is written");
+    let out = run(
+        what.to_string(),
+        &mut job(cwd, "sessions", &["replay", "shorter.jsonl", "--rerun"]),
+        HUNG,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{what}: the outputs differ\n{stderr}");
+    let span = stderr
+        .split("they first part at logical times ")
+        .nth(1)
+        .and_then(|rest| rest.split_once(' '))
+        .and_then(|(span, _)| span.split_once(".."))
+        .and_then(|(from, to)| Some((from.parse::<u64>().ok()?, to.parse::<u64>().ok()?)));
+    let Some((from, to)) = span else {
+        panic!("{what}: no parting said\n{stderr}");
+    };
+    assert!(
+        to > input_end + 1 && from <= ended_at,
+        "{what}: they part in {from}..{to}, the input ended at {input_end} and the recorded drain at {ended_at}\n{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "the recorded run's input ended at {input_end}, its drain at {}",
+            input_end + 1
+        )),
+        "{what}: the drains are said beside it\n{stderr}"
+    );
 }
 
 #[test]
@@ -222,4 +273,35 @@ fn a_drain_to_the_jobs_own_horizon_is_repeated() {
         s["drain"]
     );
     reruns_the_same(cwd, "active", "trace.jsonl", &s, what);
+}
+
+/// The sessions sample (`traces/sessions-drain.jsonl`, made over `traces/sessions-clicks.csv`
+/// beside it) re-runs to its recorded digest, drain included, from a copy whose recorded
+/// input path is gone (as on any clone but the one that recorded it): the re-run reads the
+/// file beside the trace.
+#[test]
+fn the_sessions_sample_reruns_to_its_digest() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces");
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let cwd = dir.path();
+    std::fs::copy(root.join("sessions-clicks.csv"), cwd.join("sessions-clicks.csv"))
+        .expect("the clicks copy");
+    let text = std::fs::read_to_string(root.join("sessions-drain.jsonl")).expect("the sample");
+    let mut recorded = None;
+    let mut moved = String::new();
+    for (n, line) in text.lines().enumerate() {
+        let mut e: Value = serde_json::from_str(line).expect("the sample's lines are JSON");
+        if n == 0 {
+            e["config"]["input"]["from"] = "/gone/sessions-clicks.csv".into();
+        }
+        if e["kind"] == "summary" {
+            recorded = Some(e["summary"].clone());
+        }
+        moved.push_str(&format!("{e}\n"));
+    }
+    std::fs::write(cwd.join("sample.jsonl"), moved).expect("the copy is written");
+    let recorded = recorded.expect("the sample ends with its summary");
+    assert_eq!(recorded["drain"]["cut"], false, "the sample's drain completed");
+    let said = reruns_the_same(cwd, "sessions", "sample.jsonl", &recorded, "the sessions sample");
+    assert!(said.contains("sessions-clicks.csv, beside the trace"), "{said}");
 }

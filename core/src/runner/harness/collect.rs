@@ -19,16 +19,33 @@ use timely::worker::Worker;
 use crate::Time;
 use crate::bins::hash_key;
 use crate::sink::Sink;
-use crate::summary::WorkerReport;
+use crate::summary::{SpanSums, WorkerReport};
 
 /// An order-independent hash and a count of the outputs at logical times up to the run's
 /// last: a cluster drains its scheduled later work (Q4's auction closings, say) and one
 /// process drops it, but both count only the outputs up to the last epoch.
 #[derive(Clone)]
 pub(super) struct Digest {
-    sums: Rc<RefCell<(u64, u64)>>,
+    sums: Rc<RefCell<Sums>>,
     last_time: Rc<Cell<Time>>,
     timed: bool,
+}
+
+/// A digest: the outputs' hash sum, their count, and both per span of logical time.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Sums {
+    pub(crate) hash: u64,
+    pub(crate) count: u64,
+    pub(crate) spans: SpanSums,
+}
+
+impl Sums {
+    /// Counts `count` outputs of logical `time` whose hashes sum to `hash`.
+    fn add(&mut self, time: Time, hash: u64, count: u64) {
+        self.hash = self.hash.wrapping_add(hash);
+        self.count += count;
+        self.spans.add(time, hash, count);
+    }
 }
 
 /// An output's share of a digest: with its time (`timed`), or, under adaptive epochs,
@@ -75,11 +92,10 @@ impl Digest {
                 && let Some(&time) = stamp.least()
                 && time <= last_time.get()
             {
-                let mut d = sums.borrow_mut();
-                for out in batch.iter() {
-                    d.0 = d.0.wrapping_add(output_hash(timed, time, out));
-                }
-                d.1 += batch.len() as u64;
+                let hash = batch
+                    .iter()
+                    .fold(0u64, |h, out| h.wrapping_add(output_hash(timed, time, out)));
+                sums.borrow_mut().add(time, hash, batch.len() as u64);
             }
         });
         // Every worker builds the same operators (only worker 0 holds the file).
@@ -106,9 +122,9 @@ impl Digest {
         self.last_time.set(last);
     }
 
-    /// The hash and the number of the outputs counted.
-    pub(super) fn get(&self) -> (u64, u64) {
-        *self.sums.borrow()
+    /// The hash and the number of the outputs counted, and both per span.
+    pub(super) fn get(&self) -> Sums {
+        self.sums.borrow().clone()
     }
 }
 
@@ -118,13 +134,13 @@ impl Digest {
 #[derive(Clone, Default)]
 pub(crate) struct Committed {
     pub(crate) frontier: Arc<AtomicU64>,
-    pub(crate) sums: Arc<Mutex<(u64, u64)>>,
+    pub(crate) sums: Arc<Mutex<Sums>>,
 }
 
 impl Committed {
-    /// The hash and the number of the committed outputs.
-    pub(crate) fn get(&self) -> (u64, u64) {
-        self.sums.lock().map(|s| *s).unwrap_or_default()
+    /// The hash and the number of the committed outputs, and both per span.
+    pub(crate) fn get(&self) -> Sums {
+        self.sums.lock().map(|s| s.clone()).unwrap_or_default()
     }
 }
 
@@ -169,10 +185,10 @@ fn commit<'s, O: ExchangeData + Clone + std::hash::Hash>(
                     if let Some(committed) = &committed
                         && let Ok(mut sums) = committed.sums.lock()
                     {
-                        for out in &outputs {
-                            sums.0 = sums.0.wrapping_add(output_hash(timed, time, out));
-                        }
-                        sums.1 += outputs.len() as u64;
+                        let hash = outputs
+                            .iter()
+                            .fold(0u64, |h, out| h.wrapping_add(output_hash(timed, time, out)));
+                        sums.add(time, hash, outputs.len() as u64);
                     }
                 }
                 if let Some(committed) = &committed {
@@ -252,10 +268,9 @@ fn commit_sums<'s>(
                 while let Some(entry) = pending.first_entry()
                     && !frontier.less_equal(entry.key())
                 {
-                    let (_cap, (hash, count)) = entry.remove();
+                    let (time, (_cap, (hash, count))) = entry.remove_entry();
                     if let Ok(mut sums) = committed.sums.lock() {
-                        sums.0 = sums.0.wrapping_add(hash);
-                        sums.1 += count;
+                        sums.add(time, hash, count);
                     }
                 }
                 let now = frontier.frontier().first().copied().unwrap_or(Time::MAX);

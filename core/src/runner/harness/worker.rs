@@ -445,13 +445,14 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
     tracing::info!(target: "megaflux::job", phase = "finished", worker = index, records = records_in);
     let end_s = start.elapsed().as_secs_f64();
 
-    let (digest, outputs) = match (&shared.generation.committed, index) {
+    let sums = match (&shared.generation.committed, index) {
         (Some(committed), 0) => committed.get(),
         _ => flow.digest.get(),
     };
     let report = WorkerReport {
-        digest,
-        outputs,
+        digest: sums.hash,
+        outputs: sums.count,
+        spans: sums.spans,
         records_in,
         preloaded,
         transfers: shipped_in_the_run(shared.generation, index % config.workers, &flow.transfers),

@@ -157,6 +157,29 @@ impl Input {
         Ok(())
     }
 
+    /// Where the file it names is gone, takes the file of the same name in `dir` instead (a
+    /// trace's input kept beside it, moved with it): whether it did. The file it takes is
+    /// still checked against the recorded size and hash ([`Input::check_unchanged`]).
+    pub fn look_beside(&mut self, dir: &Path) -> bool {
+        let Location::File(path) = self.location() else {
+            return false;
+        };
+        let Some(name) = path.file_name() else {
+            return false;
+        };
+        let beside = dir.join(name);
+        if path.exists() || !beside.is_file() {
+            return false;
+        }
+        match std::fs::canonicalize(&beside) {
+            Ok(absolute) => {
+                self.from = absolute.display().to_string();
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
     /// Notes the file's size and hash (reading it once).
     pub fn identify(&mut self) -> Result<(), InputError> {
         if let Location::File(path) = self.location() {

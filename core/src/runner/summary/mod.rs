@@ -4,6 +4,11 @@
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
+mod spans;
+
+pub(crate) use spans::SpanSums;
+pub use spans::{MAX_SPANS, OutputSpans, Parting};
+
 use crate::Time;
 use crate::driver::{FailureHistory, MigrationRecord, PlanHistory};
 use crate::epoch::EpochLen;
@@ -212,6 +217,11 @@ pub struct Summary {
     /// Order-independent hash of the multiset of (time, output) pairs, as hex; with adaptive
     /// epochs, whose times depend on how the batches fell, of the outputs alone.
     pub output_digest: String,
+    /// The outputs of `output_digest` per span of logical time, so that two runs whose
+    /// digests differ can say where they first part; absent under adaptive epochs (their
+    /// times depend on how the batches fell) and in older traces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_spans: Option<OutputSpans>,
     /// Per-record latency over the measured run, in nanoseconds (see README, *Usage*).
     pub latency_ns: Percentiles,
     /// Every migration plan and hand-made move, in the order they finished, then the one
@@ -347,6 +357,8 @@ fn one() -> usize {
 pub(crate) struct WorkerReport {
     pub(crate) digest: u64,
     pub(crate) outputs: u64,
+    /// `digest` and `outputs` per span of logical time (empty when the digest is untimed).
+    pub(crate) spans: SpanSums,
     pub(crate) records_in: u64,
     /// Of `records_in`, those inserted before the measured run.
     pub(crate) preloaded: u64,
@@ -369,6 +381,10 @@ pub(crate) fn summarize(
 ) -> Summary {
     let digest = reports.iter().fold(0u64, |d, r| d.wrapping_add(r.digest));
     let outputs = reports.iter().map(|r| r.outputs).sum();
+    let spans = reports.iter().fold(SpanSums::default(), |mut all, r| {
+        all.merge(&r.spans);
+        all
+    });
     let records_in = reports.iter().map(|r| r.records_in).sum::<u64>();
     let preloaded: u64 = reports.iter().map(|r| r.preloaded).sum();
     // Job RSS at each sample: the sum over processes of their sample with that index.
@@ -472,6 +488,7 @@ pub(crate) fn summarize(
         records_in,
         outputs,
         output_digest: format!("{digest:016x}"),
+        output_spans: (config.epoch_mode == crate::harness::EpochMode::Fixed).then(|| spans.spans()),
         latency_ns: latency.overall(),
         migrations,
         replicas: config.replicas,
