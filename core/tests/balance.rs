@@ -187,7 +187,10 @@ fn until_a_balancer_plan_completed(
 
 #[test]
 fn a_skewed_run_balances_itself_and_keeps_its_output() {
-    for replicas in [1, 2] {
+    // With replicas the policy's exactness is the property test's below (three workers:
+    // on two, each applies every record, and there is nothing to balance).
+    {
+        let replicas = 1;
         let what = format!("the skewed run balancing itself, {replicas} replicas");
         let (balanced, plain) = until_a_balancer_plan_completed(
             &what,
@@ -397,4 +400,73 @@ proptest! {
         prop_assert_eq!(&summary.output_digest, digest, "{}", what);
         prop_assert_eq!(summary.outputs, *outputs, "{}", what);
     }
+}
+
+/// The user drains worker 2 of a skewed three-worker run under `auto`: the balancer
+/// neither moves a bin back onto it nor counts it as idle, and it holds no primary at the
+/// end (before, `auto` moved bins back onto it about 2 s after the drain).
+#[test]
+fn a_worker_the_user_drained_stays_drained() {
+    let what = "the skewed run with worker 2 drained by the user";
+    let drain: MigrationSpec = "all-at-once@0.5:drain:2".parse().expect("the spec");
+    let config = paced(RunConfig {
+        workers: 3,
+        migrations: vec![drain],
+        ..config(BalanceMode::Auto, 1)
+    });
+    // The drain completes, then the balancer judges windows over what the user left.
+    let summary = measured_windows(what, config, Some(("megaflux::plan", "completed")), 4);
+    let workers: Vec<(u32, usize)> = summary
+        .placement
+        .iter()
+        .map(|p| (p.worker, p.primaries))
+        .collect();
+    assert_eq!(workers.len(), 3, "{workers:?}");
+    assert_eq!(
+        workers[2],
+        (2, 0),
+        "worker 2 holds no primary at the end: {workers:?}"
+    );
+    let user = &summary.migrations[0];
+    assert_eq!(user.target, "drain:2", "{:?}", summary.migrations);
+    let balance = summary.balance.as_ref().expect("the balancer's summary");
+    each_decision_evens_the_load(balance, BalanceConfig::default().threshold);
+}
+
+/// Two workers and two replicas: each worker applies every record (the primaries of half
+/// the bins, the standbys of the other half), so the work is even however skewed the keys,
+/// and the balancer makes no plan. (Before, it counted primaries only, found 1.4x and more,
+/// and swapped primaries with their standbys, which moved no work.)
+#[test]
+fn two_workers_with_two_replicas_have_nothing_to_balance() {
+    let what = "the skewed run on two workers with two replicas";
+    let summary = measured_windows(what, paced(config(BalanceMode::Auto, 2)), None, 5);
+    let balance = summary.balance.as_ref().expect("the balancer's summary");
+    assert!(balance.decisions.is_empty(), "{balance:?}");
+    let threshold = BalanceConfig::default().threshold;
+    assert!(
+        balance
+            .measured
+            .iter()
+            .all(|[_, imbalance]| *imbalance <= threshold),
+        "every window even: {:?}",
+        balance.measured
+    );
+}
+
+/// Runs `config` until the balancer measured `windows` windows (after the first event of
+/// `after`, with one) and stops it: its summary.
+fn measured_windows(what: &str, config: RunConfig, after: Option<(&str, &str)>, windows: usize) -> Summary {
+    let _one = one_run();
+    let mut running = Running::start(
+        what,
+        RunConfig {
+            duration: UNTIL_STOPPED,
+            ..config
+        },
+    );
+    running.wait_for(&format!("{windows} measured windows"), |r| {
+        count_after(&r.events(), after, ("megaflux::balance", "measured"), |_| true) >= windows
+    });
+    running.stop()
 }

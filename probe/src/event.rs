@@ -89,6 +89,9 @@ pub enum BalancePhase {
     Withdrawn,
     /// The job refused the plan it issued.
     Refused,
+    /// It measured what its last plan achieved: `imbalance` over the first whole window
+    /// after the plan ended, beside the `predicted` one.
+    Achieved,
 }
 
 impl BalancePhase {
@@ -100,6 +103,7 @@ impl BalancePhase {
             BalancePhase::Issued => "issued",
             BalancePhase::Withdrawn => "withdrawn",
             BalancePhase::Refused => "refused",
+            BalancePhase::Achieved => "achieved",
         }
     }
 }

@@ -258,6 +258,7 @@ fn convert(target: &str, f: &Fields) -> Option<Event> {
                 "issued" => BalancePhase::Issued,
                 "withdrawn" => BalancePhase::Withdrawn,
                 "refused" => BalancePhase::Refused,
+                "achieved" => BalancePhase::Achieved,
                 _ => return None,
             },
             run_s: f.f64("run_s")?,

@@ -98,6 +98,7 @@ pub fn onto(current: &[u32], load: &[f64], bytes: &[u64], active: &[u32]) -> Bal
         before,
         after: even.after,
         workers: None,
+        placement: None,
     }
 }
 

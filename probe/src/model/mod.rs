@@ -507,6 +507,7 @@ impl JobModel {
                 BalancePhase::Issued | BalancePhase::Withdrawn | BalancePhase::Refused => {
                     self.balance.suggestion = None
                 }
+                BalancePhase::Achieved => {}
             },
             Event::Latency {
                 window, histogram, ..

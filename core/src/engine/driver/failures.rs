@@ -234,10 +234,11 @@ impl PlanDriver {
         );
     }
 
-    /// Primaries spread over the live workers as the job started (`bin mod workers` when all
-    /// are live), each with a chained standby when the job has two replicas.
+    /// Primaries spread over the live workers the user did not exclude as the job started
+    /// (`bin mod workers` when all are), each with a chained standby when the job has two
+    /// replicas.
     pub(super) fn balanced(&self) -> Placement {
-        let live: Vec<u32> = self.placements.live().collect();
+        let live: Vec<u32> = self.placeable();
         if live.is_empty() {
             return self.placement().clone();
         }

@@ -20,7 +20,7 @@
 use std::collections::VecDeque;
 
 use crate::Time;
-use crate::balance::{BalanceLog, Balanced, Loads, balanced};
+use crate::balance::{BalanceLog, Balanced, Loads, balanced, balanced_replicas};
 use crate::bins::{cut, describe, list};
 use crate::config::{ControlInst, Map, NONE, Placement, Replicas, colocated, same_process, single};
 use crate::control::Command;
@@ -29,6 +29,7 @@ use crate::failover::Placements;
 use crate::plan::{self, Change, Schedule, Strategy, Target};
 
 mod failures;
+mod operator;
 mod records;
 
 pub use records::{
@@ -132,6 +133,10 @@ pub struct PlanDriver {
     balanced: Option<(Schedule, Target)>,
     /// The run is elastic (started packed): `balance` keeps to the workers serving.
     elastic: bool,
+    /// Per worker, whether the user excluded it (see `operator.rs`).
+    excluded: Vec<bool>,
+    /// The user cancelled a plan of the balancer's, not yet told to it.
+    balance_cancelled: bool,
 }
 
 impl PlanDriver {
@@ -172,6 +177,8 @@ impl PlanDriver {
             proposal: None,
             balanced: None,
             elastic: false,
+            excluded: vec![false; workers],
+            balance_cancelled: false,
         }
     }
 
@@ -216,12 +223,29 @@ impl PlanDriver {
             ));
         };
         // An elastic run balances within the workers serving; only its balancer sizes them.
+        // Neither places bins on a worker the user excluded.
         let alive = if self.elastic {
             self.serving()
         } else {
-            self.live().collect()
+            self.placeable()
         };
-        Ok(balanced(&self.primaries(), &loads.bins, &loads.bytes, &alive))
+        Ok(self.place_by(loads, &alive))
+    }
+
+    /// The placement by `loads` over the workers `alive`: of primaries and standbys when
+    /// bins have two replicas (a standby applies every record too), else of primaries.
+    pub fn place_by(&self, loads: &Loads, alive: &[u32]) -> Balanced {
+        if self.replicas > 1 {
+            balanced_replicas(
+                self.placement(),
+                &loads.bins,
+                &loads.bytes,
+                alive,
+                self.per_process,
+            )
+        } else {
+            balanced(&self.primaries(), &loads.bins, &loads.bytes, alive)
+        }
     }
 
     /// Every bin's primary worker, in bin order.
@@ -258,7 +282,29 @@ impl PlanDriver {
     fn start_balanced(&mut self, schedule: Schedule, plan: Balanced, now_s: f64) -> Result<(), CommandError> {
         let description = plan.describe();
         let target = Target::Map(plan.map);
-        self.start_as(schedule, &target, || description, now_s)?;
+        match plan.placement {
+            // Standbys placed too: the plan goes to that placement (a re-run takes it again
+            // as the map of its primaries, which places standbys as any target does: the
+            // outputs are the same).
+            Some(goal) => {
+                if self.active.is_some() {
+                    return Err(CommandError::PlanRunning);
+                }
+                let usable =
+                    |w: u32| w == NONE || ((w as usize) < self.workers && !self.placements.is_failed(w));
+                if goal.len() != self.placement().len()
+                    || goal
+                        .iter()
+                        .any(|r| !usable(r.primary) || !usable(r.standby) || r.primary == NONE)
+                {
+                    return Err(CommandError::BadTarget(
+                        "balance: the proposal names a worker the job no longer has".to_string(),
+                    ));
+                }
+                self.plan(Purpose::Migration, schedule, description, &goal, now_s);
+            }
+            None => self.start_as(schedule, &target, || description, now_s)?,
+        }
         self.balanced = Some((schedule, target));
         Ok(())
     }
@@ -326,6 +372,7 @@ impl PlanDriver {
                 Some(p) if p.purpose == Purpose::Migration => {
                     p.remaining.clear();
                     p.record.cancelled = true;
+                    self.balance_cancelled |= p.record.by == Some("balancer");
                     Ok(())
                 }
                 Some(_) => Err(CommandError::Restoring),
@@ -376,7 +423,9 @@ impl PlanDriver {
             }
             // Said as the move, not as the map: a map names a worker for every bin.
             let description = || format!("{} on worker {worker}", describe(bins));
-            return self.start_as(all_at_once, &Target::Map(target), description, now_s);
+            self.start_as(all_at_once, &Target::Map(target), description, now_s)?;
+            self.set_excluded(w, false);
+            return Ok(());
         }
         let mut goal = self.placement().clone();
         for &bin in bins {
@@ -428,7 +477,9 @@ impl PlanDriver {
             self.proposal = None;
             return Ok(());
         }
-        self.start_as(schedule, target, || target.to_string(), now_s)
+        self.start_as(schedule, target, || target.to_string(), now_s)?;
+        self.heed(target);
+        Ok(())
     }
 
     /// Plans a migration to `target`, described for records and events by `description`

@@ -136,13 +136,14 @@ fn a_failure_goes_out_alone_then_recovery_copies_the_degraded_bins() {
     assert_eq!(recovery.bins_moved, copied);
     assert_eq!(copied, f.degraded);
     assert!(d.placement().iter().all(|r| !r.is_degraded() && !r.holds(1)));
-    // Worker 1 comes back: the bins rebalance to the initial layout.
+    // Worker 1 comes back: the bins rebalance over the workers the user's `pack:2` left
+    // serving (worker 2 stays excluded: the operator's word), standbys chained.
     d.command(Command::Rejoin { worker: 1 }, 2.0).unwrap();
     assert_eq!(d.poll(50, 50, 2.0).0, vec![ControlInst::Rejoin { worker: 1 }]);
     for t in 51..200 {
         d.poll(t, t, 3.0);
     }
-    assert_eq!(d.placement(), &replicated(&uniform(6, 3), 3, 3));
+    assert_eq!(d.placement(), &replicated(&uniform(6, 2), 3, 3));
     assert_eq!(d.failures()[0].rejoined_s, Some(2.0));
 }
 
@@ -361,6 +362,7 @@ fn loads(bins: Vec<f64>) -> Loads {
         bins,
         bytes: vec![8; n],
         workers: Vec::new(),
+        standbys: Vec::new(),
         offered: 0.0,
         true_rates: Vec::new(),
         at_s: 0.0,
@@ -379,6 +381,7 @@ fn a_standing_proposal_is_what_balance_starts_and_stays_if_refused() {
         before: 2.0,
         after: 1.0,
         workers: None,
+        placement: None,
     };
     let bad = proposal(vec![0, 5, 0, 1]);
     d.propose(Some(bad.clone()));

@@ -4,9 +4,12 @@
 //!
 //! A report covers one [`REPORT_EVERY`] of a worker's run: per bin whose primary it holds,
 //! the records its operators applied to the bin and the bin's bytes. The board adds them
-//! up in windows of [`WINDOW`] and keeps the last whole one: a bin's load is its records
-//! per second in that window. Memory is a few numbers per bin and worker, whatever the run's
-//! length.
+//! up in windows of [`WINDOW`] and keeps the last whole one: a worker's load is its records
+//! over the time its own reports covered (not over worker 0's window, which a report landing
+//! across its tick would stretch or shrink), a bin's load its records over the time of its
+//! reporter's reports. A report whose interval began before the board last started afresh
+//! (a plan ended) is not counted: it may hold work from before the bins moved. Memory is a
+//! few numbers per bin and worker, whatever the run's length.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -36,6 +39,9 @@ pub struct LoadReport {
     pub window: u64,
     /// The report's interval, in nanoseconds.
     pub interval_ns: u64,
+    /// When the interval ended, in nanoseconds on the worker's clock of the run.
+    #[serde(default)]
+    pub ended_ns: u64,
     /// Time the worker's operators were busy in it (0 unless timed).
     pub busy_ns: u64,
     /// Records the worker's source sent in it: the load offered, which what the workers
@@ -44,6 +50,10 @@ pub struct LoadReport {
     pub sent: u64,
     /// Per bin whose primary the worker holds and that had work: (bin, records, bytes).
     pub bins: Vec<(u32, u64, u64)>,
+    /// Per bin whose standby the worker holds and that had work: (bin, records). A standby
+    /// applies every record its primary does: work of the worker's, no load of the bin's.
+    #[serde(default)]
+    pub standbys: Vec<(u32, u64)>,
 }
 
 /// Reads one worker's counters into reports (the differences since the last one).
@@ -74,13 +84,20 @@ impl Meter {
             sizes: Vec::new(),
         };
         // What came before (a preload) is no load of the run's.
-        meter.report(Duration::ZERO, 0, 0);
+        meter.report(Duration::ZERO, Duration::ZERO, 0, 0);
         meter
     }
 
-    /// What the worker's primaries cost since the last report, `interval` ago, as the
-    /// report that closes latency window `window`; its source has sent `sent` records so far.
-    pub(super) fn report(&mut self, interval: Duration, window: u64, sent: u64) -> LoadReport {
+    /// What the worker's primaries cost since the last report, `interval` ago (it is
+    /// `ended` into the run), as the report that closes latency window `window`; its source
+    /// has sent `sent` records so far.
+    pub(super) fn report(
+        &mut self,
+        interval: Duration,
+        ended: Duration,
+        window: u64,
+        sent: u64,
+    ) -> LoadReport {
         let (now, scratch, sizes) = (&mut self.now, &mut self.scratch, &mut self.sizes);
         now.fill((0, 0, false));
         self.observers.each(|op| {
@@ -100,7 +117,7 @@ impl Meter {
                 }
             }
         });
-        let bins = primaries_since(now, &mut self.last);
+        let (bins, standbys) = work_since(now, &mut self.last);
         let busy = self.observers.busy_ns();
         let busy_ns = busy.saturating_sub(self.busy_before);
         self.busy_before = busy;
@@ -110,28 +127,38 @@ impl Meter {
             worker: self.worker,
             window,
             interval_ns: interval.as_nanos() as u64,
+            ended_ns: ended.as_nanos().try_into().unwrap_or(u64::MAX),
             busy_ns,
             sent: sent_since,
             bins,
+            standbys,
         }
     }
 }
 
+/// A report's primaries `(bin, records, bytes)` and standbys `(bin, records)`.
+type Work = (Vec<(u32, u64, u64)>, Vec<(u32, u64)>);
+
 /// The (bin, records, bytes) of each bin whose primary the worker holds and that had work
-/// since `last`, from this report's per-bin `(records so far, bytes, primary)`; `last` is
-/// brought up to date for every bin, whatever the role (a standby's work is no load of a
-/// primary's, before or after a promotion).
-fn primaries_since(now: &[(u64, u64, bool)], last: &mut [u64]) -> Vec<(u32, u64, u64)> {
-    let mut bins = Vec::new();
+/// since `last`, and the (bin, records) of each whose standby it holds, from this report's
+/// per-bin `(records so far, bytes, primary)`; `last` is brought up to date for every bin,
+/// whatever the role (a standby's work is no load of a primary's, before or after a
+/// promotion).
+fn work_since(now: &[(u64, u64, bool)], last: &mut [u64]) -> Work {
+    let (mut bins, mut standbys) = (Vec::new(), Vec::new());
     for (bin, (&(total, bytes, primary), last)) in now.iter().zip(last.iter_mut()).enumerate() {
         // A bin that left and came back counts from where its counters stand.
         let records = total.saturating_sub(*last);
         *last = total;
-        if primary && records > 0 {
-            bins.push((bin as u32, records, bytes));
+        if records > 0 {
+            if primary {
+                bins.push((bin as u32, records, bytes));
+            } else {
+                standbys.push((bin as u32, records));
+            }
         }
     }
-    bins
+    (bins, standbys)
 }
 
 /// Every worker's end of the reports stream: worker 0 hears them all.
@@ -173,6 +200,11 @@ impl LoadReports {
     }
 }
 
+/// `s` seconds as nanoseconds (0 for a negative time).
+fn secs_to_ns(s: f64) -> u64 {
+    (s.max(0.0) * 1e9) as u64
+}
+
 /// The latency window a worker's clock of the run is in.
 pub(super) fn window_at(now: Duration) -> u64 {
     (now.as_nanos() / REPORT_EVERY.as_nanos()) as u64
@@ -201,7 +233,9 @@ impl WindowSums {
             .pending
             .entry(report.window)
             .or_insert_with(|| vec![None; workers]);
-        let records: u64 = report.bins.iter().map(|(_, r, _)| r).sum();
+        // Every record the worker applied, its standbys' too.
+        let records: u64 = report.bins.iter().map(|(_, r, _)| r).sum::<u64>()
+            + report.standbys.iter().map(|(_, r)| r).sum::<u64>();
         let (r, ns) = sums[w].unwrap_or((0, 0));
         sums[w] = Some((r + records, ns + report.interval_ns));
     }
@@ -245,6 +279,9 @@ pub struct Board {
     last: Option<Window>,
     /// When the window being filled began, in seconds into the run.
     began_s: f64,
+    /// Reports whose interval began before this (ns into the run: the last reset) are
+    /// not counted.
+    since_ns: u64,
 }
 
 /// One window's sums.
@@ -252,13 +289,16 @@ pub struct Board {
 struct Window {
     records: Vec<u64>,
     bytes: Vec<u64>,
+    /// Per bin, the worker that reported its records (its primary's holder).
+    reporter: Vec<u32>,
     per_worker: Vec<u64>,
+    /// Per worker, the records its standbys applied.
+    standby_per_worker: Vec<u64>,
     busy_ns: Vec<u64>,
-    /// Records the workers' sources sent.
-    sent: u64,
+    /// Records each worker's source sent.
+    sent: Vec<u64>,
     /// Nanoseconds of reports per worker (a worker that reported nothing is unknown).
     reported_ns: Vec<u64>,
-    secs: f64,
 }
 
 impl Window {
@@ -266,11 +306,12 @@ impl Window {
         Window {
             records: vec![0; bins],
             bytes: vec![0; bins],
+            reporter: vec![0; bins],
             per_worker: vec![0; workers],
+            standby_per_worker: vec![0; workers],
             busy_ns: vec![0; workers],
-            sent: 0,
+            sent: vec![0; workers],
             reported_ns: vec![0; workers],
-            secs: 0.0,
         }
     }
 }
@@ -283,13 +324,15 @@ impl Board {
             filling: Window::new(bins, workers),
             last: None,
             began_s: now_s,
+            since_ns: secs_to_ns(now_s),
         }
     }
 
-    /// Takes a report. A report for a worker or bin the job does not have is ignored.
+    /// Takes a report. A report for a worker or bin the job does not have is ignored, and
+    /// so is one whose interval began before the board last started afresh.
     pub fn take(&mut self, report: &LoadReport) {
         let w = report.worker as usize;
-        if w >= self.workers {
+        if w >= self.workers || report.ended_ns.saturating_sub(report.interval_ns) < self.since_ns {
             return;
         }
         let window = &mut self.filling;
@@ -297,24 +340,24 @@ impl Board {
             if let Some(r) = window.records.get_mut(bin as usize) {
                 *r += records;
                 window.bytes[bin as usize] = bytes;
+                window.reporter[bin as usize] = report.worker;
                 window.per_worker[w] += records;
             }
         }
+        window.standby_per_worker[w] += report.standbys.iter().map(|(_, r)| r).sum::<u64>();
         window.busy_ns[w] += report.busy_ns;
-        window.sent += report.sent;
+        window.sent[w] += report.sent;
         window.reported_ns[w] += report.interval_ns;
     }
 
     /// Closes the window being filled once it is [`WINDOW`] long at `now_s`; returns whether
     /// a new whole window is there to read.
     pub fn tick(&mut self, now_s: f64) -> bool {
-        let secs = now_s - self.began_s;
-        if secs < WINDOW.as_secs_f64() {
+        if now_s - self.began_s < WINDOW.as_secs_f64() {
             return false;
         }
         let bins = self.filling.records.len();
-        let mut whole = std::mem::replace(&mut self.filling, Window::new(bins, self.workers));
-        whole.secs = secs;
+        let whole = std::mem::replace(&mut self.filling, Window::new(bins, self.workers));
         self.last = Some(whole);
         self.began_s = now_s;
         true
@@ -327,20 +370,34 @@ impl Board {
         self.filling = Window::new(bins, self.workers);
         self.last = None;
         self.began_s = now_s;
+        self.since_ns = secs_to_ns(now_s);
     }
 
-    /// The last whole window's loads, once one is and every worker reported in it.
+    /// The last whole window's loads, once one is and every worker reported in it: each
+    /// worker's counts over the time its own reports covered.
     pub fn loads(&self) -> Option<Loads> {
         let w = self.last.as_ref()?;
         if w.reported_ns.contains(&0) {
             return None;
         }
-        let secs = w.secs.max(1e-9);
+        let secs_of = |worker: usize| w.reported_ns[worker] as f64 / 1e9;
         Some(Loads {
-            bins: w.records.iter().map(|r| *r as f64 / secs).collect(),
+            bins: w
+                .records
+                .iter()
+                .zip(&w.reporter)
+                .map(|(r, by)| *r as f64 / secs_of(*by as usize))
+                .collect(),
             bytes: w.bytes.clone(),
-            workers: w.per_worker.iter().map(|r| *r as f64 / secs).collect(),
-            offered: w.sent as f64 / secs,
+            workers: (0..self.workers)
+                .map(|worker| w.per_worker[worker] as f64 / secs_of(worker))
+                .collect(),
+            standbys: (0..self.workers)
+                .map(|worker| w.standby_per_worker[worker] as f64 / secs_of(worker))
+                .collect(),
+            offered: (0..self.workers)
+                .map(|worker| w.sent[worker] as f64 / secs_of(worker))
+                .sum(),
             true_rates: w
                 .per_worker
                 .iter()
@@ -361,9 +418,11 @@ mod tests {
             worker,
             window: 0,
             interval_ns: 250_000_000,
+            ended_ns: 250_000_000,
             busy_ns: 100_000_000,
             sent: 0,
             bins,
+            standbys: Vec::new(),
         }
     }
 
@@ -377,24 +436,68 @@ mod tests {
         board.take(&report(0, vec![(0, 300, 11)]));
         assert!(board.tick(1.0));
         let loads = board.loads().unwrap();
-        assert_eq!(loads.bins, vec![600.0, 100.0, 100.0, 0.0]);
+        // Each worker's records over the time its own reports covered: worker 0's two
+        // reports 0.5 s, worker 1's one 0.25 s.
+        assert_eq!(loads.bins, vec![1200.0, 400.0, 200.0, 0.0]);
         assert_eq!(loads.bytes, vec![11, 30, 20, 0]);
-        assert_eq!(loads.workers, vec![700.0, 100.0]);
+        assert_eq!(loads.workers, vec![1400.0, 400.0]);
         // 700 records in 0.2 busy seconds.
         assert_eq!(loads.true_rates[0], Some(3500.0));
         board.reset(1.2);
         assert!(board.loads().is_none());
     }
 
+    /// Worker 0's fifth report of a steady 400 records/s lands after the board's tick was
+    /// due, in the same window: weighed by worker 0's own window (1.25 s of reports in a
+    /// window read as 1 s) it would look 25 % busier than worker 1.
+    #[test]
+    fn a_report_that_lands_across_a_tick_is_weighed_by_its_own_interval() {
+        let mut board = Board::new(2, 2, 0.0);
+        for (worker, reports) in [(0u32, 5u64), (1, 4)] {
+            for k in 1..=reports {
+                let r = LoadReport {
+                    ended_ns: k * 250_000_000,
+                    ..report(worker, vec![(worker, 100, 1)])
+                };
+                board.take(&r);
+            }
+        }
+        assert!(board.tick(1.0));
+        let loads = board.loads().unwrap();
+        assert_eq!(loads.workers, vec![400.0, 400.0]);
+        assert_eq!(crate::balance::imbalance(&loads.workers), 1.0);
+    }
+
+    /// A plan ended at 2.0 s: a report whose interval began before it holds work from
+    /// before the bins moved, and is not counted.
+    #[test]
+    fn a_report_begun_before_the_board_started_afresh_is_not_counted() {
+        let mut board = Board::new(1, 1, 0.0);
+        board.reset(2.0);
+        let at = |ended_ns| LoadReport {
+            ended_ns,
+            ..report(0, vec![(0, 100, 1)])
+        };
+        board.take(&at(2_100_000_000));
+        board.take(&at(2_500_000_000));
+        board.take(&at(2_750_000_000));
+        assert!(board.tick(3.0));
+        assert_eq!(
+            board.loads().unwrap().workers,
+            vec![400.0],
+            "two reports of 0.25 s"
+        );
+    }
+
     #[test]
     fn a_promoted_standby_reports_only_its_work_as_primary() {
         let mut last = vec![0; 3];
-        // Bin 1 is a standby here: its work is not reported, but counted as seen.
-        let first = primaries_since(&[(10, 5, true), (400, 7, false), (0, 0, false)], &mut last);
-        assert_eq!(first, vec![(0, 10, 5)]);
+        // Bin 1 is a standby here: its work is the worker's, not the bin's load.
+        let first = work_since(&[(10, 5, true), (400, 7, false), (0, 0, false)], &mut last);
+        assert_eq!(first, (vec![(0, 10, 5)], vec![(1, 400)]));
         // Bin 1 is promoted: only the 30 records since count.
-        let second = primaries_since(&[(10, 5, true), (430, 7, true), (0, 0, false)], &mut last);
-        assert_eq!(second, vec![(1, 30, 7)]);
+        let second = work_since(&[(10, 5, true), (430, 7, true), (0, 0, false)], &mut last);
+        assert_eq!(second, (vec![(1, 30, 7)], vec![]));
         assert_eq!(last, vec![10, 430, 0]);
     }
 

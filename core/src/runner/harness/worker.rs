@@ -497,6 +497,7 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
         end_s,
     );
     summary.outputs_written = written;
+    summary.placement = crate::summary::per_worker(driver.placement(), peers, config.workers);
     if config.balance.mode != BalanceMode::Off && !config.native {
         summary.balance = Some(driver.balance().summary(config.balance.mode.to_string()));
         for (w, window) in summary.timeline.iter_mut().enumerate() {
@@ -716,13 +717,19 @@ fn measured_loop<R: timely::ExchangeData + Clone>(
         if let Some((meter, last)) = flow.meter.as_mut()
             && window_at(now) > window_at(*last)
         {
-            flow.loads
-                .send(meter.report(now.saturating_sub(*last), window_at(now) - 1, epochs.records_in()));
+            flow.loads.send(meter.report(
+                now.saturating_sub(*last),
+                now,
+                window_at(now) - 1,
+                epochs.records_in(),
+            ));
             *last = now;
         }
         if let Some(plane) = plane.as_mut() {
-            plane.loads(flow.loads.take(), now_s);
+            // The user's commands and timed plans first: a balancer's plan decided in the
+            // same turn would hold a user's plan due now behind it.
             plane.turn(shared.control, now_s, flow.output());
+            plane.loads(flow.loads.take(), now_s);
         }
         let before = *flow.data.time();
         epochs.send(&mut flow.data, due);

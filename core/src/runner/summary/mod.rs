@@ -4,7 +4,11 @@
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
+mod placement;
 mod spans;
+
+pub use placement::WorkerPlacement;
+pub(crate) use placement::per_worker;
 
 pub(crate) use spans::SpanSums;
 pub use spans::{MAX_SPANS, OutputSpans, Parting};
@@ -275,6 +279,9 @@ pub struct Summary {
     /// What the balancer saw and did (`--balance`), unless it was off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub balance: Option<crate::balance::BalanceSummary>,
+    /// Each worker's primaries and standbys at the end of the run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub placement: Vec<WorkerPlacement>,
 }
 
 /// The drain of a run: the work its operators scheduled for times after the last epoch.
@@ -522,6 +529,7 @@ pub(crate) fn summarize(
         joins: Vec::new(),
         drain: None,
         balance: None,
+        placement: Vec::new(),
     }
 }
 

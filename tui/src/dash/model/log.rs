@@ -224,6 +224,14 @@ impl Dash {
                     BalancePhase::Refused => {
                         Some((LogKind::Problem, format!("balancer's plan refused{why}")))
                     }
+                    BalancePhase::Achieved => Some((
+                        LogKind::Migration,
+                        format!(
+                            "balancer's plan achieved {:.2}x ({:.2}x predicted)",
+                            imbalance.unwrap_or(f64::NAN),
+                            predicted.unwrap_or(f64::NAN)
+                        ),
+                    )),
                 }
             }
             Event::Dropped { place, count } => Some((

@@ -5,6 +5,16 @@
 //! Hysteresis keeps a steady load from making plan after plan: no plan unless it predicts
 //! at least [`MIN_GAIN`] lower imbalance, and nothing is judged on a window that saw a plan
 //! (the board starts afresh when one ends).
+//!
+//! A decision is judged: the first whole window after its plan ended measures the
+//! imbalance it achieved, and a plan that achieved less than half the gain it predicted
+//! doubles the cooldown (from `--balance-every`, at most [`MAX_COOLDOWN`]) before the next
+//! decision; one that achieved at least half sets it back.
+//!
+//! The operator's word stands: a worker the user drained or left out is neither counted
+//! nor given bins ([`PlanDriver::placeable`]), and a plan of the balancer's that the user
+//! cancelled is not issued again while the same worker stays the busiest over the
+//! threshold (once the load evens out, the hold ends).
 
 use std::fmt;
 use std::str::FromStr;
@@ -22,6 +32,8 @@ use crate::scale;
 /// The least improvement a balancer's plan must predict: the imbalance after at most this
 /// fraction of the imbalance before.
 pub const MIN_GAIN: f64 = 0.9;
+/// The longest the balancer waits after a plan of its own before it decides again.
+pub const MAX_COOLDOWN: Duration = Duration::from_secs(60);
 /// `--balance-threshold` unless given.
 pub const DEFAULT_THRESHOLD: f64 = 1.2;
 /// `--balance-every` unless given.
@@ -121,8 +133,10 @@ pub(crate) struct Balancer {
     /// by the measured true rates ([`crate::scale`]), and balanced within.
     elastic: bool,
     board: Board,
-    /// Since when (seconds into the run) the load has been uneven, if it is.
+    /// Since when (seconds into the run) the load has been uneven, if it is, and the
+    /// worker that has been the busiest throughout.
     uneven_since: Option<f64>,
+    uneven_worker: Option<u32>,
     /// Whether a plan ran (or failures waited) at the last turn.
     was_busy: bool,
     /// Whether a proposal stands (`suggest`; the driver holds it).
@@ -133,6 +147,18 @@ pub(crate) struct Balancer {
     /// Each latency window's records per worker, until its imbalance is known.
     windows: WindowSums,
     workers: usize,
+    /// The busiest worker of the last plan `auto` issued.
+    issued_for: Option<u32>,
+    /// The user cancelled the plan issued for this busiest worker: none is issued for it
+    /// again until the load evens out.
+    held_for: Option<u32>,
+    /// The issued plan whose achievement is still to be measured: the imbalance before it
+    /// and the one predicted.
+    judging: Option<(f64, f64)>,
+    /// After a plan of its own, no decision before this (seconds into the run).
+    quiet_until: f64,
+    /// The cooldown the next judged plan starts from, in seconds.
+    cooldown_s: f64,
 }
 
 /// What the balancer would do with a window's loads.
@@ -152,11 +178,17 @@ impl Balancer {
             elastic,
             board: Board::new(bins, workers, 0.0),
             uneven_since: None,
+            uneven_worker: None,
             was_busy: false,
             suggested: false,
             lapsed_since: None,
             windows: WindowSums::default(),
             workers,
+            issued_for: None,
+            held_for: None,
+            judging: None,
+            quiet_until: 0.0,
+            cooldown_s: config.every_s,
         }
     }
 
@@ -164,6 +196,9 @@ impl Balancer {
     /// reports, and once a window closes, gives the driver its loads and decides.
     pub(crate) fn turn(&mut self, reports: Vec<LoadReport>, driver: &mut PlanDriver, now_s: f64) {
         self.take(&reports, driver);
+        if driver.take_cancelled_balance() {
+            self.held_for = self.issued_for;
+        }
         let busy = driver.busy() || driver.urgent();
         if busy != self.was_busy {
             // A window that saw bins move says neither where their load was nor is: the
@@ -193,11 +228,12 @@ impl Balancer {
             self.windows.take(r, self.workers);
         }
         if !reports.is_empty() {
-            // An elastic run's idle workers are not uneven load.
+            // An elastic run's idle workers are not uneven load, nor are workers the user
+            // excluded.
             let counted = if self.elastic {
                 driver.serving()
             } else {
-                driver.live().collect()
+                driver.placeable()
             };
             for (window, imbalance) in self.windows.settle(&counted) {
                 driver.balance_log().window(window, imbalance);
@@ -209,8 +245,10 @@ impl Balancer {
     /// many as the true rates say the load needs.
     fn propose(&self, loads: &Loads, driver: &PlanDriver) -> Proposal {
         let current = driver.primaries();
-        let live: Vec<u32> = driver.live().collect();
+        let live: Vec<u32> = driver.placeable();
         let load_of = |w: u32| loads.workers.get(w as usize).copied().unwrap_or(0.0);
+        let work = loads.work();
+        let work_of = |w: u32| work.get(w as usize).copied().unwrap_or(0.0);
         // Sized by what the sources offer: what the workers applied stops at what they
         // can, and an overloaded set would grow by a step at a time.
         let load = live.iter().map(|w| load_of(*w)).sum::<f64>().max(loads.offered);
@@ -218,9 +256,9 @@ impl Balancer {
         let busiest = serving
             .iter()
             .copied()
-            .max_by(|a, b| load_of(*a).total_cmp(&load_of(*b)));
+            .max_by(|a, b| work_of(*a).total_cmp(&work_of(*b)));
         if !self.elastic {
-            let plan = crate::balance::balanced(&current, &loads.bins, &loads.bytes, &live);
+            let plan = driver.place_by(loads, &live);
             return Proposal {
                 plan,
                 sizing: None,
@@ -260,12 +298,21 @@ impl Balancer {
             target: "megaflux::balance",
             phase = "measured", imbalance = plan.before, predicted = plan.after, run_s = now_s
         );
+        if let Some((before, predicted)) = self.judging.take() {
+            self.achieved(driver, (before, predicted, plan.before), now_s);
+        }
         if proposal.sizing.is_none() && plan.before <= self.config.threshold {
             self.uneven_since = None;
+            self.held_for = None;
             if self.lapsed(now_s) {
                 self.withdraw(driver, "the load evened out", now_s);
             }
             return;
+        }
+        // A spell of uneven load is one worker's: another busiest starts it afresh.
+        if proposal.sizing.is_none() && self.uneven_worker != proposal.busiest {
+            self.uneven_since = None;
+            self.uneven_worker = proposal.busiest;
         }
         let since = *self
             .uneven_since
@@ -283,6 +330,13 @@ impl Balancer {
             return;
         }
         self.lapsed_since = None;
+        if self.held_for.is_some() && self.held_for == proposal.busiest {
+            // The user cancelled the plan made for this: not again until the load changes.
+            return;
+        }
+        if now_s + 1e-9 < self.quiet_until {
+            return;
+        }
         // A proposal stands until the load evens out or a plan runs: the loads of each window
         // differ a little, and so would the next proposal.
         if !self.suggested {
@@ -329,10 +383,14 @@ impl Balancer {
             strategy: self.config.strategy.to_string(),
             issued: auto,
             workers: plan.workers,
+            imbalance_achieved: None,
         };
         self.uneven_since = None;
         if auto {
+            self.issued_for = busiest;
+            self.judging = Some((plan.before, plan.after));
             if let Err(e) = driver.start_balance(self.config.strategy, plan, "balancer", now_s) {
+                self.judging = None;
                 decision.issued = false;
                 tracing::warn!(target: "megaflux::balance", phase = "refused", reason = %e, run_s = now_s);
             }
@@ -341,6 +399,28 @@ impl Balancer {
             self.suggested = true;
         }
         driver.balance_log().decided(decision);
+    }
+
+    /// Notes what the last plan achieved (`before`, `predicted` and `achieved` imbalance,
+    /// measured `now_s`), and sets the cooldown by it.
+    fn achieved(
+        &mut self,
+        driver: &mut PlanDriver,
+        (before, predicted, achieved): (f64, f64, f64),
+        now_s: f64,
+    ) {
+        driver.balance_log().achieved(achieved);
+        tracing::info!(
+            target: "megaflux::balance",
+            phase = "achieved", imbalance = achieved, predicted, run_s = now_s
+        );
+        let (gain, got) = (before - predicted, before - achieved);
+        self.cooldown_s = if got < gain / 2.0 {
+            (self.cooldown_s * 2.0).min(MAX_COOLDOWN.as_secs_f64())
+        } else {
+            self.config.every_s
+        };
+        self.quiet_until = now_s + self.cooldown_s;
     }
 
     /// Drops the standing proposal, if there is one, and says why (the dashboard stops
@@ -391,205 +471,4 @@ fn per_s(r: f64) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Worker `w`'s report of one second in which bin `b` took `records[b]` records (the
-    /// bins of `map` that `w` holds).
-    fn report(w: u32, window: u64, map: &[u32], records: &[u64]) -> LoadReport {
-        let bins = (0..map.len() as u32)
-            .filter(|b| map[*b as usize] == w)
-            .map(|b| (b, records[b as usize], 1024))
-            .collect();
-        LoadReport {
-            worker: w,
-            window,
-            interval_ns: 1_000_000_000,
-            busy_ns: 0,
-            sent: 0,
-            bins,
-        }
-    }
-
-    #[test]
-    fn a_standing_proposal_outlives_one_even_window_but_not_an_even_spell() {
-        const UNEVEN: [u64; 4] = [100, 100, 10, 10];
-        const EVEN: [u64; 4] = [50, 50, 50, 50];
-        let map = [0, 0, 1, 1];
-        let mut driver = PlanDriver::single(&map, 2);
-        let mut balancer = Balancer::new(BalanceConfig::default(), false, map.len(), 2);
-        let mut second = 0u64;
-        let mut turn = |balancer: &mut Balancer, driver: &mut PlanDriver, records: &[u64]| {
-            second += 1;
-            let reports = (0..2).map(|w| report(w, second, &map, records)).collect();
-            balancer.turn(reports, driver, second as f64);
-            balancer.suggested
-        };
-        // Uneven for `--balance-every` (2 s, two windows): one proposal, which stands.
-        let standing: Vec<bool> = [UNEVEN, UNEVEN, UNEVEN]
-            .iter()
-            .map(|r| turn(&mut balancer, &mut driver, r))
-            .collect();
-        assert_eq!(standing, [false, true, true]);
-        // A noisy window that looks even withdraws nothing, and the load uneven again
-        // proposes nothing new.
-        assert!(turn(&mut balancer, &mut driver, &EVEN));
-        for _ in 0..3 {
-            assert!(turn(&mut balancer, &mut driver, &UNEVEN));
-        }
-        assert_eq!(driver.balance_log().summary("suggest".into()).decisions.len(), 1);
-        // Even for 2 s: withdrawn.
-        assert!(turn(&mut balancer, &mut driver, &EVEN));
-        assert!(!turn(&mut balancer, &mut driver, &EVEN));
-    }
-
-    // The policy fed scripted load reports: its exact decisions, which a run's depend on
-    // how its workers were scheduled (core/tests/balance.rs asserts what holds whatever).
-
-    /// As [`report`], timed: the worker was busy `busy_ns` of the second (its true rate is
-    /// its records per busy second).
-    fn timed(w: u32, window: u64, map: &[u32], records: &[u64], busy_ns: u64) -> LoadReport {
-        LoadReport {
-            busy_ns,
-            ..report(w, window, map, records)
-        }
-    }
-
-    /// Worker `w`'s load under `map`.
-    fn load_of(w: u32, map: &[u32], records: &[u64]) -> u64 {
-        (0..map.len()).filter(|b| map[*b] == w).map(|b| records[b]).sum()
-    }
-
-    /// Issues the driver's running plan step by step, each complete once the output passes
-    /// it, until it is done.
-    fn complete(driver: &mut PlanDriver, time: &mut crate::Time, now_s: f64) {
-        for _ in 0..1000 {
-            if !driver.busy() {
-                return;
-            }
-            *time += 1;
-            driver.set_time(*time);
-            let _ = driver.poll(*time, *time - 1, now_s);
-        }
-        panic!("the plan did not complete");
-    }
-
-    #[test]
-    fn an_even_load_makes_no_decision() {
-        const EVEN: [u64; 4] = [50, 50, 50, 50];
-        let map = [0, 0, 1, 1];
-        for mode in [BalanceMode::Suggest, BalanceMode::Auto] {
-            let mut driver = PlanDriver::single(&map, 2);
-            let config = BalanceConfig {
-                mode,
-                ..BalanceConfig::default()
-            };
-            let mut balancer = Balancer::new(config, false, map.len(), 2);
-            for second in 1..=30u64 {
-                let reports = (0..2).map(|w| report(w, second, &map, &EVEN)).collect();
-                balancer.turn(reports, &mut driver, second as f64);
-                assert!(!balancer.suggested && !driver.busy(), "{mode}: second {second}");
-            }
-            let log = driver.balance_log().summary(mode.to_string());
-            assert!(log.decisions.is_empty(), "{mode}: {log:?}");
-            assert_eq!(log.measured.len(), 30, "{mode}: every window judged even");
-        }
-    }
-
-    #[test]
-    fn auto_issues_one_plan_that_evens_a_steady_skew_and_none_once_it_is_even() {
-        // Worker 0 holds both hot bins: 200 records/s against 20.
-        const SKEW: [u64; 4] = [100, 100, 10, 10];
-        let map = [0, 0, 1, 1];
-        let config = BalanceConfig {
-            mode: BalanceMode::Auto,
-            ..BalanceConfig::default()
-        };
-        let mut driver = PlanDriver::single(&map, 2);
-        let mut balancer = Balancer::new(config, false, map.len(), 2);
-        let (mut second, mut time) = (0u64, 0);
-        let turn = |balancer: &mut Balancer, driver: &mut PlanDriver, second: &mut u64| {
-            *second += 1;
-            let now = driver.primaries();
-            let reports = (0..2).map(|w| report(w, *second, &now, &SKEW)).collect();
-            balancer.turn(reports, driver, *second as f64);
-        };
-        // Uneven for `--balance-every` (2 s): the plan starts at the second window.
-        turn(&mut balancer, &mut driver, &mut second);
-        assert!(!driver.busy());
-        turn(&mut balancer, &mut driver, &mut second);
-        assert!(driver.busy(), "the balancer's plan runs");
-        let decisions = driver.balance_log().summary("auto".into()).decisions;
-        assert_eq!(decisions.len(), 1, "{decisions:?}");
-        let d = &decisions[0];
-        assert!(d.issued && d.workers.is_none(), "{d:?}");
-        assert!((d.imbalance_before - 200.0 / 110.0).abs() < 1e-9, "{d:?}");
-        assert!(d.imbalance_predicted <= d.imbalance_before * MIN_GAIN, "{d:?}");
-        // Nothing is judged while it runs.
-        turn(&mut balancer, &mut driver, &mut second);
-        complete(&mut driver, &mut time, second as f64);
-        // The plan evened the load: as predicted, and no plan follows while it stays so.
-        let after = driver.primaries();
-        let (w0, w1) = (load_of(0, &after, &SKEW), load_of(1, &after, &SKEW));
-        assert_eq!((w0, w1), (110, 110), "{after:?}");
-        for _ in 0..20 {
-            turn(&mut balancer, &mut driver, &mut second);
-            assert!(!driver.busy());
-        }
-        let log = driver.balance_log().summary("auto".into());
-        assert_eq!(log.decisions.len(), 1, "{log:?}");
-    }
-
-    #[test]
-    fn suggest_mode_proposes_once_and_starts_nothing() {
-        const SKEW: [u64; 4] = [100, 100, 10, 10];
-        let map = [0, 0, 1, 1];
-        let mut driver = PlanDriver::single(&map, 2);
-        let mut balancer = Balancer::new(BalanceConfig::default(), false, map.len(), 2);
-        for second in 1..=20u64 {
-            let reports = (0..2).map(|w| report(w, second, &map, &SKEW)).collect();
-            balancer.turn(reports, &mut driver, second as f64);
-            assert!(!driver.busy(), "nothing starts");
-            assert_eq!(balancer.suggested, second >= 2, "second {second}");
-        }
-        assert_eq!(driver.primaries(), map, "nothing moved");
-        let log = driver.balance_log().summary("suggest".into());
-        assert_eq!(log.decisions.len(), 1, "one proposal for a steady skew: {log:?}");
-        assert!(!log.decisions[0].issued);
-        // The proposal, if started, evens the load.
-        let plan = driver.by_load().expect("loads measured");
-        let (w0, w1) = (load_of(0, &plan.map, &SKEW), load_of(1, &plan.map, &SKEW));
-        assert_eq!((w0, w1), (110, 110), "{plan:?}");
-    }
-
-    #[test]
-    fn an_elastic_run_spread_wider_than_its_load_needs_is_packed_back_once() {
-        // 100 records/s over two workers that each apply 50 records in a busy millisecond:
-        // one worker carries it far below half its true rate.
-        const LIGHT: [u64; 4] = [25, 25, 25, 25];
-        let map = [0, 1, 0, 1];
-        let config = BalanceConfig {
-            mode: BalanceMode::Auto,
-            ..BalanceConfig::default()
-        };
-        let mut driver = PlanDriver::single(&map, 2);
-        driver.set_elastic(true);
-        let mut balancer = Balancer::new(config, true, map.len(), 2);
-        let mut time = 0;
-        for second in 1..=30u64 {
-            let now = driver.primaries();
-            let reports = (0..2)
-                .map(|w| timed(w, second, &now, &LIGHT, 1_000_000))
-                .collect();
-            balancer.turn(reports, &mut driver, second as f64);
-            complete(&mut driver, &mut time, second as f64);
-        }
-        let log = driver.balance_log().summary("auto".into());
-        let sized: Vec<_> = log.decisions.iter().filter(|d| d.workers.is_some()).collect();
-        assert_eq!(sized.len(), 1, "{log:?}");
-        assert_eq!(sized[0].workers, Some([2, 1]), "{log:?}");
-        assert!(sized[0].issued);
-        assert_eq!(driver.serving().len(), 1, "packed onto one worker");
-        assert_eq!(log.decisions.len(), 1, "nothing more for a steady load: {log:?}");
-    }
-}
+mod tests;

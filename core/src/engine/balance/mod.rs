@@ -6,12 +6,18 @@
 //! gap), the smaller bin on a tie, until no move lowers the pair's maximum: a greedy
 //! longest-processing-time assignment seeded with today's placement, so that bins that need
 //! not move stay. Its invariant: every move strictly lowers the larger of the two workers'
-//! loads, so the result's maximum is never above the input's, and the loop ends.
+//! loads, so the result's maximum is never above the input's, and the loop ends. With two
+//! replicas per bin, [`balanced_replicas`] does the same over primaries and standbys, each
+//! worker's work being every bin it holds a replica of.
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::Map;
+use crate::config::{Map, Placement};
+
+mod replicas;
+
 use crate::size::human;
+pub use replicas::balanced_replicas;
 
 /// A window's loads, as the balancer and the `balance` target read them.
 #[derive(Clone, Debug, PartialEq)]
@@ -22,12 +28,26 @@ pub struct Loads {
     pub bytes: Vec<u64>,
     /// Per worker: records per second its primaries took.
     pub workers: Vec<f64>,
+    /// Per worker: records per second its standbys applied (the same records as their
+    /// primaries: work of the worker's, no load of the bins').
+    pub standbys: Vec<f64>,
     /// Records per second the workers' sources sent, in all.
     pub offered: f64,
     /// Per worker: records per busy second (DS2's true rate), where it was timed and busy.
     pub true_rates: Vec<Option<f64>>,
     /// The window's end, in seconds into the run.
     pub at_s: f64,
+}
+
+impl Loads {
+    /// Per worker: every record per second it applied, as primary or standby.
+    pub fn work(&self) -> Vec<f64> {
+        self.workers
+            .iter()
+            .enumerate()
+            .map(|(w, p)| p + self.standbys.get(w).copied().unwrap_or(0.0))
+            .collect()
+    }
 }
 
 /// Decisions a run keeps in detail (the rest are counted).
@@ -55,6 +75,10 @@ pub struct Decision {
     /// A sizing (the run started packed): the workers serving before, and after.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workers: Option<[usize; 2]>,
+    /// Max / mean worker load measured over the first whole window after its plan ended
+    /// (an issued plan that ended before the run did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imbalance_achieved: Option<f64>,
 }
 
 /// The balancer's part of the summary.
@@ -99,6 +123,15 @@ impl BalanceLog {
             self.decisions.push(decision);
         } else {
             self.unlisted += 1;
+        }
+    }
+
+    /// The last decision's plan achieved `imbalance` (if that decision is kept).
+    pub fn achieved(&mut self, imbalance: f64) {
+        if self.unlisted == 0
+            && let Some(d) = self.decisions.last_mut()
+        {
+            d.imbalance_achieved = Some(imbalance);
         }
     }
 
@@ -152,6 +185,9 @@ pub struct Balanced {
     /// When the plan sizes the set of workers serving ([`crate::scale`]): how many serve
     /// before and after.
     pub workers: Option<[usize; 2]>,
+    /// Every bin's replicas after the moves, when the plan places standbys too
+    /// ([`balanced_replicas`]); `None`: it places primaries, standbys as for any target.
+    pub placement: Option<Placement>,
 }
 
 impl Balanced {
@@ -233,6 +269,7 @@ pub fn balanced(current: &[u32], load: &[f64], bytes: &[u64], alive: &[u32]) -> 
         before,
         after: imbalance(&total),
         workers: None,
+        placement: None,
     }
 }
 
@@ -269,11 +306,13 @@ fn best_move(bins: &[(f64, u64, u32)], gap: f64) -> Option<usize> {
         .max_by(|a, b| gain(*a).total_cmp(&gain(*b)).then(bins[*b].1.cmp(&bins[*a].1)))
 }
 
-fn argmax(v: &[f64]) -> Option<usize> {
+/// The index of the largest of `v` (the last of equals).
+pub(super) fn argmax(v: &[f64]) -> Option<usize> {
     (0..v.len()).max_by(|a, b| v[*a].total_cmp(&v[*b]))
 }
 
-fn argmin(v: &[f64]) -> Option<usize> {
+/// The index of the smallest of `v` (the first of equals).
+pub(super) fn argmin(v: &[f64]) -> Option<usize> {
     (0..v.len()).min_by(|a, b| v[*a].total_cmp(&v[*b]))
 }
 
