@@ -147,13 +147,7 @@ fn until_a_balancer_plan_completed(
     plain: RunConfig,
 ) -> (Summary, Summary) {
     let _one = one_run();
-    let mut running = Running::start(
-        what,
-        RunConfig {
-            duration: UNTIL_STOPPED,
-            ..config
-        },
-    );
+    let mut running = until_stopped(what, config);
     let resizes = move |e: &Logged| e.field("needed").is_some() == sizing;
     running.wait_for("a plan of the balancer's", |r| {
         count_after(&r.events(), None, ("megaflux::balance", "issued"), resizes) > 0
@@ -227,12 +221,9 @@ const WINDOWS_AFTER: usize = 4;
 fn suggest_mode_proposes_and_moves_nothing() {
     let summary = {
         let _one = one_run();
-        let mut running = Running::start(
+        let mut running = until_stopped(
             "the skewed run suggesting",
-            RunConfig {
-                duration: UNTIL_STOPPED,
-                ..paced(config(BalanceMode::Suggest, 1))
-            },
+            paced(config(BalanceMode::Suggest, 1)),
         );
         running.wait_for("a proposal and some windows measured after it", |r| {
             count_after(
@@ -458,15 +449,20 @@ fn two_workers_with_two_replicas_have_nothing_to_balance() {
 /// `after`, with one) and stops it: its summary.
 fn measured_windows(what: &str, config: RunConfig, after: Option<(&str, &str)>, windows: usize) -> Summary {
     let _one = one_run();
-    let mut running = Running::start(
+    let mut running = until_stopped(what, config);
+    running.wait_for(&format!("{windows} measured windows"), |r| {
+        count_after(&r.events(), after, ("megaflux::balance", "measured"), |_| true) >= windows
+    });
+    running.stop()
+}
+
+/// `config` started to run until the test stops it.
+fn until_stopped(what: &str, config: RunConfig) -> Running {
+    Running::start(
         what,
         RunConfig {
             duration: UNTIL_STOPPED,
             ..config
         },
-    );
-    running.wait_for(&format!("{windows} measured windows"), |r| {
-        count_after(&r.events(), after, ("megaflux::balance", "measured"), |_| true) >= windows
-    });
-    running.stop()
+    )
 }

@@ -211,6 +211,14 @@ impl Balanced {
     }
 }
 
+/// Bin `b`'s load in `load`, 0 for a bin without one or with a load that is no number.
+pub(super) fn weight(load: &[f64], b: usize) -> f64 {
+    load.get(b)
+        .copied()
+        .filter(|l| l.is_finite() && *l > 0.0)
+        .unwrap_or(0.0)
+}
+
 /// Max / mean of `loads` (1 when all are zero or there is one).
 pub fn imbalance(loads: &[f64]) -> f64 {
     let mean = loads.iter().sum::<f64>() / loads.len().max(1) as f64;
@@ -223,12 +231,7 @@ pub fn imbalance(loads: &[f64]) -> f64 {
 /// bytes. A bin whose primary is on a worker not in `alive` keeps it.
 pub fn balanced(current: &[u32], load: &[f64], bytes: &[u64], alive: &[u32]) -> Balanced {
     let slot = |w: u32| alive.iter().position(|a| *a == w);
-    let weight = |b: usize| {
-        load.get(b)
-            .copied()
-            .filter(|l| l.is_finite() && *l > 0.0)
-            .unwrap_or(0.0)
-    };
+    let weight = |b: usize| weight(load, b);
     // Per live worker: its bins with load, sorted by (load, bytes), and its total.
     let mut held: Vec<Vec<(f64, u64, u32)>> = vec![Vec::new(); alive.len()];
     let mut total = vec![0.0f64; alive.len()];

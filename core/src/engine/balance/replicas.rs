@@ -10,7 +10,7 @@
 //! worker of another process could hold one of them; every move strictly lowers the larger
 //! of the two workers' work, so the result's maximum is never above the input's.
 
-use super::{Balanced, argmax, argmin, imbalance};
+use super::{Balanced, argmax, argmin, imbalance, weight};
 use crate::config::{NONE, Placement, same_process};
 
 /// One replica a worker holds: (load, bytes, bin, whether it is the primary).
@@ -28,12 +28,7 @@ pub fn balanced_replicas(
     per_process: usize,
 ) -> Balanced {
     let slot = |w: u32| alive.iter().position(|a| *a == w);
-    let weight = |b: usize| {
-        load.get(b)
-            .copied()
-            .filter(|l| l.is_finite() && *l > 0.0)
-            .unwrap_or(0.0)
-    };
+    let weight = |b: usize| weight(load, b);
     let size = |b: usize| bytes.get(b).copied().unwrap_or(0);
     let mut held: Vec<Vec<Held>> = vec![Vec::new(); alive.len()];
     let mut total = vec![0.0f64; alive.len()];
