@@ -192,7 +192,8 @@ fn a_skewed_run_balances_itself_and_keeps_its_output() {
             false,
             paced(config(BalanceMode::Off, replicas)),
         );
-        assert!(plain.balance.is_none());
+        let off = plain.balance.as_ref().expect("an `off` run's measures");
+        assert!(off.decisions.is_empty(), "{off:?}");
         assert_eq!(balanced.duration_s, plain.duration_s);
         assert_eq!(balanced.output_digest, plain.output_digest, "replicas {replicas}");
         assert_eq!(balanced.outputs, plain.outputs, "replicas {replicas}");
@@ -212,6 +213,87 @@ fn a_skewed_run_balances_itself_and_keeps_its_output() {
             balanced.migrations
         );
     }
+}
+
+#[test]
+fn a_rejoin_under_auto_rebalances_by_the_measured_load() {
+    use megaflux::control::Command;
+    let summary = {
+        let _one = one_run();
+        let config = RunConfig {
+            workers: 3,
+            ..paced(config(BalanceMode::Auto, 2))
+        };
+        let mut running = until_stopped("the skewed run with a rejoin", config);
+        running.wait_for("a measured window", |r| {
+            count_after(&r.events(), None, ("megaflux::balance", "measured"), |_| true) > 0
+        });
+        running.handle().send(Command::Fail { worker: 2 });
+        running.wait_for("the failure's recovery to be planned", |r| {
+            count_after(&r.events(), None, ("megaflux::plan", "planned"), |e| {
+                e.field("purpose") == Some("recovery")
+            }) > 0
+        });
+        running.handle().send(Command::Rejoin { worker: 2 });
+        running.wait_for("the rejoin's rebalance to complete", |r| {
+            let events = r.events();
+            let Some(planned) = events
+                .iter()
+                .position(|e| e.is("megaflux::plan", "planned") && e.field("purpose") == Some("rebalance"))
+            else {
+                return false;
+            };
+            count_after(&events[planned..], None, ("megaflux::plan", "completed"), |_| {
+                true
+            }) > 0
+        });
+        running.stop()
+    };
+    let rebalance = summary
+        .migrations
+        .iter()
+        .find(|m| m.target.contains("balanced"))
+        .unwrap_or_else(|| panic!("no rebalance among {:?}", summary.migrations));
+    assert_eq!(
+        rebalance.target, "balanced by load over the live workers",
+        "{rebalance:?}"
+    );
+    assert!(rebalance.completed_s.is_some(), "{rebalance:?}");
+    let on_2 = summary
+        .placement
+        .iter()
+        .find(|p| p.worker == 2)
+        .expect("worker 2's placement");
+    assert!(
+        on_2.primaries + on_2.standbys > 0,
+        "the rejoined worker holds nothing: {:?}",
+        summary.placement
+    );
+}
+
+#[test]
+fn off_measures_the_skew_and_decides_nothing() {
+    let summary = {
+        let _one = one_run();
+        let mut running = until_stopped(
+            "the skewed run with the balancer off",
+            config(BalanceMode::Off, 1),
+        );
+        running.wait_for("three measured windows", |r| {
+            count_after(&r.events(), None, ("megaflux::balance", "measured"), |_| true) >= 3
+        });
+        running.stop()
+    };
+    let off = summary.balance.as_ref().expect("an `off` run's measures");
+    assert_eq!(off.mode, "off");
+    assert!(off.decisions.is_empty(), "{off:?}");
+    assert!(off.measured.len() >= 3, "{off:?}");
+    assert!(
+        summary.timeline.iter().any(|w| w.imbalance.is_some()),
+        "no imbalance on the timeline of an `off` run: {:?}",
+        summary.timeline
+    );
+    assert!(summary.migrations.is_empty(), "{:?}", summary.migrations);
 }
 
 /// Windows the suggesting run is measured for after its first proposal.

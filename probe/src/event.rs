@@ -83,6 +83,9 @@ pub enum BalancePhase {
     Measured,
     /// It proposes a `balance` plan (`--balance suggest`): a person may start it.
     Suggested,
+    /// It made its standing proposal afresh from the last window's loads (each
+    /// `--balance-every` the proposal stands).
+    Refreshed,
     /// It started a `balance` plan (`--balance auto`).
     Issued,
     /// It dropped its proposal: the load evened out, or a plan runs.
@@ -100,6 +103,7 @@ impl BalancePhase {
         match self {
             BalancePhase::Measured => "measured",
             BalancePhase::Suggested => "suggested",
+            BalancePhase::Refreshed => "refreshed",
             BalancePhase::Issued => "issued",
             BalancePhase::Withdrawn => "withdrawn",
             BalancePhase::Refused => "refused",

@@ -259,6 +259,7 @@ fn convert(target: &str, f: &Fields) -> Option<Event> {
                 "withdrawn" => BalancePhase::Withdrawn,
                 "refused" => BalancePhase::Refused,
                 "achieved" => BalancePhase::Achieved,
+                "refreshed" => BalancePhase::Refreshed,
                 _ => return None,
             },
             run_s: f.f64("run_s")?,

@@ -86,6 +86,33 @@ pub enum CommandRequest {
         /// The failed worker to bring back, by its index in the whole job.
         worker: usize,
     },
+    /// What the balancer does from now on: `off`, `suggest` or `auto`.
+    Balance {
+        /// The mode, as `--balance` spells it.
+        mode: String,
+    },
+    /// Pin bins where they are (`pinned: false` frees them): no placement by load moves
+    /// them.
+    Pin {
+        /// The bins, each below the job's `bins`, written as for `move_bins`.
+        #[serde(with = "megaflux::bins::compact")]
+        bins: Vec<usize>,
+        /// Pin (the default), or free.
+        #[serde(default = "yes")]
+        pinned: bool,
+    },
+    /// Exclude a worker from placements by load (`excluded: false` includes it again).
+    Exclude {
+        /// The worker, by its index in the whole job.
+        worker: usize,
+        /// Exclude (the default), or include.
+        #[serde(default = "yes")]
+        excluded: bool,
+    },
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl CommandRequest {
@@ -112,6 +139,22 @@ impl CommandRequest {
             CommandRequest::CancelPlan => Command::CancelPlan.describe(),
             CommandRequest::Fail { worker } => Command::Fail { worker: *worker }.describe(),
             CommandRequest::Rejoin { worker } => Command::Rejoin { worker: *worker }.describe(),
+            CommandRequest::Balance { mode } => {
+                format!(
+                    "balance {}",
+                    megaflux::bins::cut(mode, megaflux::control::DESCRIBED_TARGET)
+                )
+            }
+            CommandRequest::Pin { bins, pinned } => Command::Pin {
+                bins: bins.clone(),
+                pinned: *pinned,
+            }
+            .describe(),
+            CommandRequest::Exclude { worker, excluded } => Command::Exclude {
+                worker: *worker,
+                excluded: *excluded,
+            }
+            .describe(),
         }
     }
 
@@ -136,6 +179,11 @@ impl CommandRequest {
             CommandRequest::Record { .. } => return Err("recording is the collector's, not the job's".into()),
             CommandRequest::Fail { worker } => Command::Fail { worker },
             CommandRequest::Rejoin { worker } => Command::Rejoin { worker },
+            CommandRequest::Balance { mode } => Command::Balance {
+                mode: mode.parse().map_err(|e: ConfigError| e.to_string())?,
+            },
+            CommandRequest::Pin { bins, pinned } => Command::Pin { bins, pinned },
+            CommandRequest::Exclude { worker, excluded } => Command::Exclude { worker, excluded },
         })
     }
 }
@@ -615,6 +663,17 @@ mod tests {
             Command::CancelPlan,
             Command::Fail { worker: 3 },
             Command::Rejoin { worker: 3 },
+            Command::Balance {
+                mode: megaflux::balance::BalanceMode::Auto,
+            },
+            Command::Pin {
+                bins: vec![0, 1, 2, 7],
+                pinned: false,
+            },
+            Command::Exclude {
+                worker: 2,
+                excluded: true,
+            },
         ];
         let expected = [
             CommandRequest::MoveBins {
@@ -629,11 +688,49 @@ mod tests {
             CommandRequest::CancelPlan,
             CommandRequest::Fail { worker: 3 },
             CommandRequest::Rejoin { worker: 3 },
+            CommandRequest::Balance { mode: "auto".into() },
+            CommandRequest::Pin {
+                bins: vec![0, 1, 2, 7],
+                pinned: false,
+            },
+            CommandRequest::Exclude {
+                worker: 2,
+                excluded: true,
+            },
         ];
+        assert_eq!(commands.len(), expected.len());
         for (c, e) in commands.iter().zip(expected) {
             let read: CommandRequest = serde_json::from_str(&c.request()).unwrap();
+            assert_eq!(read.to_command().as_ref(), Ok(c));
             assert_eq!(read, e);
         }
+    }
+
+    #[test]
+    fn the_operators_commands_read_with_their_defaults_and_a_bad_mode_is_named() {
+        let pin: CommandRequest = serde_json::from_str(r#"{"command":"pin","bins":"3-5"}"#).unwrap();
+        assert_eq!(
+            pin.to_command(),
+            Ok(Command::Pin {
+                bins: vec![3, 4, 5],
+                pinned: true
+            })
+        );
+        let exclude: CommandRequest = serde_json::from_str(r#"{"command":"exclude","worker":1}"#).unwrap();
+        assert_eq!(
+            exclude.to_command(),
+            Ok(Command::Exclude {
+                worker: 1,
+                excluded: true
+            })
+        );
+        let bad: CommandRequest =
+            serde_json::from_str(r#"{"command":"balance","mode":"sometimes"}"#).unwrap();
+        let err = bad.to_command().unwrap_err();
+        assert!(
+            err.contains("sometimes") && err.contains("off, suggest or auto"),
+            "{err}"
+        );
     }
 
     use super::*;

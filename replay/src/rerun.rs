@@ -170,6 +170,16 @@ impl Recording {
                             "line {line}: the trace's commands name more than {MAX_LISTED_BINS} bins in all"
                         )));
                     }
+                    // The recorded balancer's plans are among the commands: the re-run's own
+                    // would add others (as for `--balance auto`, below).
+                    let command = match command {
+                        Command::Balance {
+                            mode: BalanceMode::Auto,
+                        } => Command::Balance {
+                            mode: BalanceMode::Suggest,
+                        },
+                        other => other,
+                    };
                     taken.push((time, command, line));
                 }
                 Event::Command {
@@ -373,8 +383,13 @@ fn check_limits(config: &RunConfig, script: &[Scripted], limits: Limits) -> Resu
 /// Workers a command names must be in the job.
 fn check_workers(command: &Command, peers: usize) -> Result<(), String> {
     let worker = match command {
-        Command::MoveBins { worker, .. } | Command::Fail { worker } | Command::Rejoin { worker } => *worker,
-        Command::StartPlan { .. } | Command::CancelPlan => return Ok(()),
+        Command::MoveBins { worker, .. }
+        | Command::Fail { worker }
+        | Command::Rejoin { worker }
+        | Command::Exclude { worker, .. } => *worker,
+        Command::StartPlan { .. } | Command::CancelPlan | Command::Balance { .. } | Command::Pin { .. } => {
+            return Ok(());
+        }
     };
     if peers > 0 && worker >= peers {
         return Err(format!("the command names worker {worker}, the job has {peers}"));
@@ -384,7 +399,7 @@ fn check_workers(command: &Command, peers: usize) -> Result<(), String> {
 /// The bins `command` names (what holding it costs).
 fn command_bins(command: &Command) -> usize {
     match command {
-        Command::MoveBins { bins, .. } => bins.len(),
+        Command::MoveBins { bins, .. } | Command::Pin { bins, .. } => bins.len(),
         _ => 1,
     }
 }

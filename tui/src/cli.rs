@@ -221,8 +221,8 @@ struct RunArgs {
     placement: Option<megaflux::plan::Target>,
     /// What worker 0 does when the busiest worker stays above --balance-threshold times the
     /// mean load for --balance-every: `suggest` a plan (logged; the plan dialog's and
-    /// --migrate's `balance` target makes it), issue it (`auto`), or nothing (`off`, and no
-    /// load is measured).
+    /// --migrate's `balance` target makes it), issue it (`auto`), or nothing (`off`: the load
+    /// is still measured). The dashboard's `B` key changes it while the job runs.
     #[arg(long, default_value = "suggest", value_name = "off|suggest|auto", value_parser = flags::balance)]
     balance: megaflux::harness::balancer::BalanceMode,
     /// The busiest worker's load over the mean above which the load is uneven.
@@ -234,6 +234,10 @@ struct RunArgs {
     /// How the balancer's plans move bins.
     #[arg(long, default_value = "fluid", value_parser = flags::schedule, value_name = "STRATEGY")]
     balance_strategy: Schedule,
+    /// The most state one placement by load moves (a balancer's decision, a `balance` plan,
+    /// a rebalance after a rejoin): bytes, or with a unit (`64MiB`, `1GB`) [default: no cap].
+    #[arg(long, value_name = "BYTES", value_parser = megaflux::size::parse)]
+    balance_max_bytes: Option<u64>,
     /// Largest state message in bytes.
     #[arg(long, default_value_t = megaflux::operator::DEFAULT_CHUNK_BYTES, value_parser = flags::chunk)]
     chunk_bytes: usize,
@@ -634,6 +638,7 @@ fn run_config(args: &RunArgs, dashboard: bool, job: &dyn AnyJob) -> Result<RunCo
             threshold: args.balance_threshold,
             every_s: args.balance_every,
             strategy: args.balance_strategy,
+            max_bytes: args.balance_max_bytes.unwrap_or(u64::MAX),
         },
         max_line_bytes: args
             .max_line_bytes

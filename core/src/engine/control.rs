@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::balance::BalanceMode;
 use crate::plan::{Schedule, Target};
 
 /// A request to change where bins live.
@@ -42,6 +43,28 @@ pub enum Command {
         /// The failed worker to bring back: its index in the whole job.
         worker: usize,
     },
+    /// What the balancer does from now on.
+    Balance {
+        /// Measure only, propose, or issue.
+        mode: BalanceMode,
+    },
+    /// Pin these bins where they are (or, `pinned: false`, free them): no placement by load
+    /// (the balancer's, a rebalance's) moves them; the user's own plans still do.
+    Pin {
+        /// The bins, by index (each below the job's bin count).
+        bins: Vec<usize>,
+        /// Pin, or free.
+        pinned: bool,
+    },
+    /// Exclude this worker from placements by load (or, `excluded: false`, include it
+    /// again): they neither count it nor put bins on it. Its bins stay until a plan moves
+    /// them (`drain:W` does both).
+    Exclude {
+        /// The worker: its index in the whole job.
+        worker: usize,
+        /// Exclude, or include.
+        excluded: bool,
+    },
 }
 
 /// A command in the form the wire and traces carry it (`{"command": "move_bins", ...}`).
@@ -64,6 +87,18 @@ enum Request<'a> {
     },
     Rejoin {
         worker: usize,
+    },
+    Balance {
+        mode: String,
+    },
+    Pin {
+        #[serde(serialize_with = "crate::bins::compact::serialize")]
+        bins: &'a [usize],
+        pinned: bool,
+    },
+    Exclude {
+        worker: usize,
+        excluded: bool,
     },
 }
 
@@ -93,6 +128,16 @@ impl Command {
             Command::CancelPlan => "cancel the running plan".into(),
             Command::Fail { worker } => format!("fail worker {worker}"),
             Command::Rejoin { worker } => format!("rejoin worker {worker}"),
+            Command::Balance { mode } => format!("balance {mode}"),
+            Command::Pin { bins, pinned } => format!(
+                "{} {}",
+                if *pinned { "pin" } else { "unpin" },
+                crate::bins::describe(bins)
+            ),
+            Command::Exclude { worker, excluded } => format!(
+                "{} worker {worker}",
+                if *excluded { "exclude" } else { "include" }
+            ),
         }
     }
 
@@ -116,6 +161,17 @@ impl Command {
             Command::CancelPlan => Request::CancelPlan,
             Command::Fail { worker } => Request::Fail { worker: *worker },
             Command::Rejoin { worker } => Request::Rejoin { worker: *worker },
+            Command::Balance { mode } => Request::Balance {
+                mode: mode.to_string(),
+            },
+            Command::Pin { bins, pinned } => Request::Pin {
+                bins,
+                pinned: *pinned,
+            },
+            Command::Exclude { worker, excluded } => Request::Exclude {
+                worker: *worker,
+                excluded: *excluded,
+            },
         };
         // Plain data into a string: it cannot fail.
         serde_json::to_string(&request).unwrap_or_default()

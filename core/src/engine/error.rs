@@ -75,6 +75,10 @@ pub enum CommandError {
     /// A rejoin names a worker that has not failed (or whose rejoin is pending).
     #[error("worker {0} has not failed")]
     NotFailed(usize),
+    /// The balancer's mode was set where there is no balancer (a job with none: the native
+    /// twin, or a driver on its own).
+    #[error("this job has no balancer")]
+    NoBalancer,
     /// A standby move cannot take place: the job has one replica per bin, or the worker
     /// holds the bin's primary.
     #[error("worker {worker} cannot hold the standby of bin {bin}: {reason}")]

@@ -7,7 +7,7 @@
 //! at [`SCALE_IN_UTILISATION`]; after either, the load sits between the two, so a steady
 //! load never sees the set grow and shrink in turn.
 
-use crate::balance::{Balanced, balanced, imbalance, moved};
+use crate::balance::{Balanced, Movable, balanced, imbalance, moved};
 
 /// The share of its true rate a worker is planned to run at: the rest is headroom for the
 /// worker's other work (its source, the exchange) and for bursts.
@@ -57,9 +57,10 @@ pub fn choose(serving: &[(u32, f64)], idle: &[u32], k: usize) -> Vec<u32> {
 }
 
 /// The placement of primaries on exactly the workers `active`: every bin of another worker
-/// moves to the least loaded of them (the busiest bins first), then [`balanced`] evens them
-/// out. `before` is the imbalance over the workers serving now, `after` over `active`.
-pub fn onto(current: &[u32], load: &[f64], bytes: &[u64], active: &[u32]) -> Balanced {
+/// moves to the least loaded of them (the busiest bins first, pinned ones too: a worker
+/// that stops serving keeps none), then [`balanced`] evens them out as `movable` lets it.
+/// `before` is the imbalance over the workers serving now, `after` over `active`.
+pub fn onto(current: &[u32], load: &[f64], bytes: &[u64], active: &[u32], movable: &Movable) -> Balanced {
     let weight = |b: usize| {
         load.get(b)
             .copied()
@@ -89,7 +90,7 @@ pub fn onto(current: &[u32], load: &[f64], bytes: &[u64], active: &[u32]) -> Bal
             map[b] = active[least];
         }
     }
-    let even = balanced(&map, load, bytes, active);
+    let even = balanced(&map, load, bytes, active, movable);
     let (moved, bytes) = moved(current, &even.map, bytes);
     Balanced {
         map: even.map,
@@ -148,13 +149,19 @@ mod tests {
         let current = [0, 1, 0, 1];
         let load = [1.0, 2.0, 1.0, 0.0];
         let bytes = [10, 20, 30, 40];
-        let packed = onto(&current, &load, &bytes, &[0]);
+        let packed = onto(&current, &load, &bytes, &[0], &Movable::default());
         assert_eq!(packed.map, vec![0, 0, 0, 0]);
         assert_eq!(packed.moved, vec![1, 3]);
         assert_eq!(packed.bytes, 60);
         assert_eq!(packed.after, 1.0);
         // And out again onto two: even, from one serving worker.
-        let spread = onto(&[0, 0, 0, 0], &[1.0, 1.0, 1.0, 1.0], &bytes, &[0, 1]);
+        let spread = onto(
+            &[0, 0, 0, 0],
+            &[1.0, 1.0, 1.0, 1.0],
+            &bytes,
+            &[0, 1],
+            &Movable::default(),
+        );
         assert_eq!(spread.before, 1.0);
         assert_eq!(spread.after, 1.0);
         assert_eq!(spread.moved.len(), 2);

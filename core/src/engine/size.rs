@@ -151,9 +151,54 @@ pub fn human(bytes: u64) -> String {
     }
 }
 
+/// Bytes as people write them: `1048576`, `64MiB`, `1.5 GiB`, `500 KB` (binary units
+/// `KiB`, `MiB`, `GiB`; decimal `KB`, `MB`, `GB`; `B`; any case). Says what is wrong.
+pub fn parse(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let unit_bytes: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        other => {
+            return Err(format!(
+                "{text:?}: unknown unit {other:?} (expected B, KiB, MiB, GiB, KB, MB or GB)"
+            ));
+        }
+    };
+    let n: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?}: expected a number of bytes, like 64MiB"))?;
+    let bytes = n * unit_bytes as f64;
+    if !(bytes.is_finite() && bytes >= 0.0 && bytes < u64::MAX as f64) {
+        return Err(format!("{text:?}: out of range"));
+    }
+    Ok(bytes.round() as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_parse_as_people_write_them_and_nonsense_is_named() {
+        assert_eq!(parse("1048576"), Ok(1 << 20));
+        assert_eq!(parse("64MiB"), Ok(64 << 20));
+        assert_eq!(parse("1.5 GiB"), Ok(3 << 29));
+        assert_eq!(parse("500 kb"), Ok(500_000));
+        assert_eq!(parse("0"), Ok(0));
+        assert!(parse("64 MiBs").unwrap_err().contains("unknown unit"));
+        assert!(parse("MiB").unwrap_err().contains("expected a number"));
+        assert!(parse("1.2.3").is_err());
+        assert!(parse("99999999999 GiB").unwrap_err().contains("out of range"));
+    }
 
     #[test]
     fn counts_entries() {

@@ -119,7 +119,22 @@ impl State {
                     ));
                 }
             }
-            CommandRequest::Fail { worker } | CommandRequest::Rejoin { worker } => known(*worker)?,
+            CommandRequest::Pin { bins: pinned, .. } => {
+                if pinned.is_empty() {
+                    return Err("no bins to pin".into());
+                }
+                if let (Some(n), Some(bad)) =
+                    (bins, pinned.iter().find(|b| **b >= bins.unwrap_or(0) as usize))
+                {
+                    return Err(format!(
+                        "unknown bin {bad}: the job has {n} bins, 0 to {}",
+                        n.saturating_sub(1)
+                    ));
+                }
+            }
+            CommandRequest::Fail { worker }
+            | CommandRequest::Rejoin { worker }
+            | CommandRequest::Exclude { worker, .. } => known(*worker)?,
             _ => {}
         }
         command.to_command()

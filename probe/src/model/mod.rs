@@ -493,7 +493,7 @@ impl JobModel {
                 ..
             } => match phase {
                 BalancePhase::Measured => self.balance.measured = imbalance.filter(|i| i.is_finite()),
-                BalancePhase::Suggested => {
+                BalancePhase::Suggested | BalancePhase::Refreshed => {
                     self.balance.suggestion = Some(Suggestion {
                         run_s: Self::valid_at(*run_s).unwrap_or(0.0),
                         imbalance: imbalance.filter(|i| i.is_finite()).unwrap_or(0.0),

@@ -5,18 +5,23 @@
 //! bin that closes the gap between the two most (a bin whose load is nearest half the
 //! gap), the smaller bin on a tie, until no move lowers the pair's maximum: a greedy
 //! longest-processing-time assignment seeded with today's placement, so that bins that need
-//! not move stay. Its invariant: every move strictly lowers the larger of the two workers'
-//! loads, so the result's maximum is never above the input's, and the loop ends. With two
-//! replicas per bin, [`balanced_replicas`] does the same over primaries and standbys, each
-//! worker's work being every bin it holds a replica of.
+//! not move stay. When no bin of the busiest worker can move (one hot bin carries it), that
+//! worker is left as it is and the next busiest is evened against the rest, and so on: the
+//! others still share their load. Pinned bins ([`Movable::pinned`]) stay, and the moves
+//! carry at most [`Movable::max_bytes`]. Its invariant: every move strictly lowers the
+//! larger of the two workers' loads, so the result's maximum is never above the input's,
+//! and the loop ends. With two replicas per bin, [`balanced_replicas`] does the same over
+//! primaries and standbys, each worker's work being every bin it holds a replica of.
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Map, Placement};
 
-mod replicas;
+mod mode;
+pub(crate) mod replicas;
 
 use crate::size::human;
+pub use mode::BalanceMode;
 pub use replicas::balanced_replicas;
 
 /// A window's loads, as the balancer and the `balance` target read them.
@@ -58,7 +63,7 @@ pub const KEPT_MEASURES: usize = 3600;
 /// One decision, as the summary lists it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
-    /// When, in seconds into the measured run.
+    /// When, in seconds into the measured run (a proposal: when last refreshed).
     pub at_s: f64,
     /// Max / mean worker load measured.
     pub imbalance_before: f64,
@@ -123,6 +128,22 @@ impl BalanceLog {
             self.decisions.push(decision);
         } else {
             self.unlisted += 1;
+        }
+    }
+
+    /// The standing proposal (the last decision, not issued) was made afresh `at_s` as
+    /// `plan`: the decision says what accepting it now moves.
+    pub fn refreshed(&mut self, at_s: f64, plan: &Balanced) {
+        if self.unlisted == 0
+            && let Some(d) = self.decisions.last_mut()
+            && !d.issued
+        {
+            d.at_s = at_s;
+            d.imbalance_before = plan.before;
+            d.imbalance_predicted = plan.after;
+            d.bins = plan.moved.len();
+            d.bytes = plan.bytes;
+            d.workers = plan.workers;
         }
     }
 
@@ -211,6 +232,31 @@ impl Balanced {
     }
 }
 
+/// What a placement by load may move.
+#[derive(Clone, Copy, Debug)]
+pub struct Movable<'a> {
+    /// Per bin: whether it stays where it is (the user pinned it). Bins past its end move.
+    pub pinned: &'a [bool],
+    /// The most bytes the moves may carry in all (`--balance-max-bytes`), counted per move.
+    pub max_bytes: u64,
+}
+
+impl Default for Movable<'_> {
+    fn default() -> Self {
+        Movable {
+            pinned: &[],
+            max_bytes: u64::MAX,
+        }
+    }
+}
+
+impl Movable<'_> {
+    /// Whether bin `b` may move.
+    pub fn can_move(&self, b: usize) -> bool {
+        !self.pinned.get(b).copied().unwrap_or(false)
+    }
+}
+
 /// Bin `b`'s load in `load`, 0 for a bin without one or with a load that is no number.
 pub(super) fn weight(load: &[f64], b: usize) -> f64 {
     load.get(b)
@@ -228,18 +274,20 @@ pub fn imbalance(loads: &[f64]) -> f64 {
 
 /// The placement of primaries over the workers `alive` that brings max / mean load nearest
 /// 1 from `current`, moving the fewest bins, where bin `b` has load `load[b]` and `bytes[b]`
-/// bytes. A bin whose primary is on a worker not in `alive` keeps it.
-pub fn balanced(current: &[u32], load: &[f64], bytes: &[u64], alive: &[u32]) -> Balanced {
+/// bytes, and only bins `movable` lets move do. A bin whose primary is on a worker not in
+/// `alive` keeps it.
+pub fn balanced(current: &[u32], load: &[f64], bytes: &[u64], alive: &[u32], movable: &Movable) -> Balanced {
     let slot = |w: u32| alive.iter().position(|a| *a == w);
     let weight = |b: usize| weight(load, b);
-    // Per live worker: its bins with load, sorted by (load, bytes), and its total.
+    // Per live worker: its bins with load that may move, sorted by (load, bytes), and its
+    // total.
     let mut held: Vec<Vec<(f64, u64, u32)>> = vec![Vec::new(); alive.len()];
     let mut total = vec![0.0f64; alive.len()];
     for (b, w) in current.iter().enumerate() {
         if let Some(i) = slot(*w) {
             let l = weight(b);
             total[i] += l;
-            if l > 0.0 {
+            if l > 0.0 && movable.can_move(b) {
                 held[i].push((l, bytes.get(b).copied().unwrap_or(0), b as u32));
             }
         }
@@ -249,15 +297,24 @@ pub fn balanced(current: &[u32], load: &[f64], bytes: &[u64], alive: &[u32]) -> 
     }
     let before = imbalance(&total);
     let mut map = current.to_vec();
+    let mut budget = movable.max_bytes;
+    // Workers still to be evened: the busiest of them gives to the least busy of all, until
+    // nothing of its can move; then it is left as it is (one hot bin, say) and the next
+    // busiest goes on. The least busy load only grows, so a worker left stays so.
+    let mut open = vec![true; alive.len()];
     // Each move lowers the busiest pair's max; a bin can move more than once (it ends where
     // the last move puts it), and at most one move per bin and worker keeps the loop short.
-    for _ in 0..current.len().saturating_mul(2).max(1) {
-        let (Some(hi), Some(lo)) = (argmax(&total), argmin(&total)) else {
+    for _ in 0..current.len().saturating_mul(2).saturating_add(alive.len()).max(1) {
+        let (Some(hi), Some(lo)) = (argmax_of(&total, &open), argmin(&total)) else {
             break;
         };
         let gap = total[hi] - total[lo];
-        let Some(k) = best_move(&held[hi], gap) else { break };
+        let Some(k) = best_move(&held[hi], gap, budget) else {
+            open[hi] = false;
+            continue;
+        };
         let (l, size, bin) = held[hi].remove(k);
+        budget = budget.saturating_sub(size);
         total[hi] -= l;
         total[lo] += l;
         let at = held[lo].partition_point(|x| (x.0, x.1) < (l, size));
@@ -288,30 +345,34 @@ pub(crate) fn moved(current: &[u32], map: &[u32], bytes: &[u64]) -> (Vec<u32>, u
     (moved, total)
 }
 
-/// The bin of `bins` (sorted by load) whose move from the busiest worker to the least busy,
-/// `gap` apart, lowers their larger load the most: the load nearest `gap / 2`, below `gap`
-/// (a bin of load `gap` or more would only swap which of the two is busier). The smaller
-/// of two alike.
-fn best_move(bins: &[(f64, u64, u32)], gap: f64) -> Option<usize> {
+/// The bin of `bins` (sorted by load) of at most `budget` bytes whose move from the busiest
+/// worker to the least busy, `gap` apart, lowers their larger load the most: the load
+/// nearest `gap / 2`, below `gap` (a bin of load `gap` or more would only swap which of the
+/// two is busier). The smaller of two alike.
+fn best_move(bins: &[(f64, u64, u32)], gap: f64, budget: u64) -> Option<usize> {
     let half = gap / 2.0;
     let at = bins.partition_point(|b| b.0 < half);
-    // The nearest loads at or below half and just above it.
-    let candidates = [at.checked_sub(1), (at < bins.len()).then_some(at)];
+    let fits = |k: &usize| bins[*k].1 <= budget;
+    // The nearest loads that fit at or below half and above it.
+    let below = (0..at).rev().find(fits);
+    let above = (at..bins.len()).find(fits);
     let gain = |k: usize| {
         let l = bins[k].0;
         // The pair's max falls from hi to max(hi - l, lo + l): by min(l, gap - l).
         l.min(gap - l)
     };
-    candidates
+    [below, above]
         .into_iter()
         .flatten()
         .filter(|k| bins[*k].0 < gap && gain(*k) > gap * 1e-9)
         .max_by(|a, b| gain(*a).total_cmp(&gain(*b)).then(bins[*b].1.cmp(&bins[*a].1)))
 }
 
-/// The index of the largest of `v` (the last of equals).
-pub(super) fn argmax(v: &[f64]) -> Option<usize> {
-    (0..v.len()).max_by(|a, b| v[*a].total_cmp(&v[*b]))
+/// The index of the largest of `v` among those `open` (the last of equals).
+pub(super) fn argmax_of(v: &[f64], open: &[bool]) -> Option<usize> {
+    (0..v.len())
+        .filter(|i| open.get(*i).copied().unwrap_or(false))
+        .max_by(|a, b| v[*a].total_cmp(&v[*b]))
 }
 
 /// The index of the smallest of `v` (the first of equals).
@@ -339,7 +400,7 @@ mod tests {
         let current = vec![0, 1, 0, 1, 0, 1, 0, 1];
         let load = vec![40.0, 1.0, 30.0, 1.0, 20.0, 1.0, 10.0, 1.0];
         let bytes = vec![100; 8];
-        let b = balanced(&current, &load, &bytes, &[0, 1]);
+        let b = balanced(&current, &load, &bytes, &[0, 1], &Movable::default());
         assert!((b.before - 100.0 / 52.0).abs() < 1e-9, "{}", b.before);
         // 104 in all, 52 each: 40 and 10 over, and two 1s back (no subset of worker 0's
         // bins alone makes 48).
@@ -353,7 +414,7 @@ mod tests {
     fn one_hot_bin_stays_where_it_is() {
         let current = vec![0, 1, 0, 1];
         let load = vec![90.0, 5.0, 0.0, 5.0];
-        let b = balanced(&current, &load, &[1; 4], &[0, 1]);
+        let b = balanced(&current, &load, &[1; 4], &[0, 1], &Movable::default());
         assert!(b.moved.is_empty(), "{b:?}");
         assert_eq!(b.before, b.after);
     }
@@ -362,10 +423,42 @@ mod tests {
     fn bins_spread_onto_an_idle_worker_and_not_onto_a_failed_one() {
         let current = vec![0; 8];
         let load = vec![1.0; 8];
-        let b = balanced(&current, &load, &[1; 8], &[0, 2]);
+        let b = balanced(&current, &load, &[1; 8], &[0, 2], &Movable::default());
         assert_eq!(b.moved.len(), 4);
         assert!(b.map.iter().all(|w| *w == 0 || *w == 2));
         assert!((b.after - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_others_are_evened_past_a_hot_bin_that_cannot_move() {
+        // Worker 0's one bin carries 90; worker 1 holds four of 10, worker 2 nothing. Worker
+        // 0 is left as it is, and worker 1 shares with worker 2.
+        let current = vec![0, 1, 1, 1, 1];
+        let load = vec![90.0, 10.0, 10.0, 10.0, 10.0];
+        let b = balanced(&current, &load, &[1; 5], &[0, 1, 2], &Movable::default());
+        let after = loads_of(&b.map, &load, 3);
+        assert_eq!(after, [90.0, 20.0, 20.0], "{b:?}");
+        assert_eq!(b.before, b.after, "the busiest is what it was");
+    }
+
+    #[test]
+    fn pinned_bins_stay_and_the_moves_keep_to_the_byte_budget() {
+        let current = vec![0, 0, 0, 0, 1];
+        let load = vec![30.0, 30.0, 30.0, 30.0, 1.0];
+        let bytes = vec![100, 100, 100, 500, 1];
+        let pinned = [true, false, false, false, false];
+        let movable = Movable {
+            pinned: &pinned,
+            max_bytes: 250,
+        };
+        let b = balanced(&current, &load, &bytes, &[0, 1], &movable);
+        assert!(!b.moved.contains(&0), "{b:?}");
+        assert!(!b.moved.contains(&3), "500 bytes are over the budget: {b:?}");
+        assert!(b.bytes <= 250, "{b:?}");
+        // Without the cap, two 30s go over (60 / 61); with it, bins 1 and 2 are the ones.
+        assert_eq!(b.moved, [1, 2], "{b:?}");
+        let free = balanced(&current, &load, &bytes, &[0, 1], &Movable::default());
+        assert_eq!(free.moved.len(), 2, "{free:?}");
     }
 
     proptest! {
@@ -378,7 +471,10 @@ mod tests {
                 .map(|b| (crate::bins::mix64(seed ^ b as u64) % 1000) as f64 * f64::from(b % 3 == 0))
                 .collect();
             let bytes: Vec<u64> = (0..map.len() as u64).collect();
-            let b = balanced(&map, &load, &bytes, &[0, 1, 2]);
+            let pinned: Vec<bool> = (0..map.len()).map(|b| crate::bins::mix64(seed ^ !(b as u64)).is_multiple_of(5)).collect();
+            let max_bytes = if seed.is_multiple_of(2) { u64::MAX } else { seed % 2000 };
+            let movable = Movable { pinned: &pinned, max_bytes };
+            let b = balanced(&map, &load, &bytes, &[0, 1, 2], &movable);
             let before = loads_of(&map, &load, 3);
             let after = loads_of(&b.map, &load, 3);
             let max = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
@@ -386,16 +482,18 @@ mod tests {
             prop_assert!((imbalance(&after) - b.after).abs() < 1e-6);
             for bin in &b.moved {
                 prop_assert!(load[*bin as usize] > 0.0);
+                prop_assert!(!pinned[*bin as usize], "pinned bin {bin} moved");
             }
-            // No single move of a bin from the busiest to the least busy worker would lower
-            // the busiest's load any further.
-            let (hi, lo) = (argmax(&after).unwrap(), argmin(&after).unwrap());
-            let gap = after[hi] - after[lo];
+            prop_assert!(b.bytes <= max_bytes, "{} bytes over the budget of {max_bytes}", b.bytes);
+            // With no budget, no single move of a bin from any worker to the least busy
+            // would lower that worker's load any further (not only the busiest's).
+            let lo = argmin(&after).unwrap();
             for (bin, w) in b.map.iter().enumerate() {
-                let l = load[bin];
+                let (l, gap) = (load[bin], after[*w as usize] - after[lo]);
                 prop_assert!(
-                    !(*w as usize == hi && l > 0.0 && l < gap && l.min(gap - l) > gap * 1e-9),
-                    "bin {bin} of load {l} could still move (gap {gap})"
+                    max_bytes != u64::MAX || pinned[bin]
+                        || !(l > 0.0 && l < gap && l.min(gap - l) > gap * 1e-9),
+                    "bin {bin} of load {l} on worker {w} could still move (gap {gap})"
                 );
             }
         }

@@ -5,12 +5,14 @@
 //! [`balanced_replicas`] moves replicas (a primary as a primary, a standby as a standby)
 //! from the busiest worker to the least busy one that holds no replica of the bin, each
 //! time the one whose load is nearest half their gap, until no such move lowers the
-//! busier one: the same greedy assignment as [`super::balanced`], over replicas. Invariants:
+//! busier one: the same greedy assignment as [`super::balanced`], over replicas (past a
+//! busiest worker none of whose replicas can move, pinned bins staying, within the byte
+//! budget). Invariants:
 //! a bin's two replicas are never on one worker, nor moved into one process while a live
 //! worker of another process could hold one of them; every move strictly lowers the larger
 //! of the two workers' work, so the result's maximum is never above the input's.
 
-use super::{Balanced, argmax, argmin, imbalance, weight};
+use super::{Balanced, Movable, argmax_of, argmin, imbalance, weight};
 use crate::config::{NONE, Placement, same_process};
 
 /// One replica a worker holds: (load, bytes, bin, whether it is the primary).
@@ -18,14 +20,15 @@ type Held = (f64, u64, u32, bool);
 
 /// The placement of replicas over the workers `alive` (a job of `per_process` workers per
 /// process) that brings max / mean work nearest 1 from `current`, where bin `b` costs each
-/// of its holders `load[b]` and has `bytes[b]` bytes. Replicas on workers not in `alive`
-/// stay where they are.
+/// of its holders `load[b]` and has `bytes[b]` bytes, and only bins `movable` lets move do.
+/// Replicas on workers not in `alive` stay where they are.
 pub fn balanced_replicas(
     current: &Placement,
     load: &[f64],
     bytes: &[u64],
     alive: &[u32],
     per_process: usize,
+    movable: &Movable,
 ) -> Balanced {
     let slot = |w: u32| alive.iter().position(|a| *a == w);
     let weight = |b: usize| weight(load, b);
@@ -39,7 +42,7 @@ pub fn balanced_replicas(
             }
             if let Some(i) = slot(w) {
                 total[i] += weight(b);
-                if weight(b) > 0.0 {
+                if weight(b) > 0.0 && movable.can_move(b) {
                     held[i].push((weight(b), size(b), b as u32, primary));
                 }
             }
@@ -48,8 +51,11 @@ pub fn balanced_replicas(
     let before = imbalance(&total);
     let mut goal = current.clone();
     let across = |w: u32| alive.iter().any(|a| !same_process(*a, w, per_process));
-    for _ in 0..current.len().saturating_mul(4).max(1) {
-        let (Some(hi), Some(lo)) = (argmax(&total), argmin(&total)) else {
+    let mut budget = movable.max_bytes;
+    // The busiest worker still open gives; one that has nothing it can give is left as it is.
+    let mut open = vec![true; alive.len()];
+    for _ in 0..current.len().saturating_mul(4).saturating_add(alive.len()).max(1) {
+        let (Some(hi), Some(lo)) = (argmax_of(&total, &open), argmin(&total)) else {
             break;
         };
         let gap = total[hi] - total[lo];
@@ -61,13 +67,16 @@ pub fn balanced_replicas(
             let other = if primary { r.standby } else { r.primary };
             r.primary != to
                 && r.standby != to
+                && size(bin as usize) <= budget
                 && (other == NONE || !same_process(other, to, per_process) || !across(other))
         };
         let Some(k) = best_move(&held[hi], gap, allowed) else {
-            break;
+            open[hi] = false;
+            continue;
         };
         let replica = held[hi].remove(k);
-        let (l, _, bin, primary) = replica;
+        let (l, moved_bytes, bin, primary) = replica;
+        budget = budget.saturating_sub(moved_bytes);
         total[hi] -= l;
         total[lo] += l;
         held[lo].push(replica);
@@ -113,6 +122,20 @@ fn best_move(held: &[Held], gap: f64, allowed: impl Fn(&Held) -> bool) -> Option
         })
 }
 
+/// Each worker's work under `placement`: the load of every bin it holds a replica of.
+#[cfg(test)]
+pub(crate) fn work(placement: &Placement, load: &[f64], workers: usize) -> Vec<f64> {
+    let mut t = vec![0.0; workers];
+    for (b, r) in placement.iter().enumerate() {
+        for w in [r.primary, r.standby] {
+            if w != NONE {
+                t[w as usize] += load[b];
+            }
+        }
+    }
+    t
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -120,18 +143,6 @@ mod tests {
     use super::*;
     use crate::config::Replicas;
 
-    /// Each worker's work: the load of every bin it holds a replica of.
-    fn work(placement: &Placement, load: &[f64], workers: usize) -> Vec<f64> {
-        let mut t = vec![0.0; workers];
-        for (b, r) in placement.iter().enumerate() {
-            for w in [r.primary, r.standby] {
-                if w != NONE {
-                    t[w as usize] += load[b];
-                }
-            }
-        }
-        t
-    }
 
     fn chained(bins: usize, workers: u32) -> Placement {
         (0..bins as u32)
@@ -146,7 +157,7 @@ mod tests {
     fn two_workers_holding_every_bin_cannot_be_helped() {
         let current = chained(8, 2);
         let load = [90.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
-        let b = balanced_replicas(&current, &load, &[1; 8], &[0, 1], 2);
+        let b = balanced_replicas(&current, &load, &[1; 8], &[0, 1], 2, &Movable::default());
         assert!(b.moved.is_empty(), "{b:?}");
         assert_eq!((b.before, b.after), (1.0, 1.0), "both apply every record");
     }
@@ -158,7 +169,7 @@ mod tests {
         let r = |primary, standby| Replicas { primary, standby };
         let current = vec![r(0, 1), r(0, 1), r(2, 3), r(3, 2)];
         let load = [50.0, 50.0, 1.0, 1.0];
-        let b = balanced_replicas(&current, &load, &[1; 4], &[0, 1, 2, 3], 4);
+        let b = balanced_replicas(&current, &load, &[1; 4], &[0, 1, 2, 3], 4, &Movable::default());
         assert!((b.before - 100.0 / 51.0).abs() < 1e-9, "{b:?}");
         let goal = b.placement.clone().expect("a placement");
         let after = work(&goal, &load, 4);
@@ -189,13 +200,18 @@ mod tests {
                 .map(|b| (crate::bins::mix64(seed ^ b as u64) % 1000) as f64)
                 .collect();
             let per_process = 2;
-            let b = balanced_replicas(&current, &load, &[1; 120], &[0, 1, 2, 3], per_process);
+            let pinned: Vec<bool> = (0..current.len()).map(|b| crate::bins::mix64(seed ^ !(b as u64)).is_multiple_of(5)).collect();
+            let max_bytes = if seed.is_multiple_of(2) { u64::MAX } else { seed % 60 };
+            let movable = Movable { pinned: &pinned, max_bytes };
+            let b = balanced_replicas(&current, &load, &[1; 120], &[0, 1, 2, 3], per_process, &movable);
             let goal = b.placement.clone().expect("a placement");
             let max = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
             let (before, after) = (work(&current, &load, 4), work(&goal, &load, 4));
             prop_assert!(max(&after) <= max(&before) + 1e-6);
             prop_assert!((imbalance(&after) - b.after).abs() < 1e-6);
-            for (was, now) in current.iter().zip(&goal) {
+            prop_assert!(b.bytes <= max_bytes, "{} bytes over the budget of {max_bytes}", b.bytes);
+            for (bin, (was, now)) in current.iter().zip(&goal).enumerate() {
+                prop_assert!(!pinned[bin] || was == now, "pinned bin {bin} moved: {was:?} -> {now:?}");
                 prop_assert_ne!(now.primary, now.standby);
                 let apart = |r: &Replicas| !same_process(r.primary, r.standby, per_process);
                 prop_assert!(!apart(was) || apart(now), "{was:?} -> {now:?}");

@@ -125,6 +125,11 @@ pub struct PlanDriver {
     recent: VecDeque<MigrationRecord>,
     /// The bins' and workers' last measured loads, for the `balance` target.
     loads: Option<Loads>,
+    /// The last loads measured, kept while plans run: a bin's load does not depend on where
+    /// it lives, so a rebalance after a rejoin places by them.
+    known: Option<Loads>,
+    /// The balancer is on (not `off`): a rebalance places by the known loads.
+    balancing: bool,
     /// What the balancer measured and decided.
     balance: BalanceLog,
     /// The balancer's standing proposal (`suggest`): what the `balance` target starts.
@@ -137,6 +142,10 @@ pub struct PlanDriver {
     excluded: Vec<bool>,
     /// The user cancelled a plan of the balancer's, not yet told to it.
     balance_cancelled: bool,
+    /// Per bin, whether the user pinned it where it is (see `operator.rs`).
+    pinned: Vec<bool>,
+    /// The most bytes one placement by load moves (`--balance-max-bytes`).
+    max_bytes: u64,
 }
 
 impl PlanDriver {
@@ -173,12 +182,16 @@ impl PlanDriver {
             lost: Vec::new(),
             recent: VecDeque::new(),
             loads: None,
+            known: None,
+            balancing: false,
             balance: BalanceLog::default(),
             proposal: None,
             balanced: None,
             elastic: false,
             excluded: vec![false; workers],
             balance_cancelled: false,
+            pinned: Vec::new(),
+            max_bytes: u64::MAX,
         }
     }
 
@@ -211,7 +224,16 @@ impl PlanDriver {
 
     /// The bins' and workers' loads as last measured: what the `balance` target places by.
     pub fn set_loads(&mut self, loads: Option<Loads>) {
+        if let Some(l) = loads.as_ref() {
+            self.known = Some(l.clone());
+        }
         self.loads = loads;
+    }
+
+    /// The balancer is on (`suggest` or `auto`), or off: a rebalance after a rejoin places
+    /// by the last measured loads when it is on, and spreads uniformly when it is off.
+    pub fn set_balancing(&mut self, on: bool) {
+        self.balancing = on;
     }
 
     /// The placement of primaries the `balance` target would move to now, over the live
@@ -235,6 +257,7 @@ impl PlanDriver {
     /// The placement by `loads` over the workers `alive`: of primaries and standbys when
     /// bins have two replicas (a standby applies every record too), else of primaries.
     pub fn place_by(&self, loads: &Loads, alive: &[u32]) -> Balanced {
+        let movable = self.movable();
         if self.replicas > 1 {
             balanced_replicas(
                 self.placement(),
@@ -242,9 +265,10 @@ impl PlanDriver {
                 &loads.bytes,
                 alive,
                 self.per_process,
+                &movable,
             )
         } else {
-            balanced(&self.primaries(), &loads.bins, &loads.bytes, alive)
+            balanced(&self.primaries(), &loads.bins, &loads.bytes, alive, &movable)
         }
     }
 
@@ -380,6 +404,14 @@ impl PlanDriver {
             },
             Command::Fail { worker } => self.fail(self.worker(worker)?, now_s),
             Command::Rejoin { worker } => self.rejoin(self.worker(worker)?, now_s),
+            Command::Pin { bins, pinned } => self.pin(&bins, pinned),
+            Command::Exclude { worker, excluded } => {
+                let w = self.worker(worker)?;
+                self.set_excluded(w, excluded);
+                Ok(())
+            }
+            // The control plane's balancer takes it before the driver would.
+            Command::Balance { .. } => Err(CommandError::NoBalancer),
         }
     }
 

@@ -407,3 +407,67 @@ fn an_elastic_runs_balance_keeps_to_the_workers_serving() {
     assert!(!kept.map.contains(&2), "{kept:?}");
     assert_eq!(kept.map.iter().filter(|w| **w == 1).count(), 3, "{kept:?}");
 }
+
+/// Fails worker 2 of three (two replicas, 12 bins, bin 0 six times as busy as each other
+/// one), lets the recovery run, rejoins it and runs the rebalance: the placement after.
+fn rejoined(balancing: bool, load: &[f64]) -> Placement {
+    let mut d = PlanDriver::new(
+        replicated(&uniform(12, 3), 3, 3),
+        3,
+        3,
+        2,
+        schedule(Strategy::AllAtOnce, false),
+    );
+    d.set_balancing(balancing);
+    d.set_loads(Some(Loads {
+        bins: load.to_vec(),
+        bytes: vec![10; 12],
+        workers: vec![0.0; 3],
+        standbys: vec![0.0; 3],
+        offered: 0.0,
+        true_rates: vec![None; 3],
+        at_s: 1.0,
+    }));
+    // A plan ran since: the loads the balancer gives the driver are gone, the known ones stay.
+    d.set_loads(None);
+    d.command(Command::Fail { worker: 2 }, 1.0).unwrap();
+    for t in 1..20 {
+        d.poll(t, t, 1.0);
+    }
+    assert!(!d.busy(), "the recovery ran");
+    d.command(Command::Rejoin { worker: 2 }, 2.0).unwrap();
+    for t in 20..60 {
+        d.poll(t, t, 2.0);
+    }
+    assert!(!d.busy(), "the rebalance ran");
+    let why = d.records().last().expect("the rebalance's record").target.clone();
+    assert_eq!(why.contains("by load"), balancing, "{why}");
+    d.placement().clone()
+}
+
+#[test]
+fn a_rejoin_under_the_balancer_rebalances_by_load_and_without_it_uniformly() {
+    let mut load = vec![10.0; 12];
+    load[0] = 60.0;
+    let uniform = rejoined(false, &load);
+    assert_eq!(uniform, replicated(&crate::config::uniform(12, 3), 3, 3));
+    let by_load = rejoined(true, &load);
+    let work = crate::balance::replicas::work;
+    let (spread, even) = (work(&uniform, &load, 3), work(&by_load, &load, 3));
+    let imbalance = crate::balance::imbalance;
+    assert!(
+        imbalance(&even) < imbalance(&spread),
+        "by load {even:?} ({:.2}x) is no better than uniform {spread:?} ({:.2}x)",
+        imbalance(&even),
+        imbalance(&spread)
+    );
+    assert!(
+        by_load
+            .iter()
+            .all(|r| r.primary != r.standby && r.standby != NONE)
+    );
+    assert!(
+        by_load.iter().any(|r| r.holds(2)),
+        "the rejoined worker holds bins"
+    );
+}

@@ -904,6 +904,7 @@ mod tests {
                 threshold: 1.5,
                 every_s: 4.0,
                 strategy: DEFAULT_RECOVERY,
+                max_bytes: 64 << 20,
             },
             ..RunConfig::default()
         };

@@ -46,7 +46,8 @@ pub(crate) struct ControlPlane {
     local: usize,
     /// A rebalance to start once the output has reached a time, and why.
     deferred: Option<(String, Time)>,
-    /// Watches the load, unless `--balance off` (or the job is the native twin).
+    /// Measures the load, and under `--balance suggest` or `auto` acts on it (none for the
+    /// native twin, which has no bins).
     balancer: Option<Balancer>,
 }
 
@@ -75,6 +76,8 @@ impl ControlPlane {
         let mut driver = PlanDriver::new(initial, peers, config.workers, config.replicas, config.recovery)
             .with_step_gap(config.epoch.per_ms());
         driver.set_elastic(config.elastic());
+        driver.set_balancing(config.balance.mode != BalanceMode::Off && !config.native);
+        driver.set_max_bytes(config.balance.max_bytes);
         driver.report_placement(*input.time());
         ControlPlane {
             driver,
@@ -87,7 +90,7 @@ impl ControlPlane {
             failures,
             local: config.workers,
             deferred: None,
-            balancer: (config.balance.mode != BalanceMode::Off && !config.native)
+            balancer: (!config.native)
                 .then(|| Balancer::new(config.balance, config.elastic(), config.bins.count(), peers)),
         }
     }
@@ -190,6 +193,10 @@ impl ControlPlane {
                 // cancel, a move) waits behind it.
                 Command::StartPlan { .. } | Command::CancelPlan | Command::MoveBins { .. } => {
                     self.plans_due.push_back(command)
+                }
+                // The operator's word on placement holds from its time on.
+                Command::Balance { .. } | Command::Pin { .. } | Command::Exclude { .. } => {
+                    self.take(command, None, now_s, time)
                 }
             }
         }
@@ -295,6 +302,11 @@ impl ControlPlane {
     }
 
     fn apply(&mut self, command: Command, now_s: f64) -> Result<(), CommandError> {
+        if let Command::Balance { mode } = command {
+            let balancer = self.balancer.as_mut().ok_or(CommandError::NoBalancer)?;
+            balancer.set_mode(mode, &mut self.driver, now_s);
+            return Ok(());
+        }
         let failing = match command {
             Command::Fail { worker } => Some(worker),
             _ => None,

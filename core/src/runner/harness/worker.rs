@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use timely::dataflow::{InputHandleVec, ProbeHandle};
 use timely::worker::Worker;
 
-use super::balancer::BalanceMode;
 use super::collect::{Digest, Reports};
 use super::drain::{self, Drain};
 use super::end::RunEnd;
@@ -319,9 +318,11 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
     if let Some(sampler) = flow.sampler.as_mut() {
         sampler.begin(preloaded);
     }
-    if config.balance.mode != BalanceMode::Off && !config.native {
-        // Records place bins; the true rates that size an elastic run's set of workers need
-        // the activations timed (an observer times them too).
+    if !config.native {
+        // Every run measures its load, whatever the balancer's mode (the timeline's
+        // imbalance; `balance` may turn the balancer on while the job runs). Records place
+        // bins; the true rates that size an elastic run's set of workers need the
+        // activations timed (an observer times them too).
         if config.elastic() {
             flow.stateful.observers.time_operators();
         }
@@ -498,7 +499,7 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
     );
     summary.outputs_written = written;
     summary.placement = crate::summary::per_worker(driver.placement(), peers, config.workers);
-    if config.balance.mode != BalanceMode::Off && !config.native {
+    if !config.native {
         summary.balance = Some(driver.balance().summary(config.balance.mode.to_string()));
         for (w, window) in summary.timeline.iter_mut().enumerate() {
             window.imbalance = driver.balance().of_window(w);

@@ -210,7 +210,7 @@ impl Dash {
                 let what = || reason.clone().unwrap_or_else(plan);
                 let why = reason.as_deref().map_or(String::new(), |r| format!(": {r}"));
                 match phase {
-                    BalancePhase::Measured => None,
+                    BalancePhase::Measured | BalancePhase::Refreshed => None,
                     BalancePhase::Suggested => Some((
                         LogKind::Migration,
                         format!("balancer proposes (a accepts): {}", what()),

@@ -16,13 +16,12 @@
 //! cancelled is not issued again while the same worker stays the busiest over the
 //! threshold (once the load evens out, the hold ends).
 
-use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use super::loads::{Board, LoadReport, WindowSums};
+pub use crate::balance::BalanceMode;
 use crate::balance::{Balanced, Decision, Loads};
 use crate::driver::PlanDriver;
 use crate::error::ConfigError;
@@ -44,43 +43,6 @@ pub const DEFAULT_STRATEGY: Schedule = Schedule {
     pipelined: false,
 };
 
-/// What the balancer does when the load is uneven.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum BalanceMode {
-    /// Nothing (and the workers send no load reports).
-    Off,
-    /// Proposes the plan; a user starts it (the dashboard's key, or a `balance` plan).
-    #[default]
-    Suggest,
-    /// Issues the plan.
-    Auto,
-}
-
-impl fmt::Display for BalanceMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            BalanceMode::Off => "off",
-            BalanceMode::Suggest => "suggest",
-            BalanceMode::Auto => "auto",
-        })
-    }
-}
-
-impl FromStr for BalanceMode {
-    type Err = ConfigError;
-
-    fn from_str(s: &str) -> Result<Self, ConfigError> {
-        match s {
-            "off" => Ok(BalanceMode::Off),
-            "suggest" => Ok(BalanceMode::Suggest),
-            "auto" => Ok(BalanceMode::Auto),
-            _ => Err(ConfigError::Invalid(format!(
-                "--balance {s}: expected off, suggest or auto"
-            ))),
-        }
-    }
-}
-
 /// How the run balances itself (`--balance*`).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BalanceConfig {
@@ -94,6 +56,18 @@ pub struct BalanceConfig {
     /// `--balance-strategy`: how the balancer's plans move bins.
     #[serde(with = "super::config::text")]
     pub strategy: Schedule,
+    /// `--balance-max-bytes`: the most bytes of state one placement by load moves (a
+    /// decision of the balancer's, a `balance` plan, a rebalance after a rejoin).
+    #[serde(default = "no_cap", skip_serializing_if = "is_no_cap")]
+    pub max_bytes: u64,
+}
+
+fn no_cap() -> u64 {
+    u64::MAX
+}
+
+fn is_no_cap(bytes: &u64) -> bool {
+    *bytes == u64::MAX
 }
 
 impl Default for BalanceConfig {
@@ -103,6 +77,7 @@ impl Default for BalanceConfig {
             threshold: DEFAULT_THRESHOLD,
             every_s: DEFAULT_EVERY.as_secs_f64(),
             strategy: DEFAULT_STRATEGY,
+            max_bytes: u64::MAX,
         }
     }
 }
@@ -139,8 +114,10 @@ pub(crate) struct Balancer {
     uneven_worker: Option<u32>,
     /// Whether a plan ran (or failures waited) at the last turn.
     was_busy: bool,
-    /// Whether a proposal stands (`suggest`; the driver holds it).
+    /// Whether a proposal stands (`suggest`; the driver holds it), and since when it was
+    /// made or last refreshed.
     suggested: bool,
+    suggested_at: f64,
     /// Since when a standing proposal's reason has lapsed (the load even, or moving bins no
     /// help), if it has: one even window of a noisy load does not withdraw it.
     lapsed_since: Option<f64>,
@@ -181,6 +158,7 @@ impl Balancer {
             uneven_worker: None,
             was_busy: false,
             suggested: false,
+            suggested_at: 0.0,
             lapsed_since: None,
             windows: WindowSums::default(),
             workers,
@@ -190,6 +168,18 @@ impl Balancer {
             quiet_until: 0.0,
             cooldown_s: config.every_s,
         }
+    }
+
+    /// What it does from now on (the `balance` command): a proposal no longer stands, and
+    /// placements after a rejoin go by load unless it is `off`.
+    pub(crate) fn set_mode(&mut self, mode: BalanceMode, driver: &mut PlanDriver, now_s: f64) {
+        if mode != self.config.mode {
+            self.withdraw(driver, &format!("the balancer was set to {mode}"), now_s);
+            self.uneven_since = None;
+            self.held_for = None;
+        }
+        self.config.mode = mode;
+        driver.set_balancing(mode != BalanceMode::Off);
     }
 
     /// One turn of worker 0's loop, `now_s` into the measured run: takes the workers'
@@ -277,7 +267,7 @@ impl Balancer {
         let idle: Vec<u32> = live.iter().copied().filter(|w| !serving.contains(w)).collect();
         let with_load: Vec<(u32, f64)> = serving.iter().map(|w| (*w, load_of(*w))).collect();
         let active = scale::choose(&with_load, &idle, needed);
-        let mut plan = scale::onto(&current, &loads.bins, &loads.bytes, &active);
+        let mut plan = scale::onto(&current, &loads.bins, &loads.bytes, &active, &driver.movable());
         let sizing = rate
             .filter(|_| needed != serving.len())
             .map(|r| (serving.len(), needed, r));
@@ -300,6 +290,10 @@ impl Balancer {
         );
         if let Some((before, predicted)) = self.judging.take() {
             self.achieved(driver, (before, predicted, plan.before), now_s);
+        }
+        if self.config.mode == BalanceMode::Off {
+            // Measuring is not deciding.
+            return;
         }
         if proposal.sizing.is_none() && plan.before <= self.config.threshold {
             self.uneven_since = None;
@@ -337,11 +331,28 @@ impl Balancer {
         if now_s + 1e-9 < self.quiet_until {
             return;
         }
-        // A proposal stands until the load evens out or a plan runs: the loads of each window
-        // differ a little, and so would the next proposal.
+        // A proposal stands until the load evens out or a plan runs, refreshed each
+        // `--balance-every` it stands: accepted, it moves what the load is now.
         if !self.suggested {
             self.decide(proposal, driver, now_s - since, now_s);
+        } else if now_s - self.suggested_at + 1e-9 >= self.config.every_s {
+            self.refresh(proposal, driver, now_s);
         }
+    }
+
+    /// Replaces the standing proposal with this window's, and says so.
+    fn refresh(&mut self, proposal: Proposal, driver: &mut PlanDriver, now_s: f64) {
+        let plan = proposal.plan;
+        let [serving, needed] = plan.workers.map_or([None, None], |[a, b]| [Some(a), Some(b)]);
+        tracing::info!(
+            target: "megaflux::balance",
+            phase = "refreshed",
+            imbalance = plan.before, predicted = plan.after, bins = plan.moved.len(), bytes = plan.bytes,
+            serving, needed, strategy = %self.config.strategy, reason = %moves(&plan), run_s = now_s
+        );
+        driver.balance_log().refreshed(now_s, &plan);
+        driver.propose(Some(plan));
+        self.suggested_at = now_s;
     }
 
     /// Proposes or starts the plan (uneven for `uneven_s`), and says so with its reason.
@@ -397,6 +408,7 @@ impl Balancer {
         } else {
             driver.propose(Some(plan));
             self.suggested = true;
+            self.suggested_at = now_s;
         }
         driver.balance_log().decided(decision);
     }

@@ -352,3 +352,93 @@ fn a_plan_that_achieved_less_than_half_its_gain_doubles_the_cooldown() {
         assert!(third.at_s >= d[1].at_s + 8.0, "and again, to 8 s: {log:?}");
     }
 }
+
+#[test]
+fn off_measures_every_window_and_decides_nothing_until_set_to_auto() {
+    const SKEW: [u64; 4] = [100, 100, 10, 10];
+    let map = [0, 0, 1, 1];
+    let config = BalanceConfig {
+        mode: BalanceMode::Off,
+        ..BalanceConfig::default()
+    };
+    let mut driver = PlanDriver::single(&map, 2);
+    let mut balancer = Balancer::new(config, false, map.len(), 2);
+    let mut second = 0u64;
+    let mut turn = |balancer: &mut Balancer, driver: &mut PlanDriver| {
+        second += 1;
+        let now = driver.primaries();
+        let reports = (0..2).map(|w| report(w, second, &now, &SKEW)).collect();
+        balancer.turn(reports, driver, second as f64);
+        second
+    };
+    let mut at = 0;
+    for _ in 0..10 {
+        at = turn(&mut balancer, &mut driver);
+        assert!(!balancer.suggested && !driver.busy());
+    }
+    let log = driver.balance_log().summary("off".into());
+    assert!(log.decisions.is_empty(), "{log:?}");
+    assert_eq!(log.measured.len(), 10, "every window measured: {log:?}");
+    assert!(log.measured.iter().all(|[_, i]| (i - 200.0 / 110.0).abs() < 1e-9));
+    assert!(
+        (1..=10).all(|w| driver.balance().of_window(w as usize).is_some()),
+        "each latency window's imbalance"
+    );
+    // Turned on while the job runs: the skew has been there all along, so the next whole
+    // window decides.
+    balancer.set_mode(BalanceMode::Auto, &mut driver, at as f64);
+    let mut started = None;
+    for _ in 0..3 {
+        let at = turn(&mut balancer, &mut driver);
+        if driver.busy() {
+            started = Some(at);
+            break;
+        }
+    }
+    assert!(
+        started.is_some(),
+        "auto issued no plan: {:?}",
+        driver.balance_log().summary("auto".into())
+    );
+}
+
+#[test]
+fn a_standing_proposal_is_refreshed_each_interval_with_the_load_of_now() {
+    // Worker 0's bins are hot, then, from second 5, worker 1's.
+    const FIRST: [u64; 4] = [100, 100, 10, 10];
+    const THEN: [u64; 4] = [10, 10, 100, 100];
+    let map = [0, 0, 1, 1];
+    let mut driver = PlanDriver::single(&map, 2);
+    let mut balancer = Balancer::new(BalanceConfig::default(), false, map.len(), 2);
+    for second in 1..=12u64 {
+        let records = if second < 5 { FIRST } else { THEN };
+        let reports = (0..2).map(|w| report(w, second, &map, &records)).collect();
+        balancer.turn(reports, &mut driver, second as f64);
+    }
+    assert!(balancer.suggested, "a proposal stands");
+    let log = driver.balance_log().summary("suggest".into());
+    assert_eq!(log.decisions.len(), 1, "one proposal, refreshed: {log:?}");
+    assert!(
+        log.decisions[0].at_s > 5.0,
+        "refreshed after the load changed: {log:?}"
+    );
+    // Accepted now, it moves worker 1's load, not the one it was first made for.
+    let fluid = DEFAULT_STRATEGY;
+    driver
+        .command(
+            crate::control::Command::StartPlan {
+                schedule: fluid,
+                target: crate::plan::Target::Balance,
+            },
+            12.0,
+        )
+        .expect("the proposal starts");
+    let mut time = 0;
+    complete(&mut driver, &mut time, 12.0);
+    let after = driver.primaries();
+    assert_eq!(
+        (load_of(0, &after, &THEN), load_of(1, &after, &THEN)),
+        (110, 110),
+        "{after:?}"
+    );
+}
