@@ -38,6 +38,14 @@ pub enum Action {
     Cancel,
     /// Start the plan the balancer proposes (`a`; live jobs only).
     Accept,
+    /// Open the dialog that sets the balancer's mode: off, suggest, auto (`B`; live jobs).
+    BalanceMode,
+    /// Open the dialog that excludes a worker from placements by load, or includes it
+    /// again (`X`; live jobs).
+    Exclude,
+    /// Open the dialog that pins the selected bins where they are, or frees them (`K`;
+    /// live jobs).
+    Pin,
     /// Open the dialog that fails a worker, proposing the first live one (`F`).
     Fail,
     /// Open the dialog that brings a failed worker back, proposing the first one (`J`).
@@ -247,6 +255,24 @@ pub const BINDINGS: &[Binding] = &[
         label: "a",
         help: "accept the balancer's proposal: start its balance plan",
         action: Action::Accept,
+    },
+    Binding {
+        keys: &[KeyCode::Char('B')],
+        label: "B",
+        help: "the balancer's mode: off (measure only), suggest, auto",
+        action: Action::BalanceMode,
+    },
+    Binding {
+        keys: &[KeyCode::Char('X')],
+        label: "X",
+        help: "exclude a worker from placements by load (or include it again)",
+        action: Action::Exclude,
+    },
+    Binding {
+        keys: &[KeyCode::Char('K')],
+        label: "K",
+        help: "pin the selected bins where they are (or free them)",
+        action: Action::Pin,
     },
     Binding {
         keys: &[KeyCode::Char('F')],

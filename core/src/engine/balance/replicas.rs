@@ -143,7 +143,6 @@ mod tests {
     use super::*;
     use crate::config::Replicas;
 
-
     fn chained(bins: usize, workers: u32) -> Placement {
         (0..bins as u32)
             .map(|b| Replicas {

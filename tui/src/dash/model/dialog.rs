@@ -10,6 +10,9 @@ use super::{Dash, Effect, describe_bins};
 /// Strategies and targets the plan dialog offers.
 pub const STRATEGIES: [&str; 5] = ["fluid", "matched", "batched:8", "all-at-once", "fluid+pipelined"];
 
+/// The balancer's modes the mode dialog offers, in order.
+pub const MODES: [&str; 3] = ["off", "suggest", "auto"];
+
 /// A dialog over the current view.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Dialog {
@@ -33,6 +36,25 @@ pub enum Dialog {
         worker: usize,
         /// Bring `worker` back (`J`) rather than fail it (`F`).
         rejoin: bool,
+    },
+    /// Set the balancer's mode to [`MODES`]`[mode]`.
+    Balance {
+        /// Index into [`MODES`] (←→ changes it).
+        mode: usize,
+    },
+    /// Exclude `worker` from placements by load (`exclude: false`: include it again).
+    Exclude {
+        /// The worker, in the whole job (←→ or a digit changes it).
+        worker: usize,
+        /// Exclude rather than include (↑↓ changes it).
+        exclude: bool,
+    },
+    /// Pin `bins` where they are (`pin: false`: free them).
+    Pin {
+        /// The bins, sorted (the selection when the dialog opened).
+        bins: Vec<usize>,
+        /// Pin rather than free (↑↓ changes it).
+        pin: bool,
     },
     /// Replays: go to the time typed so far (seconds on the trace's clock).
     GoTo {
@@ -120,6 +142,56 @@ impl Dash {
                     _ => worker,
                 };
                 self.dialog = Some(Dialog::Worker { worker, rejoin });
+            }
+            (Dialog::Balance { mode }, action) => {
+                let n = MODES.len();
+                let mode = match action {
+                    Action::Left | Action::Up => (mode + n - 1) % n,
+                    Action::Right | Action::Down => (mode + 1) % n,
+                    Action::Confirm => {
+                        self.dialog = None;
+                        let mode = MODES[mode % n].to_string();
+                        let what = format!("balance {mode}");
+                        return self.send(CommandRequest::Balance { mode }, what);
+                    }
+                    _ => mode,
+                };
+                self.dialog = Some(Dialog::Balance { mode });
+            }
+            (Dialog::Exclude { worker, exclude }, action) => {
+                let peers = self.peers().max(1);
+                let (worker, exclude) = match action {
+                    Action::Left => ((worker + peers - 1) % peers, exclude),
+                    Action::Right => ((worker + 1) % peers, exclude),
+                    Action::Up | Action::Down => (worker, !exclude),
+                    Action::Digit(d) if (d as usize) < peers => (d as usize, exclude),
+                    Action::Confirm => {
+                        self.dialog = None;
+                        let what = format!("{} worker {worker}", if exclude { "exclude" } else { "include" });
+                        return self.send(
+                            CommandRequest::Exclude {
+                                worker,
+                                excluded: exclude,
+                            },
+                            what,
+                        );
+                    }
+                    _ => (worker, exclude),
+                };
+                self.dialog = Some(Dialog::Exclude { worker, exclude });
+            }
+            (Dialog::Pin { bins, pin }, action) => {
+                let pin = match action {
+                    Action::Up | Action::Down | Action::Left | Action::Right => !pin,
+                    Action::Confirm => {
+                        self.dialog = None;
+                        self.anchor = None;
+                        let what = format!("{} {}", if pin { "pin" } else { "unpin" }, describe_bins(&bins));
+                        return self.send(CommandRequest::Pin { bins, pinned: pin }, what);
+                    }
+                    _ => pin,
+                };
+                self.dialog = Some(Dialog::Pin { bins, pin });
             }
             (Dialog::Plan { strategy, target }, action) => {
                 let targets = self.targets().len().max(1);

@@ -24,7 +24,7 @@ use ratatui::crossterm::event::KeyEvent;
 use super::keys::{self, Action};
 use super::timeline::Replay;
 
-pub use dialog::{Dialog, STRATEGIES};
+pub use dialog::{Dialog, MODES, STRATEGIES};
 pub use feed::STALE_AFTER_S;
 pub use log::{LOG_LINES, LogFilter, LogKind, LogLine, PastMove, describe_bins, describe_request};
 
@@ -512,6 +512,26 @@ impl Dash {
                 }
                 None => self.notice = Some("the balancer proposes nothing now".into()),
             },
+            Action::BalanceMode | Action::Exclude | Action::Pin if !self.commandable => {
+                self.notice = Some("a trace cannot be commanded".into())
+            }
+            Action::BalanceMode => self.dialog = Some(Dialog::Balance { mode: 1 }),
+            Action::Exclude => {
+                if self.peers() > 0 {
+                    self.dialog = Some(Dialog::Exclude {
+                        worker: 0,
+                        exclude: true,
+                    })
+                }
+            }
+            Action::Pin => {
+                if bins > 0 {
+                    self.dialog = Some(Dialog::Pin {
+                        bins: self.selection(),
+                        pin: true,
+                    })
+                }
+            }
             Action::Fail | Action::Rejoin => {
                 let rejoin = action == Action::Rejoin;
                 let failed = &self.job.failed;
@@ -682,6 +702,43 @@ mod tests {
         });
         assert!(d.notice.as_deref().unwrap_or("").contains("already running"));
         assert!(d.pending.is_empty());
+    }
+
+    #[test]
+    fn the_operators_word_goes_out_as_commands() {
+        let mut d = job();
+        let sent = |effects: Vec<Effect>| match effects.as_slice() {
+            [Effect::Send { command, .. }] => command.clone(),
+            other => panic!("{other:?}"),
+        };
+        d.update(Msg::Action(Action::BalanceMode));
+        assert_eq!(d.dialog, Some(Dialog::Balance { mode: 1 }));
+        d.update(Msg::Action(Action::Right));
+        let command = sent(d.update(Msg::Action(Action::Confirm)));
+        assert_eq!(command, CommandRequest::Balance { mode: "auto".into() });
+        d.update(Msg::Action(Action::Exclude));
+        d.update(Msg::Action(Action::Digit(1)));
+        d.update(Msg::Action(Action::Down));
+        let command = sent(d.update(Msg::Action(Action::Confirm)));
+        assert_eq!(
+            command,
+            CommandRequest::Exclude {
+                worker: 1,
+                excluded: false
+            }
+        );
+        d.update(Msg::Action(Action::Select));
+        d.update(Msg::Action(Action::Right));
+        d.update(Msg::Action(Action::Pin));
+        let command = sent(d.update(Msg::Action(Action::Confirm)));
+        assert_eq!(
+            command,
+            CommandRequest::Pin {
+                bins: vec![0, 2],
+                pinned: true
+            }
+        );
+        assert!(d.dialog.is_none());
     }
 
     /// Keys queued back to back are read in the state each finds: `m` opens the move

@@ -1,5 +1,6 @@
 //! The dialogs over the views: help, moving bins, failing or rejoining a worker, starting
-//! a plan, and a replay's go-to.
+//! a plan, the operator's word on placement (the balancer's mode, a worker excluded, bins
+//! pinned), and a replay's go-to.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -7,7 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
 
 use super::super::keys::BINDINGS;
-use super::super::model::{Dash, Dialog, STRATEGIES, describe_bins};
+use super::super::model::{Dash, Dialog, MODES, STRATEGIES, describe_bins};
 use super::{Theme, count};
 
 /// The height of a bordered dialog of `lines` lines (saturating: a dialog lists a line per
@@ -151,6 +152,48 @@ pub(super) fn draw_dialog(frame: &mut Frame, area: Rect, dash: &Dash, dialog: &D
                 Line::raw("enter: start   esc: cancel"),
             ];
             show(frame, area, lines, 60, "Start a plan");
+        }
+        Dialog::Balance { mode } => {
+            let lines = vec![
+                Line::from(vec![
+                    Span::raw("the balancer: ◀ "),
+                    Span::styled(MODES.get(*mode).copied().unwrap_or("suggest"), theme.accent()),
+                    Span::raw(" ▶"),
+                ]),
+                Line::raw(""),
+                Line::raw("off: measures the load, proposes and moves nothing, and a rejoin"),
+                Line::raw("spreads bins evenly; suggest: proposes a plan (a starts it);"),
+                Line::raw("auto: starts its plans itself. A rejoin places bins by load"),
+                Line::raw("unless off."),
+                Line::raw("←→: mode   enter: set   esc: cancel"),
+            ];
+            show(frame, area, lines, 64, "The balancer");
+        }
+        Dialog::Exclude { worker, exclude } => {
+            let what = if *exclude { "Exclude" } else { "Include" };
+            let lines = vec![
+                Line::styled(format!("{what} worker {worker}?"), theme.accent()),
+                Line::raw(if *exclude {
+                    "the balancer and rebalances neither count it nor put bins on it; its bins stay until a plan moves them (drain:W moves them)"
+                } else {
+                    "the balancer and rebalances count it and may put bins on it again"
+                }),
+                Line::raw("←→ or a digit: worker   ↑↓: exclude/include   enter: confirm   esc: cancel"),
+            ];
+            show(frame, area, lines, 64, "Exclude a worker");
+        }
+        Dialog::Pin { bins, pin } => {
+            let what = if *pin { "Pin" } else { "Free" };
+            let lines = vec![
+                Line::styled(format!("{what} {}?", describe_bins(bins)), theme.accent()),
+                Line::raw(if *pin {
+                    "no placement by load (the balancer's, a rebalance's) moves them; your own plans and moves still do"
+                } else {
+                    "placements by load may move them again"
+                }),
+                Line::raw("↑↓: pin/free   enter: confirm   esc: cancel"),
+            ];
+            show(frame, area, lines, 64, "Pin bins");
         }
         Dialog::GoTo { typed } => {
             let lines = vec![
