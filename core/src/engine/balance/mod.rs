@@ -24,18 +24,25 @@ use crate::size::human;
 pub use mode::BalanceMode;
 pub use replicas::balanced_replicas;
 
-/// A window's loads, as the balancer and the `balance` target read them.
+/// A window's loads, as the balancer and the `balance` target read them. A load is busy
+/// time per second ([`Loads::busy`]) or, where activations were not timed, records per
+/// second: one or the other for every figure of a window.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Loads {
-    /// Per bin: records per second applied by its primary.
+    /// Per bin: its primary's load.
     pub bins: Vec<f64>,
     /// Per bin: its bytes, as its primary last said (0 for a bin that had no work).
     pub bytes: Vec<u64>,
-    /// Per worker: records per second its primaries took.
+    /// Per worker: its primaries' load.
     pub workers: Vec<f64>,
-    /// Per worker: records per second its standbys applied (the same records as their
-    /// primaries: work of the worker's, no load of the bins').
+    /// Per worker: its standbys' load (they apply the same records as their primaries:
+    /// work of the worker's, no load of the bins').
     pub standbys: Vec<f64>,
+    /// The loads are busy seconds per second (else records per second).
+    pub busy: bool,
+    /// Per worker: records per second its primaries took (what sizing a run compares with
+    /// the records offered and the workers' true rates).
+    pub applied: Vec<f64>,
     /// Records per second the workers' sources sent, in all.
     pub offered: f64,
     /// Per worker: records per busy second (DS2's true rate), where it was timed and busy.

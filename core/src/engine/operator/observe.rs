@@ -194,6 +194,11 @@ impl Observers {
         self.busy.on.set(true);
     }
 
+    /// Whether the operators time their activations.
+    pub fn timed(&self) -> bool {
+        self.busy.on.get()
+    }
+
     /// Nanoseconds the operators spent working so far.
     pub fn busy_ns(&self) -> u64 {
         self.busy.ns.get()

@@ -320,12 +320,9 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
     }
     if !config.native {
         // Every run measures its load, whatever the balancer's mode (the timeline's
-        // imbalance; `balance` may turn the balancer on while the job runs). Records place
-        // bins; the true rates that size an elastic run's set of workers need the
-        // activations timed (an observer times them too).
-        if config.elastic() {
-            flow.stateful.observers.time_operators();
-        }
+        // imbalance; `balance` may turn the balancer on while the job runs), as busy time:
+        // the activations are timed (two clock reads each).
+        flow.stateful.observers.time_operators();
         let meter = Meter::new(index as u32, flow.stateful.observers.clone(), config.bins.count());
         flow.meter = Some((meter, Duration::ZERO));
     }

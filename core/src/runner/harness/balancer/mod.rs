@@ -236,7 +236,8 @@ impl Balancer {
     fn propose(&self, loads: &Loads, driver: &PlanDriver) -> Proposal {
         let current = driver.primaries();
         let live: Vec<u32> = driver.placeable();
-        let load_of = |w: u32| loads.workers.get(w as usize).copied().unwrap_or(0.0);
+        // Sizing compares records: the ones offered, and the workers' true rates.
+        let load_of = |w: u32| loads.applied.get(w as usize).copied().unwrap_or(0.0);
         let work = loads.work();
         let work_of = |w: u32| work.get(w as usize).copied().unwrap_or(0.0);
         // Sized by what the sources offer: what the workers applied stops at what they

@@ -18,6 +18,8 @@ fn report(w: u32, window: u64, map: &[u32], records: &[u64]) -> LoadReport {
         sent: 0,
         bins,
         standbys: Vec::new(),
+        bins_busy_ns: Vec::new(),
+        standbys_busy_ns: Vec::new(),
     }
 }
 

@@ -1,230 +1,39 @@
-//! Load reports: every worker, of every process, tells worker 0 what its bins cost it, on a
-//! stream of their own, so that worker 0's control plane knows each bin's load and size
-//! wherever the bin is ([`Board`]), for the `balance` target and the balancer.
-//!
-//! A report covers one [`REPORT_EVERY`] of a worker's run: per bin whose primary it holds,
-//! the records its operators applied to the bin and the bin's bytes. The board adds them
-//! up in windows of [`WINDOW`] and keeps the last whole one: a worker's load is its records
-//! over the time its own reports covered (not over worker 0's window, which a report landing
-//! across its tick would stretch or shrink), a bin's load its records over the time of its
-//! reporter's reports. A report whose interval began before the board last started afresh
-//! (a plan ended) is not counted: it may hold work from before the bins moved. Memory is a
-//! few numbers per bin and worker, whatever the run's length.
+//! Worker 0's board of the workers' reports: each bin's and worker's load over the last
+//! whole window ([`Board`]), and each latency window's imbalance ([`WindowSums`]).
 
-use std::cell::RefCell;
-use std::rc::Rc;
-use std::time::Duration;
-
-use serde::{Deserialize, Serialize};
-use timely::dataflow::operators::{Exchange, Inspect};
-use timely::dataflow::{InputHandleVec, Scope};
-
-use crate::Time;
+use super::{LoadReport, WINDOW};
 use crate::balance::Loads;
-use crate::operator::{BinLoad, BinSize, Observers};
-
-/// How often a worker reports its bins' load to worker 0: once per latency window, so that
-/// each window's imbalance is known.
-pub const REPORT_EVERY: Duration = crate::epoch::WINDOW;
-/// The window a bin's load is measured over.
-pub const WINDOW: Duration = Duration::from_secs(1);
-
-/// One worker's report: what its primaries cost it over `interval_ns`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct LoadReport {
-    /// The reporting worker.
-    pub worker: u32,
-    /// The latency window (of [`REPORT_EVERY`], on the worker's clock of the run) the report
-    /// closes: it covers the time since the worker's last report.
-    pub window: u64,
-    /// The report's interval, in nanoseconds.
-    pub interval_ns: u64,
-    /// When the interval ended, in nanoseconds on the worker's clock of the run.
-    #[serde(default)]
-    pub ended_ns: u64,
-    /// Time the worker's operators were busy in it (0 unless timed).
-    pub busy_ns: u64,
-    /// Records the worker's source sent in it: the load offered, which what the workers
-    /// apply falls short of when they cannot keep up.
-    #[serde(default)]
-    pub sent: u64,
-    /// Per bin whose primary the worker holds and that had work: (bin, records, bytes).
-    pub bins: Vec<(u32, u64, u64)>,
-    /// Per bin whose standby the worker holds and that had work: (bin, records). A standby
-    /// applies every record its primary does: work of the worker's, no load of the bin's.
-    #[serde(default)]
-    pub standbys: Vec<(u32, u64)>,
-}
-
-/// Reads one worker's counters into reports (the differences since the last one).
-pub(super) struct Meter {
-    worker: u32,
-    observers: Observers,
-    /// Per bin, the records this worker's operators applied to it so far, as primary or
-    /// standby (a standby promoted to primary reports only what came after).
-    last: Vec<u64>,
-    busy_before: u64,
-    sent_before: u64,
-    /// Per bin, this report's totals and bytes, and whether the worker holds its primary.
-    now: Vec<(u64, u64, bool)>,
-    scratch: Vec<BinLoad>,
-    sizes: Vec<BinSize>,
-}
-
-impl Meter {
-    pub(super) fn new(worker: u32, observers: Observers, bins: usize) -> Self {
-        let mut meter = Meter {
-            worker,
-            observers,
-            last: vec![0; bins],
-            busy_before: 0,
-            sent_before: 0,
-            now: vec![(0, 0, false); bins],
-            scratch: Vec::new(),
-            sizes: Vec::new(),
-        };
-        // What came before (a preload) is no load of the run's.
-        meter.report(Duration::ZERO, Duration::ZERO, 0, 0);
-        meter
-    }
-
-    /// What the worker's primaries cost since the last report, `interval` ago (it is
-    /// `ended` into the run), as the report that closes latency window `window`; its source
-    /// has sent `sent` records so far.
-    pub(super) fn report(
-        &mut self,
-        interval: Duration,
-        ended: Duration,
-        window: u64,
-        sent: u64,
-    ) -> LoadReport {
-        let (now, scratch, sizes) = (&mut self.now, &mut self.scratch, &mut self.sizes);
-        now.fill((0, 0, false));
-        self.observers.each(|op| {
-            scratch.clear();
-            (op.loads)(scratch);
-            for l in scratch.iter() {
-                if let Some(n) = now.get_mut(l.bin as usize) {
-                    n.0 += l.records;
-                    n.2 |= !l.standby;
-                }
-            }
-            sizes.clear();
-            (op.sizes)(sizes);
-            for s in sizes.iter().filter(|s| !s.standby) {
-                if let Some(n) = now.get_mut(s.bin as usize) {
-                    n.1 += s.bytes;
-                }
-            }
-        });
-        let (bins, standbys) = work_since(now, &mut self.last);
-        let busy = self.observers.busy_ns();
-        let busy_ns = busy.saturating_sub(self.busy_before);
-        self.busy_before = busy;
-        let sent_since = sent.saturating_sub(self.sent_before);
-        self.sent_before = sent;
-        LoadReport {
-            worker: self.worker,
-            window,
-            interval_ns: interval.as_nanos() as u64,
-            ended_ns: ended.as_nanos().try_into().unwrap_or(u64::MAX),
-            busy_ns,
-            sent: sent_since,
-            bins,
-            standbys,
-        }
-    }
-}
-
-/// A report's primaries `(bin, records, bytes)` and standbys `(bin, records)`.
-type Work = (Vec<(u32, u64, u64)>, Vec<(u32, u64)>);
-
-/// The (bin, records, bytes) of each bin whose primary the worker holds and that had work
-/// since `last`, and the (bin, records) of each whose standby it holds, from this report's
-/// per-bin `(records so far, bytes, primary)`; `last` is brought up to date for every bin,
-/// whatever the role (a standby's work is no load of a primary's, before or after a
-/// promotion).
-fn work_since(now: &[(u64, u64, bool)], last: &mut [u64]) -> Work {
-    let (mut bins, mut standbys) = (Vec::new(), Vec::new());
-    for (bin, (&(total, bytes, primary), last)) in now.iter().zip(last.iter_mut()).enumerate() {
-        // A bin that left and came back counts from where its counters stand.
-        let records = total.saturating_sub(*last);
-        *last = total;
-        if records > 0 {
-            if primary {
-                bins.push((bin as u32, records, bytes));
-            } else {
-                standbys.push((bin as u32, records));
-            }
-        }
-    }
-    (bins, standbys)
-}
-
-/// Every worker's end of the reports stream: worker 0 hears them all.
-pub(super) struct LoadReports {
-    input: InputHandleVec<Time, LoadReport>,
-    heard: Rc<RefCell<Vec<LoadReport>>>,
-}
-
-impl LoadReports {
-    pub(super) fn new() -> Self {
-        LoadReports {
-            input: InputHandleVec::new(),
-            heard: Rc::default(),
-        }
-    }
-
-    /// Adds the stream to the dataflow being built. Nothing waits on its frontier: its input
-    /// stays at its first time until the run ends.
-    pub(super) fn build(&mut self, scope: Scope<'_, Time>) {
-        let heard = Rc::clone(&self.heard);
-        // The first inspect makes an operator's output, which hands each batch on at the end
-        // of its activation (see `end.rs`).
-        self.input
-            .to_stream(scope)
-            .inspect(|_| {})
-            .exchange(|_| 0)
-            .inspect(move |report| heard.borrow_mut().push(report.clone()));
-    }
-
-    /// Sends worker 0 this worker's report.
-    pub(super) fn send(&mut self, report: LoadReport) {
-        self.input.send(report);
-        self.input.flush();
-    }
-
-    /// On worker 0: the reports that arrived since the last call.
-    pub(super) fn take(&self) -> Vec<LoadReport> {
-        std::mem::take(&mut self.heard.borrow_mut())
-    }
-}
 
 /// `s` seconds as nanoseconds (0 for a negative time).
 fn secs_to_ns(s: f64) -> u64 {
     (s.max(0.0) * 1e9) as u64
 }
 
-/// The latency window a worker's clock of the run is in.
-pub(super) fn window_at(now: Duration) -> u64 {
-    (now.as_nanos() / REPORT_EVERY.as_nanos()) as u64
-}
-
 /// Windows behind the latest reported after which a window not every live worker reported
 /// is given up (a worker whose loop stalled reports two windows as one).
 const WINDOWS_PENDING: u64 = 8;
 
-/// Per latency window, each worker's records applied as primary and the time its reports
-/// covered, until every worker counted reported it: then the window's imbalance is known.
-/// Holds at most a few windows.
+/// Per latency window, each worker's work (records, and busy time when timed, as primary
+/// or standby) and the time its reports covered, until every worker counted reported it:
+/// then the window's imbalance is known. Holds at most a few windows.
 #[derive(Debug, Default)]
-pub(super) struct WindowSums {
-    pending: std::collections::BTreeMap<u64, Vec<Option<(u64, u64)>>>,
+pub(crate) struct WindowSums {
+    pending: std::collections::BTreeMap<u64, Vec<Option<Sums>>>,
+}
+
+/// One worker's sums in one latency window.
+#[derive(Clone, Copy, Debug, Default)]
+struct Sums {
+    records: u64,
+    busy_ns: u64,
+    /// Every report it made in the window was timed.
+    timed: bool,
+    reported_ns: u64,
 }
 
 impl WindowSums {
     /// Takes a report (one of a worker the job does not have is ignored).
-    pub(super) fn take(&mut self, report: &LoadReport, workers: usize) {
+    pub(crate) fn take(&mut self, report: &LoadReport, workers: usize) {
         let w = report.worker as usize;
         if w >= workers {
             return;
@@ -236,24 +45,40 @@ impl WindowSums {
         // Every record the worker applied, its standbys' too.
         let records: u64 = report.bins.iter().map(|(_, r, _)| r).sum::<u64>()
             + report.standbys.iter().map(|(_, r)| r).sum::<u64>();
-        let (r, ns) = sums[w].unwrap_or((0, 0));
-        sums[w] = Some((r + records, ns + report.interval_ns));
+        let busy: u64 = report.bins_busy_ns.iter().chain(&report.standbys_busy_ns).sum();
+        let s = sums[w].unwrap_or(Sums {
+            timed: true,
+            ..Sums::default()
+        });
+        sums[w] = Some(Sums {
+            records: s.records + records,
+            busy_ns: s.busy_ns + busy,
+            timed: s.timed && report.timed(),
+            reported_ns: s.reported_ns + report.interval_ns,
+        });
     }
 
     /// The windows now known, with their imbalance over the workers `counted` (max / mean of
-    /// their records per second: a worker whose loop stalled reports several windows in
-    /// one; a window with no records has no figure), in window order.
-    pub(super) fn settle(&mut self, counted: &[u32]) -> Vec<(u64, f64)> {
+    /// their busy time per second when every one was timed, else of their records per
+    /// second: a worker whose loop stalled reports several windows in one; a window with no
+    /// work has no figure), in window order.
+    pub(crate) fn settle(&mut self, counted: &[u32]) -> Vec<(u64, f64)> {
         let latest = self.pending.keys().next_back().copied().unwrap_or(0);
         let mut known = Vec::new();
         while let Some((&window, sums)) = self.pending.first_key_value() {
-            let each: Option<Vec<f64>> = counted
+            let of: Option<Vec<Sums>> = counted
                 .iter()
-                .map(|w| {
-                    let (records, ns) = sums.get(*w as usize).copied().flatten()?;
-                    Some(records as f64 / (ns.max(1) as f64 / 1e9))
-                })
+                .map(|w| sums.get(*w as usize).copied().flatten())
                 .collect();
+            let each: Option<Vec<f64>> = of.map(|of| {
+                let busy = of.iter().all(|s| s.timed) && of.iter().any(|s| s.busy_ns > 0);
+                of.iter()
+                    .map(|s| {
+                        let work = if busy { s.busy_ns } else { s.records };
+                        work as f64 / (s.reported_ns.max(1) as f64 / 1e9)
+                    })
+                    .collect()
+            });
             match each {
                 Some(each) => {
                     if each.iter().sum::<f64>() > 0.0 {
@@ -288,12 +113,19 @@ pub struct Board {
 #[derive(Clone, Debug)]
 struct Window {
     records: Vec<u64>,
+    /// Per bin, its primary's busy nanoseconds.
+    busy: Vec<u64>,
+    /// Every report in the window was timed.
+    timed: bool,
     bytes: Vec<u64>,
     /// Per bin, the worker that reported its records (its primary's holder).
     reporter: Vec<u32>,
     per_worker: Vec<u64>,
     /// Per worker, the records its standbys applied.
     standby_per_worker: Vec<u64>,
+    /// Per worker, its primaries' and its standbys' busy nanoseconds.
+    busy_per_worker: Vec<u64>,
+    standby_busy_per_worker: Vec<u64>,
     busy_ns: Vec<u64>,
     /// Records each worker's source sent.
     sent: Vec<u64>,
@@ -305,10 +137,14 @@ impl Window {
     fn new(bins: usize, workers: usize) -> Self {
         Window {
             records: vec![0; bins],
+            busy: vec![0; bins],
+            timed: true,
             bytes: vec![0; bins],
             reporter: vec![0; bins],
             per_worker: vec![0; workers],
             standby_per_worker: vec![0; workers],
+            busy_per_worker: vec![0; workers],
+            standby_busy_per_worker: vec![0; workers],
             busy_ns: vec![0; workers],
             sent: vec![0; workers],
             reported_ns: vec![0; workers],
@@ -336,15 +172,23 @@ impl Board {
             return;
         }
         let window = &mut self.filling;
-        for &(bin, records, bytes) in &report.bins {
+        let timed = report.timed();
+        window.timed &= timed;
+        for (k, &(bin, records, bytes)) in report.bins.iter().enumerate() {
             if let Some(r) = window.records.get_mut(bin as usize) {
+                let busy = report.bins_busy_ns.get(k).copied().filter(|_| timed).unwrap_or(0);
                 *r += records;
+                window.busy[bin as usize] += busy;
                 window.bytes[bin as usize] = bytes;
                 window.reporter[bin as usize] = report.worker;
                 window.per_worker[w] += records;
+                window.busy_per_worker[w] += busy;
             }
         }
         window.standby_per_worker[w] += report.standbys.iter().map(|(_, r)| r).sum::<u64>();
+        if timed {
+            window.standby_busy_per_worker[w] += report.standbys_busy_ns.iter().sum::<u64>();
+        }
         window.busy_ns[w] += report.busy_ns;
         window.sent[w] += report.sent;
         window.reported_ns[w] += report.interval_ns;
@@ -374,27 +218,42 @@ impl Board {
     }
 
     /// The last whole window's loads, once one is and every worker reported in it: each
-    /// worker's counts over the time its own reports covered.
+    /// worker's counts over the time its own reports covered. Loads are busy time when
+    /// every report was timed and some work was, records otherwise.
     pub fn loads(&self) -> Option<Loads> {
         let w = self.last.as_ref()?;
         if w.reported_ns.contains(&0) {
             return None;
         }
         let secs_of = |worker: usize| w.reported_ns[worker] as f64 / 1e9;
+        let busy = w.timed
+            && w.busy_per_worker
+                .iter()
+                .chain(&w.standby_busy_per_worker)
+                .any(|b| *b > 0);
+        let (bins, workers, standbys) = if busy {
+            (&w.busy, &w.busy_per_worker, &w.standby_busy_per_worker)
+        } else {
+            (&w.records, &w.per_worker, &w.standby_per_worker)
+        };
+        // Busy nanoseconds as busy seconds.
+        let unit = if busy { 1e-9 } else { 1.0 };
+        let per_s = |v: &[u64], unit: f64| -> Vec<f64> {
+            (0..self.workers)
+                .map(|k| v[k] as f64 * unit / secs_of(k))
+                .collect()
+        };
         Some(Loads {
-            bins: w
-                .records
+            bins: bins
                 .iter()
                 .zip(&w.reporter)
-                .map(|(r, by)| *r as f64 / secs_of(*by as usize))
+                .map(|(r, by)| *r as f64 * unit / secs_of(*by as usize))
                 .collect(),
             bytes: w.bytes.clone(),
-            workers: (0..self.workers)
-                .map(|worker| w.per_worker[worker] as f64 / secs_of(worker))
-                .collect(),
-            standbys: (0..self.workers)
-                .map(|worker| w.standby_per_worker[worker] as f64 / secs_of(worker))
-                .collect(),
+            workers: per_s(workers, unit),
+            standbys: per_s(standbys, unit),
+            busy,
+            applied: per_s(&w.per_worker, 1.0),
             offered: (0..self.workers)
                 .map(|worker| w.sent[worker] as f64 / secs_of(worker))
                 .sum(),
@@ -423,7 +282,45 @@ mod tests {
             sent: 0,
             bins,
             standbys: Vec::new(),
+            bins_busy_ns: Vec::new(),
+            standbys_busy_ns: Vec::new(),
         }
+    }
+
+    /// As [`report`], timed: each bin took `busy_ns` of the worker's time per record.
+    fn timed(worker: u32, bins: Vec<(u32, u64, u64)>, ns_per_record: u64) -> LoadReport {
+        LoadReport {
+            bins_busy_ns: bins.iter().map(|(_, r, _)| r * ns_per_record).collect(),
+            ..report(worker, bins)
+        }
+    }
+
+    /// A worker that keeps up with only half its records at 1 ms each is saturated; its
+    /// peer, at 0.1 ms each, applies twice the records in a fifth of the time. By records
+    /// the peer looks busier; by busy time it is the saturated one.
+    #[test]
+    fn a_saturated_worker_is_weighed_by_its_busy_time_and_untimed_reports_by_records() {
+        let mut board = Board::new(2, 2, 0.0);
+        board.take(&timed(0, vec![(0, 250, 1)], 1_000_000));
+        board.take(&timed(1, vec![(1, 500, 1)], 100_000));
+        assert!(board.tick(1.0));
+        let loads = board.loads().unwrap();
+        assert!(loads.busy);
+        // Busy seconds per second, over 0.25 s of reports each.
+        assert_eq!(loads.workers, vec![1.0, 0.2]);
+        assert_eq!(loads.bins, vec![1.0, 0.2]);
+        assert_eq!(loads.applied, vec![1000.0, 2000.0], "records stay for sizing");
+        let mut sums = WindowSums::default();
+        sums.take(&timed(0, vec![(0, 250, 1)], 1_000_000), 2);
+        sums.take(&timed(1, vec![(1, 500, 1)], 100_000), 2);
+        assert_eq!(sums.settle(&[0, 1]), vec![(0, 1.0 / 0.6)]);
+        // One report not timed: the window goes by records.
+        board.take(&timed(0, vec![(0, 250, 1)], 1_000_000));
+        board.take(&report(1, vec![(1, 500, 1)]));
+        assert!(board.tick(2.0));
+        let loads = board.loads().unwrap();
+        assert!(!loads.busy);
+        assert_eq!(loads.workers, vec![1000.0, 2000.0]);
     }
 
     #[test]
@@ -487,18 +384,6 @@ mod tests {
             vec![400.0],
             "two reports of 0.25 s"
         );
-    }
-
-    #[test]
-    fn a_promoted_standby_reports_only_its_work_as_primary() {
-        let mut last = vec![0; 3];
-        // Bin 1 is a standby here: its work is the worker's, not the bin's load.
-        let first = work_since(&[(10, 5, true), (400, 7, false), (0, 0, false)], &mut last);
-        assert_eq!(first, (vec![(0, 10, 5)], vec![(1, 400)]));
-        // Bin 1 is promoted: only the 30 records since count.
-        let second = work_since(&[(10, 5, true), (430, 7, true), (0, 0, false)], &mut last);
-        assert_eq!(second, (vec![(1, 30, 7)], vec![]));
-        assert_eq!(last, vec![10, 430, 0]);
     }
 
     #[test]
