@@ -225,6 +225,13 @@ impl Recording {
         if config.balance.mode == BalanceMode::Auto {
             config.balance.mode = BalanceMode::Suggest;
         }
+        // A run whose rebalances after a rejoin spread evenly (one from before they were
+        // placed by load, or one whose balancer was off) is re-run so, moving the same bins;
+        // one placed by load is placed by the re-run's own loads (the outputs are the same).
+        config.even_rebalances = !summary
+            .migrations
+            .iter()
+            .any(|m| m.target == megaflux::driver::REBALANCED_BY_LOAD);
         config.failures.clear();
         config.rejoins.clear();
         config.panics.clear();

@@ -237,8 +237,8 @@ impl PlanDriver {
 
     /// What a rebalance's record says it did.
     fn rebalance_why(&self) -> String {
-        if self.balancing && self.known.is_some() {
-            "balanced by load over the live workers".to_string()
+        if self.balancing && !self.even_rebalances && self.known.is_some() {
+            super::REBALANCED_BY_LOAD.to_string()
         } else {
             "balanced over the live workers".to_string()
         }
@@ -248,7 +248,11 @@ impl PlanDriver {
     /// on and has measured some ([`PlanDriver::by_known_load`]), else spread
     /// ([`PlanDriver::spread`]).
     pub(super) fn balanced(&self) -> Placement {
-        match self.known.as_ref().filter(|_| self.balancing) {
+        match self
+            .known
+            .as_ref()
+            .filter(|_| self.balancing && !self.even_rebalances)
+        {
             Some(loads) => self.by_known_load(loads),
             None => self.spread(),
         }

@@ -37,6 +37,9 @@ pub use records::{
     PlanTotals, RECENT_PLANS, TARGET_CHARS,
 };
 
+/// What the record of a rebalance placed by the measured load says it did.
+pub const REBALANCED_BY_LOAD: &str = "balanced by load over the live workers";
+
 /// A failure or rejoin taken and not yet issued, with when it was taken.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Urgent {
@@ -130,6 +133,8 @@ pub struct PlanDriver {
     known: Option<Loads>,
     /// The balancer is on (not `off`): a rebalance places by the known loads.
     balancing: bool,
+    /// Rebalances spread evenly whatever the balancer says (a re-run of a run whose did).
+    even_rebalances: bool,
     /// What the balancer measured and decided.
     balance: BalanceLog,
     /// The balancer's standing proposal (`suggest`): what the `balance` target starts.
@@ -184,6 +189,7 @@ impl PlanDriver {
             loads: None,
             known: None,
             balancing: false,
+            even_rebalances: false,
             balance: BalanceLog::default(),
             proposal: None,
             balanced: None,
@@ -234,6 +240,12 @@ impl PlanDriver {
     /// by the last measured loads when it is on, and spreads uniformly when it is off.
     pub fn set_balancing(&mut self, on: bool) {
         self.balancing = on;
+    }
+
+    /// Rebalances spread the bins evenly whatever the balancer's mode (a re-run of a run
+    /// whose rebalances did, so that it moves the same bins).
+    pub fn keep_rebalances_even(&mut self) {
+        self.even_rebalances = true;
     }
 
     /// The placement of primaries the `balance` target would move to now, over the live

@@ -147,6 +147,11 @@ pub struct RunConfig {
     /// `drain` says. Set by `replay --rerun`.
     #[serde(skip)]
     pub drain_ends: Option<Time>,
+    /// Rebalances after a rejoin spread the bins evenly whatever the balancer's mode, as
+    /// before placements by load: a re-run of a run whose rebalances did so repeats them.
+    /// Set by `replay --rerun`.
+    #[serde(skip)]
+    pub even_rebalances: bool,
     /// The longest line an input may have, in bytes (`--max-line-bytes`): a longer one
     /// stops the job naming the input and the line, rather than fill the memory.
     #[serde(default = "max_line_bytes", skip_serializing_if = "is_max_line_bytes")]
@@ -403,6 +408,7 @@ impl Default for RunConfig {
             join: false,
             drain: None,
             drain_ends: None,
+            even_rebalances: false,
             max_line_bytes: crate::source::DEFAULT_MAX_LINE_BYTES,
             check_serde: false,
             balance: BalanceConfig::default(),

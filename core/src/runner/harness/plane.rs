@@ -78,6 +78,9 @@ impl ControlPlane {
         driver.set_elastic(config.elastic());
         driver.set_balancing(config.balance.mode != BalanceMode::Off && !config.native);
         driver.set_max_bytes(config.balance.max_bytes);
+        if config.even_rebalances {
+            driver.keep_rebalances_even();
+        }
         driver.report_placement(*input.time());
         ControlPlane {
             driver,
