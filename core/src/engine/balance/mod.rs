@@ -265,7 +265,7 @@ impl Movable<'_> {
 }
 
 /// Bin `b`'s load in `load`, 0 for a bin without one or with a load that is no number.
-pub(super) fn weight(load: &[f64], b: usize) -> f64 {
+pub(crate) fn weight(load: &[f64], b: usize) -> f64 {
     load.get(b)
         .copied()
         .filter(|l| l.is_finite() && *l > 0.0)

@@ -4,9 +4,8 @@
 
 use super::{FailureRef, PlanDriver, Purpose, Urgent};
 use crate::Time;
-use crate::balance::{Loads, balanced, balanced_replicas};
 use crate::bins::list;
-use crate::config::{ControlInst, NONE, Placement, Replicas, chained, uniform};
+use crate::config::{ControlInst, Replicas};
 use crate::error::CommandError;
 
 use super::records::{FailureRecord, KEPT_FAILURES};
@@ -111,7 +110,7 @@ impl PlanDriver {
         if self.active.is_some() {
             return;
         }
-        let standbys = self.placements.recovery();
+        let standbys = self.recovery_standbys();
         if standbys.is_empty() {
             return;
         }
@@ -145,7 +144,7 @@ impl PlanDriver {
             return;
         }
         let mut goal = self.placement().clone();
-        let standbys = self.placements.recovery();
+        let standbys = self.recovery_standbys();
         if standbys.is_empty() {
             if goal.iter().any(Replicas::is_degraded) {
                 tracing::warn!(
@@ -233,93 +232,5 @@ impl PlanDriver {
             &goal,
             now_s,
         );
-    }
-
-    /// What a rebalance's record says it did.
-    fn rebalance_why(&self) -> String {
-        if self.balancing && !self.even_rebalances && self.known.is_some() {
-            super::REBALANCED_BY_LOAD.to_string()
-        } else {
-            "balanced over the live workers".to_string()
-        }
-    }
-
-    /// Where a rebalance puts the bins: by the last measured loads when the balancer is
-    /// on and has measured some ([`PlanDriver::by_known_load`]), else spread
-    /// ([`PlanDriver::spread`]).
-    pub(super) fn balanced(&self) -> Placement {
-        match self
-            .known
-            .as_ref()
-            .filter(|_| self.balancing && !self.even_rebalances)
-        {
-            Some(loads) => self.by_known_load(loads),
-            None => self.spread(),
-        }
-    }
-
-    /// From today's placement, every bin with one copy given a standby as a recovery would,
-    /// then balanced by `loads` over the workers placements may use (an elastic run's
-    /// serving ones): the greedy placement of [`crate::balance`], which moves bins from
-    /// the busiest workers onto the one that rejoined until no move helps.
-    fn by_known_load(&self, loads: &Loads) -> Placement {
-        let mut from = self.placement().clone();
-        for (bin, replicas) in self.placements.recovery() {
-            from[bin as usize] = replicas;
-        }
-        let alive = if self.elastic {
-            self.serving()
-        } else {
-            self.placeable()
-        };
-        let movable = self.movable();
-        if self.replicas > 1 {
-            let placed = balanced_replicas(
-                &from,
-                &loads.bins,
-                &loads.bytes,
-                &alive,
-                self.per_process,
-                &movable,
-            );
-            placed.placement.unwrap_or(from)
-        } else {
-            let primaries: Vec<u32> = from.iter().map(|r| r.primary).collect();
-            balanced(&primaries, &loads.bins, &loads.bytes, &alive, &movable)
-                .map
-                .into_iter()
-                .map(Replicas::single)
-                .collect()
-        }
-    }
-
-    /// Primaries spread over the live workers the user did not exclude as the job started
-    /// (`bin mod workers` when all are), each with a chained standby when the job has two
-    /// replicas.
-    pub(super) fn spread(&self) -> Placement {
-        let live: Vec<u32> = self.placeable();
-        if live.is_empty() {
-            return self.placement().clone();
-        }
-        let primaries = if live.len() == self.workers {
-            uniform(self.placement().len(), self.workers)
-        } else {
-            (0..self.placement().len())
-                .map(|b| live[b % live.len()])
-                .collect()
-        };
-        primaries
-            .into_iter()
-            .map(|p| Replicas {
-                primary: p,
-                standby: if self.replicas > 1 {
-                    chained(p, self.workers, self.per_process, |w| {
-                        !self.placements.is_failed(w)
-                    })
-                } else {
-                    NONE
-                },
-            })
-            .collect()
     }
 }

@@ -30,6 +30,7 @@ use crate::plan::{self, Change, Schedule, Strategy, Target};
 
 mod failures;
 mod operator;
+mod placing;
 mod records;
 
 pub use records::{

@@ -475,3 +475,48 @@ fn a_rejoin_under_the_balancer_rebalances_by_load_and_without_it_uniformly() {
         "the rejoined worker holds bins"
     );
 }
+
+/// Fails worker 3 of four (two replicas, eight bins, bin 0 eight times as busy as each
+/// other one) and runs the recovery: each worker's work after it.
+fn recovered(balancing: bool) -> Vec<f64> {
+    let mut load = vec![10.0; 8];
+    load[0] = 80.0;
+    let mut d = PlanDriver::new(
+        replicated(&uniform(8, 4), 4, 4),
+        4,
+        4,
+        2,
+        schedule(Strategy::AllAtOnce, false),
+    );
+    d.set_balancing(balancing);
+    d.set_loads(Some(Loads {
+        bins: load.clone(),
+        bytes: vec![10; 8],
+        workers: vec![0.0; 4],
+        standbys: vec![0.0; 4],
+        busy: false,
+        applied: vec![0.0; 4],
+        offered: 0.0,
+        true_rates: vec![None; 4],
+        at_s: 1.0,
+    }));
+    d.command(Command::Fail { worker: 3 }, 1.0).unwrap();
+    for t in 1..30 {
+        d.poll(t, t, 1.0);
+    }
+    assert!(!d.busy(), "the recovery ran");
+    assert!(d.placement().iter().all(|r| !r.is_degraded() && !r.holds(3)));
+    assert!(d.placement().iter().all(|r| r.primary != r.standby));
+    crate::balance::replicas::work(d.placement(), &load, 4)
+}
+
+#[test]
+fn a_recovery_under_the_balancer_gives_the_new_standbys_to_the_least_worked_workers() {
+    // Chained, the new standbys of worker 3's bins go to workers 0 and 1, already the
+    // busiest (110 each, worker 2 40): 130 / 130 / 40. By load they go where the work is
+    // least: 120 / 120 / 60.
+    let chained = recovered(false);
+    assert_eq!(chained, [130.0, 130.0, 40.0, 0.0]);
+    let by_load = recovered(true);
+    assert_eq!(by_load, [120.0, 120.0, 60.0, 0.0]);
+}
