@@ -20,6 +20,7 @@ fn report(w: u32, window: u64, map: &[u32], records: &[u64]) -> LoadReport {
         standbys: Vec::new(),
         bins_busy_ns: Vec::new(),
         standbys_busy_ns: Vec::new(),
+        idle: Vec::new(),
     }
 }
 

@@ -98,10 +98,13 @@ impl WindowSums {
 #[derive(Clone, Debug)]
 pub struct Board {
     workers: usize,
-    /// The window being filled: records per bin, per worker, and the bins' bytes.
+    /// The window being filled: records and busy time per bin and per worker.
     filling: Window,
     /// The last whole window, if one is.
     last: Option<Window>,
+    /// Per bin, its bytes as its primary last said them (a size does not depend on the
+    /// window: kept through resets).
+    bytes: Vec<u64>,
     /// When the window being filled began, in seconds into the run.
     began_s: f64,
     /// Reports whose interval began before this (ns into the run: the last reset) are
@@ -117,7 +120,6 @@ struct Window {
     busy: Vec<u64>,
     /// Every report in the window was timed.
     timed: bool,
-    bytes: Vec<u64>,
     /// Per bin, the worker that reported its records (its primary's holder).
     reporter: Vec<u32>,
     per_worker: Vec<u64>,
@@ -139,7 +141,6 @@ impl Window {
             records: vec![0; bins],
             busy: vec![0; bins],
             timed: true,
-            bytes: vec![0; bins],
             reporter: vec![0; bins],
             per_worker: vec![0; workers],
             standby_per_worker: vec![0; workers],
@@ -159,6 +160,7 @@ impl Board {
             workers,
             filling: Window::new(bins, workers),
             last: None,
+            bytes: vec![0; bins],
             began_s: now_s,
             since_ns: secs_to_ns(now_s),
         }
@@ -179,10 +181,15 @@ impl Board {
                 let busy = report.bins_busy_ns.get(k).copied().filter(|_| timed).unwrap_or(0);
                 *r += records;
                 window.busy[bin as usize] += busy;
-                window.bytes[bin as usize] = bytes;
+                self.bytes[bin as usize] = bytes;
                 window.reporter[bin as usize] = report.worker;
                 window.per_worker[w] += records;
                 window.busy_per_worker[w] += busy;
+            }
+        }
+        for &(bin, bytes) in &report.idle {
+            if let Some(b) = self.bytes.get_mut(bin as usize) {
+                *b = bytes;
             }
         }
         window.standby_per_worker[w] += report.standbys.iter().map(|(_, r)| r).sum::<u64>();
@@ -249,7 +256,7 @@ impl Board {
                 .zip(&w.reporter)
                 .map(|(r, by)| *r as f64 * unit / secs_of(*by as usize))
                 .collect(),
-            bytes: w.bytes.clone(),
+            bytes: self.bytes.clone(),
             workers: per_s(workers, unit),
             standbys: per_s(standbys, unit),
             busy,
@@ -284,6 +291,7 @@ mod tests {
             standbys: Vec::new(),
             bins_busy_ns: Vec::new(),
             standbys_busy_ns: Vec::new(),
+            idle: Vec::new(),
         }
     }
 
@@ -342,6 +350,18 @@ mod tests {
         assert_eq!(loads.true_rates[0], Some(3500.0));
         board.reset(1.2);
         assert!(board.loads().is_none());
+        // An idle bin's size, said once, is known through resets and windows without work.
+        board.take(&LoadReport {
+            idle: vec![(3, 4096)],
+            ended_ns: 1_500_000_000,
+            ..report(1, vec![(1, 100, 30)])
+        });
+        board.take(&LoadReport {
+            ended_ns: 1_500_000_000,
+            ..report(0, vec![(0, 100, 11)])
+        });
+        assert!(board.tick(2.2));
+        assert_eq!(board.loads().unwrap().bytes, vec![11, 30, 20, 4096]);
     }
 
     /// Worker 0's fifth report of a steady 400 records/s lands after the board's tick was

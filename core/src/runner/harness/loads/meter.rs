@@ -18,6 +18,8 @@ pub(crate) struct Meter {
     sent_before: u64,
     /// Per bin, this report's totals, and whether the worker holds its primary.
     now: Vec<Totals>,
+    /// Per bin, the bytes last said of it as an idle bin (0: none said).
+    idle_said: Vec<u64>,
     scratch: Vec<BinLoad>,
     sizes: Vec<BinSize>,
 }
@@ -31,11 +33,14 @@ impl Meter {
             busy_before: 0,
             sent_before: 0,
             now: vec![Totals::default(); bins],
+            idle_said: vec![0; bins],
             scratch: Vec::new(),
             sizes: Vec::new(),
         };
-        // What came before (a preload) is no load of the run's.
+        // What came before (a preload) is no load of the run's; its bins' sizes are the
+        // first report's to say.
         meter.report(Duration::ZERO, Duration::ZERO, 0, 0);
+        meter.idle_said.fill(0);
         meter
     }
 
@@ -66,11 +71,13 @@ impl Meter {
             for s in sizes.iter().filter(|s| !s.standby) {
                 if let Some(n) = now.get_mut(s.bin as usize) {
                     n.bytes += s.bytes;
+                    n.primary = true;
                 }
             }
         });
         let timed = self.observers.timed();
         let work = work_since(now, &mut self.last);
+        let idle = idle_changed(now, &work, &mut self.idle_said);
         let busy = self.observers.busy_ns();
         let busy_ns = busy.saturating_sub(self.busy_before);
         self.busy_before = busy;
@@ -87,6 +94,7 @@ impl Meter {
             standbys: work.standbys,
             bins_busy_ns: if timed { work.bins_busy_ns } else { Vec::new() },
             standbys_busy_ns: if timed { work.standbys_busy_ns } else { Vec::new() },
+            idle,
         }
     }
 }
@@ -135,6 +143,27 @@ fn work_since(now: &[Totals], last: &mut [(u64, u64)]) -> Work {
     work
 }
 
+/// The (bin, bytes) of each bin whose primary the worker holds that had no work in this
+/// report and whose bytes differ from what `said` holds (brought up to date): an idle bin's
+/// size is said once, and again when it changes.
+fn idle_changed(now: &[Totals], work: &Work, said: &mut [u64]) -> Vec<(u32, u64)> {
+    let mut idle = Vec::new();
+    let mut worked = work.bins.iter().map(|(b, _, _)| *b).peekable();
+    for (bin, (t, said)) in now.iter().zip(said.iter_mut()).enumerate() {
+        let bin = bin as u32;
+        // `work.bins` is in bin order.
+        if worked.next_if_eq(&bin).is_some() {
+            *said = t.bytes;
+            continue;
+        }
+        if t.primary && t.bytes != *said {
+            idle.push((bin, t.bytes));
+            *said = t.bytes;
+        }
+    }
+    idle
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,5 +195,25 @@ mod tests {
         assert_eq!(second.bins_busy_ns, vec![60]);
         assert!(second.standbys.is_empty());
         assert_eq!(last, vec![(10, 50), (430, 960), (0, 0)]);
+    }
+
+    #[test]
+    fn an_idle_bins_size_is_said_once_and_again_when_it_changes() {
+        let t = |records, bytes, primary| Totals {
+            records,
+            busy_ns: 0,
+            bytes,
+            primary,
+        };
+        let (mut last, mut said) = (vec![(0, 0); 3], vec![0; 3]);
+        // Bin 0 works, bin 1 is an idle primary of 500 bytes, bin 2 an idle standby.
+        let now = [t(10, 100, true), t(0, 500, true), t(0, 700, false)];
+        let work = work_since(&now, &mut last);
+        assert_eq!(idle_changed(&now, &work, &mut said), vec![(1, 500)]);
+        let work = work_since(&now, &mut last);
+        assert_eq!(idle_changed(&now, &work, &mut said), vec![], "said already");
+        let now = [t(10, 100, true), t(0, 600, true), t(0, 700, false)];
+        let work = work_since(&now, &mut last);
+        assert_eq!(idle_changed(&now, &work, &mut said), vec![(1, 600)]);
     }
 }

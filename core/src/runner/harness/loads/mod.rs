@@ -62,6 +62,11 @@ pub struct LoadReport {
     /// Per entry of `standbys`, likewise.
     #[serde(default)]
     pub standbys_busy_ns: Vec<u64>,
+    /// Per bin whose primary the worker holds that had no work, whose bytes changed since
+    /// the worker last said them: (bin, bytes). What a plan that moves idle bins (packing an
+    /// elastic run) moves.
+    #[serde(default)]
+    pub idle: Vec<(u32, u64)>,
 }
 
 impl LoadReport {
