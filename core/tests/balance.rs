@@ -16,7 +16,8 @@ use megaflux::balance::{BalanceSummary, Decision};
 use megaflux::control::ControlHandle;
 use megaflux::epoch::EpochLen;
 use megaflux::harness::balancer::{BalanceConfig, BalanceMode, MIN_GAIN};
-use megaflux::harness::{Pace, RunConfig, WorkerAt};
+use megaflux::control::Command;
+use megaflux::harness::{Pace, RunConfig, Scripted, WorkerAt};
 use megaflux::job::ParamValues;
 use megaflux::plan::{MigrationSpec, Schedule, Strategy as Plan};
 use megaflux::summary::Summary;
@@ -217,7 +218,6 @@ fn a_skewed_run_balances_itself_and_keeps_its_output() {
 
 #[test]
 fn a_rejoin_under_auto_rebalances_by_the_measured_load() {
-    use megaflux::control::Command;
     let summary = {
         let _one = one_run();
         let config = RunConfig {
@@ -429,8 +429,9 @@ fn arb_schedule() -> impl Strategy<Value = RunConfig> {
         (0.5f64..1.5, 1.05f64..1.5),
         proptest::option::of((1usize..3, 0.3f64..3.0, proptest::option::of(0.2f64..1.5))),
         proptest::option::of((0usize..3, 0.2f64..3.5)),
+        proptest::option::of((0usize..5, 0u64..3, 100u64..3500)),
     )
-        .prop_map(|((every_s, threshold), failure, migration)| {
+        .prop_map(|((every_s, threshold), failure, migration, word)| {
             let mut c = replicated(BalanceMode::Auto);
             c.balance.every_s = every_s;
             c.balance.threshold = threshold;
@@ -455,6 +456,24 @@ fn arb_schedule() -> impl Strategy<Value = RunConfig> {
                     .expect("a valid spec");
                 c.migrations = vec![spec];
             }
+            // The operator's word, at some epoch: the balancer's mode, a worker excluded,
+            // some bins pinned.
+            if let Some((kind, n, epoch)) = word {
+                let command = match kind {
+                    0 => Command::Balance {
+                        mode: [BalanceMode::Off, BalanceMode::Suggest, BalanceMode::Auto][n as usize],
+                    },
+                    1 | 2 => Command::Exclude {
+                        worker: n as usize,
+                        excluded: kind == 1,
+                    },
+                    _ => Command::Pin {
+                        bins: (0..32).filter(|b| b % 3 == n as usize).collect(),
+                        pinned: kind == 3,
+                    },
+                };
+                c.script = vec![Scripted { epoch, command }];
+            }
             c
         })
 }
@@ -467,7 +486,10 @@ proptest! {
     /// output of the run with nothing moving.
     #[test]
     fn the_balancer_amid_failures_and_moves_keeps_the_output(config in arb_schedule()) {
-        let what = format!("{:?} {:?} {:?} {:?}", config.balance, config.failures, config.rejoins, config.migrations);
+        let what = format!(
+            "{:?} {:?} {:?} {:?} {:?}",
+            config.balance, config.failures, config.rejoins, config.migrations, config.script
+        );
         let summary = summary_of(config);
         let (digest, outputs) = plain_output();
         prop_assert_eq!(&summary.output_digest, digest, "{}", what);
