@@ -13,10 +13,10 @@ use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 use megaflux::balance::{BalanceSummary, Decision};
+use megaflux::control::Command;
 use megaflux::control::ControlHandle;
 use megaflux::epoch::EpochLen;
 use megaflux::harness::balancer::{BalanceConfig, BalanceMode, MIN_GAIN};
-use megaflux::control::Command;
 use megaflux::harness::{Pace, RunConfig, Scripted, WorkerAt};
 use megaflux::job::ParamValues;
 use megaflux::plan::{MigrationSpec, Schedule, Strategy as Plan};

@@ -7,7 +7,7 @@
 //! at [`SCALE_IN_UTILISATION`]; after either, the load sits between the two, so a steady
 //! load never sees the set grow and shrink in turn.
 
-use crate::balance::{Balanced, Movable, balanced, imbalance, moved};
+use crate::balance::{Balanced, Movable, OperatorRate, balanced, imbalance, moved};
 
 /// The share of its true rate a worker is planned to run at: the rest is headroom for the
 /// worker's other work (its source, the exchange) and for bursts.
@@ -31,6 +31,29 @@ pub fn workers_needed(load: f64, rate: f64, now: usize, live: usize) -> usize {
     } else {
         at(SCALE_IN_UTILISATION).min(now)
     }
+}
+
+/// The busy seconds per second the job's stateful operators need at `offered` records per
+/// second from the sources, as DS2 sizes a dataflow: each operator's input at that rate (the
+/// offered records times its selectivity, the records its routers sent it per record the
+/// sources sent) over its true rate (the records it applies per busy second), summed. An
+/// operator's input is counted where it is routed, before it queues: one that falls behind
+/// is sized by what it must take, not by what it managed. `None` unless some operator was
+/// measured applying records while timed; an operator that was not is left out.
+pub fn busy_needed(offered: f64, operators: &[OperatorRate]) -> Option<f64> {
+    if !(offered.is_finite() && offered > 0.0) {
+        return None;
+    }
+    let needs: Vec<f64> = operators
+        .iter()
+        .filter(|op| op.applied > 0.0 && op.busy > 0.0 && op.routed.is_finite())
+        .map(|op| {
+            let selectivity = op.routed / offered;
+            let true_rate = op.applied / op.busy;
+            offered * selectivity / true_rate
+        })
+        .collect();
+    (!needs.is_empty()).then(|| needs.iter().sum())
 }
 
 /// The true rate to size by: the mean of those measured (a worker's is measured when it was
@@ -106,6 +129,35 @@ pub fn onto(current: &[u32], load: &[f64], bytes: &[u64], active: &[u32], movabl
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn operators_are_sized_by_their_own_input_and_true_rate() {
+        // 10k records/s offered. A window operator takes every record (selectivity 1) at
+        // 50k per busy second; a join downstream takes 3 per record (30k/s) at 20k per busy
+        // second, and falls behind: it applied 12k/s in 0.6 busy seconds. It needs 1.5 busy
+        // seconds per second, not the 0.6 it managed.
+        let ops = [
+            OperatorRate {
+                routed: 10_000.0,
+                applied: 10_000.0,
+                busy: 0.2,
+            },
+            OperatorRate {
+                routed: 30_000.0,
+                applied: 12_000.0,
+                busy: 0.6,
+            },
+        ];
+        let need = busy_needed(10_000.0, &ops).unwrap();
+        assert!((need - 1.7).abs() < 1e-9, "{need}");
+        // At 70 % each: three workers, where the records the workers applied (22k/s at
+        // their mean true rate of 27.5k) say two.
+        assert_eq!(workers_needed(need, 1.0, 1, 4), 3);
+        assert_eq!(workers_needed(22_000.0, 27_500.0, 1, 4), 2);
+        // Nothing measured: nothing to size by.
+        assert_eq!(busy_needed(10_000.0, &[OperatorRate::default()]), None);
+        assert_eq!(busy_needed(0.0, &ops), None);
+    }
 
     #[test]
     fn a_set_grows_above_the_target_and_shrinks_well_below_it() {

@@ -43,12 +43,26 @@ pub struct Loads {
     /// Per worker: records per second its primaries took (what sizing a run compares with
     /// the records offered and the workers' true rates).
     pub applied: Vec<f64>,
+    /// Per stateful operator, all workers together: what sizes an elastic run
+    /// ([`crate::scale::busy_needed`]).
+    pub operators: Vec<OperatorRate>,
     /// Records per second the workers' sources sent, in all.
     pub offered: f64,
     /// Per worker: records per busy second (DS2's true rate), where it was timed and busy.
     pub true_rates: Vec<Option<f64>>,
     /// The window's end, in seconds into the run.
     pub at_s: f64,
+}
+
+/// One stateful operator's rates over a window, all workers together.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct OperatorRate {
+    /// Records per second its routers sent it (its input, whether or not it kept up).
+    pub routed: f64,
+    /// Records per second it applied.
+    pub applied: f64,
+    /// Busy seconds per second it took (its bins' shares of the timed activations).
+    pub busy: f64,
 }
 
 impl Loads {

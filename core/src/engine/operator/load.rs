@@ -4,7 +4,7 @@
 //! Counters only grow; whoever reads them (the sampler, the balancer) keeps the last reading
 //! and takes the difference.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 /// One bin's cost on one worker, so far: what `BinLoads::read` gives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,10 +20,12 @@ pub struct BinLoad {
     pub standby: bool,
 }
 
-/// One operator's per-bin counters on one worker.
+/// One operator's per-bin counters on one worker, and the records its router here sent it
+/// (each replica's copy counted): what arrives at the operator, whether or not it keeps up.
 #[derive(Debug)]
 pub(crate) struct BinLoads {
     inner: RefCell<Counters>,
+    routed: Cell<u64>,
 }
 
 #[derive(Debug)]
@@ -47,7 +49,18 @@ impl BinLoads {
                 touched: Vec::new(),
                 timed: true,
             }),
+            routed: Cell::new(0),
         }
+    }
+
+    /// The router sent the operator `n` more records.
+    pub(crate) fn routed(&self, n: u64) {
+        self.routed.set(self.routed.get() + n);
+    }
+
+    /// Records the router here sent the operator so far.
+    pub(crate) fn routed_total(&self) -> u64 {
+        self.routed.get()
     }
 
     /// The logic ran for `bin` with `records` records.

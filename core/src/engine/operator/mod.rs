@@ -575,6 +575,7 @@ pub(crate) fn observe_table<S: BinState>(
     let standby = Rc::new(standby);
     let is_standby = Rc::clone(&standby);
     let (costs, cost_role) = (Rc::clone(loads), Rc::clone(&standby));
+    let sent_to = Rc::clone(loads);
     let label = name.to_string();
     config.observers.register(OperatorProbe {
         name: name.to_string(),
@@ -582,6 +583,7 @@ pub(crate) fn observe_table<S: BinState>(
         holds: Box::new(holds),
         handout: Box::new(handout),
         loads: Box::new(move |out| costs.read(|bin| cost_role(bin), out)),
+        routed: Box::new(move || sent_to.routed_total()),
         scheduled: Box::new(move || {
             let mut all = Scheduled::default();
             for (bin, held) in planned.borrow().iter().enumerate() {

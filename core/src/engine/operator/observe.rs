@@ -118,6 +118,8 @@ pub struct OperatorProbe {
     pub scheduled: Box<dyn Fn() -> Scheduled>,
     /// Appends what each bin cost here so far (see [`super::BinLoad`]).
     pub loads: LoadSampler,
+    /// Records this worker's router sent the operator so far (each replica's copy counted).
+    pub routed: Box<dyn Fn() -> u64>,
     /// Every bin it holds here or that arrived here and waits to be installed, encoded as it
     /// would travel (scheduled work and kept outputs included), each marked with its resume
     /// point, with its role: what a restart seeds a new computation with

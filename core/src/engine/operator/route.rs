@@ -331,9 +331,22 @@ where
     }
 
     /// Sends each record at `time` to every holder of its bin at `time`.
-    fn route(&self, time: Time, records: impl Iterator<Item = R>, give: impl FnMut(Routed<R>)) {
+    fn route(&self, time: Time, records: impl Iterator<Item = R>, mut give: impl FnMut(Routed<R>)) {
         let history = self.local.history.borrow();
-        route(history.at(time), self.bins, &self.bin_key, self.me, records, give);
+        // Each replica's copy counts: it is work of the operator's, as its applies are.
+        let mut routed = 0u64;
+        route(
+            history.at(time),
+            self.bins,
+            &self.bin_key,
+            self.me,
+            records,
+            |r| {
+                routed += 1;
+                give(r)
+            },
+        );
+        self.local.loads.routed(routed);
     }
 
     /// Notes what F holds capabilities for, for a stuck job's report.

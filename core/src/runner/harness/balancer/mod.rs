@@ -141,11 +141,10 @@ pub(crate) struct Balancer {
 /// What the balancer would do with a window's loads.
 struct Proposal {
     plan: Balanced,
-    /// Sizing: (workers serving now, workers needed, the true rate sized by).
-    sizing: Option<(usize, usize, f64)>,
-    /// The busiest serving worker, and the offered load in records/s.
+    /// Sizing: (workers serving now, workers needed, what they were sized by, in words).
+    sizing: Option<(usize, usize, String)>,
+    /// The busiest serving worker.
     busiest: Option<u32>,
-    load: f64,
 }
 
 impl Balancer {
@@ -254,30 +253,49 @@ impl Balancer {
                 plan,
                 sizing: None,
                 busiest,
-                load,
             };
         }
-        let rates: Vec<Option<f64>> = serving
-            .iter()
-            .map(|w| loads.true_rates.get(*w as usize).copied().flatten())
-            .collect();
-        let rate = scale::true_rate(&rates);
-        let needed = rate.map_or(serving.len(), |r| {
-            scale::workers_needed(load, r, serving.len(), live.len())
-        });
+        // Per operator, its input over its true rate (DS2); where no operator was timed, the
+        // records offered over the workers' true rate.
+        let (needed, by) = match scale::busy_needed(loads.offered, &loads.operators) {
+            Some(busy) => (
+                scale::workers_needed(busy, 1.0, serving.len(), live.len()),
+                Some(format!(
+                    "{} records/s need {busy:.2} busy seconds per second over {} operators (each by its own input and true rate)",
+                    per_s(loads.offered),
+                    loads.operators.iter().filter(|o| o.busy > 0.0).count()
+                )),
+            ),
+            None => {
+                let rates: Vec<Option<f64>> = serving
+                    .iter()
+                    .map(|w| loads.true_rates.get(*w as usize).copied().flatten())
+                    .collect();
+                match scale::true_rate(&rates) {
+                    Some(r) => (
+                        scale::workers_needed(load, r, serving.len(), live.len()),
+                        Some(format!(
+                            "{} records/s at a true rate of {} records/s",
+                            per_s(load),
+                            per_s(r)
+                        )),
+                    ),
+                    None => (serving.len(), None),
+                }
+            }
+        };
         let idle: Vec<u32> = live.iter().copied().filter(|w| !serving.contains(w)).collect();
         let with_load: Vec<(u32, f64)> = serving.iter().map(|w| (*w, load_of(*w))).collect();
         let active = scale::choose(&with_load, &idle, needed);
         let mut plan = scale::onto(&current, &loads.bins, &loads.bytes, &active, &driver.movable());
-        let sizing = rate
+        let sizing = by
             .filter(|_| needed != serving.len())
-            .map(|r| (serving.len(), needed, r));
-        plan.workers = sizing.map(|(now, needed, _)| [now, needed]);
+            .map(|by| (serving.len(), needed, by));
+        plan.workers = sizing.as_ref().map(|(now, needed, _)| [*now, *needed]);
         Proposal {
             plan,
             sizing,
             busiest,
-            load,
         }
     }
 
@@ -362,14 +380,11 @@ impl Balancer {
             plan,
             sizing,
             busiest,
-            load,
         } = proposal;
         let why = match sizing {
-            Some((now, needed, rate)) => format!(
-                "{} records/s need {needed} workers at {:.0} % of their true rate of {} records/s, {now} serve",
-                per_s(load),
+            Some((now, needed, by)) => format!(
+                "{by}: {needed} workers at {:.0} % each, {now} serve",
                 scale::TARGET_UTILISATION * 100.0,
-                per_s(rate),
             ),
             None => format!(
                 "worker {} at {:.2}x mean for {uneven_s:.1} s",

@@ -21,6 +21,7 @@ fn report(w: u32, window: u64, map: &[u32], records: &[u64]) -> LoadReport {
         bins_busy_ns: Vec::new(),
         standbys_busy_ns: Vec::new(),
         idle: Vec::new(),
+        operators: Vec::new(),
     }
 }
 

@@ -1,8 +1,8 @@
 //! Worker 0's board of the workers' reports: each bin's and worker's load over the last
 //! whole window ([`Board`]), and each latency window's imbalance ([`WindowSums`]).
 
-use super::{LoadReport, WINDOW};
-use crate::balance::Loads;
+use super::{LoadReport, OperatorWork, WINDOW};
+use crate::balance::{Loads, OperatorRate};
 
 /// `s` seconds as nanoseconds (0 for a negative time).
 fn secs_to_ns(s: f64) -> u64 {
@@ -133,6 +133,8 @@ struct Window {
     sent: Vec<u64>,
     /// Nanoseconds of reports per worker (a worker that reported nothing is unknown).
     reported_ns: Vec<u64>,
+    /// Per worker, per operator, its work.
+    operators: Vec<Vec<OperatorWork>>,
 }
 
 impl Window {
@@ -148,6 +150,7 @@ impl Window {
             standby_busy_per_worker: vec![0; workers],
             busy_ns: vec![0; workers],
             sent: vec![0; workers],
+            operators: vec![Vec::new(); workers],
             reported_ns: vec![0; workers],
         }
     }
@@ -197,6 +200,15 @@ impl Board {
             window.standby_busy_per_worker[w] += report.standbys_busy_ns.iter().sum::<u64>();
         }
         window.busy_ns[w] += report.busy_ns;
+        let ops = &mut window.operators[w];
+        if ops.len() < report.operators.len() {
+            ops.resize(report.operators.len(), OperatorWork::default());
+        }
+        for (sum, op) in ops.iter_mut().zip(&report.operators) {
+            sum.routed += op.routed;
+            sum.applied += op.applied;
+            sum.busy_ns += op.busy_ns;
+        }
         window.sent[w] += report.sent;
         window.reported_ns[w] += report.interval_ns;
     }
@@ -261,6 +273,7 @@ impl Board {
             standbys: per_s(standbys, unit),
             busy,
             applied: per_s(&w.per_worker, 1.0),
+            operators: operator_rates(&w.operators, secs_of),
             offered: (0..self.workers)
                 .map(|worker| w.sent[worker] as f64 / secs_of(worker))
                 .sum(),
@@ -273,6 +286,22 @@ impl Board {
             at_s: self.began_s,
         })
     }
+}
+
+/// Each operator's rates, all workers together: each worker's work over the time its own
+/// reports covered, summed.
+fn operator_rates(per_worker: &[Vec<OperatorWork>], secs_of: impl Fn(usize) -> f64) -> Vec<OperatorRate> {
+    let count = per_worker.iter().map(Vec::len).max().unwrap_or(0);
+    let mut rates = vec![OperatorRate::default(); count];
+    for (w, ops) in per_worker.iter().enumerate() {
+        let secs = secs_of(w);
+        for (rate, op) in rates.iter_mut().zip(ops) {
+            rate.routed += op.routed as f64 / secs;
+            rate.applied += op.applied as f64 / secs;
+            rate.busy += op.busy_ns as f64 / 1e9 / secs;
+        }
+    }
+    rates
 }
 
 #[cfg(test)]
@@ -292,6 +321,7 @@ mod tests {
             bins_busy_ns: Vec::new(),
             standbys_busy_ns: Vec::new(),
             idle: Vec::new(),
+            operators: Vec::new(),
         }
     }
 
@@ -404,6 +434,32 @@ mod tests {
             vec![400.0],
             "two reports of 0.25 s"
         );
+    }
+
+    #[test]
+    fn each_operators_rates_add_up_over_the_workers() {
+        let op = |routed, applied, busy_ns| OperatorWork {
+            routed,
+            applied,
+            busy_ns,
+        };
+        let mut board = Board::new(2, 2, 0.0);
+        board.take(&LoadReport {
+            operators: vec![op(100, 100, 10_000_000), op(300, 120, 60_000_000)],
+            ..report(0, vec![(0, 220, 1)])
+        });
+        board.take(&LoadReport {
+            operators: vec![op(50, 50, 5_000_000)],
+            ..report(1, vec![(1, 50, 1)])
+        });
+        assert!(board.tick(1.0));
+        let ops = board.loads().unwrap().operators;
+        // Over 0.25 s of reports each.
+        assert_eq!(ops.len(), 2);
+        assert_eq!((ops[0].routed, ops[0].applied), (600.0, 600.0));
+        assert!((ops[0].busy - 0.06).abs() < 1e-9, "{ops:?}");
+        assert_eq!((ops[1].routed, ops[1].applied), (1200.0, 480.0));
+        assert!((ops[1].busy - 0.24).abs() < 1e-9, "{ops:?}");
     }
 
     #[test]

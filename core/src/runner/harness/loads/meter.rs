@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::LoadReport;
+use super::{LoadReport, OperatorWork};
 use crate::operator::{BinLoad, BinSize, Observers};
 
 /// Reads one worker's counters into reports (the differences since the last one).
@@ -20,6 +20,9 @@ pub(crate) struct Meter {
     now: Vec<Totals>,
     /// Per bin, the bytes last said of it as an idle bin (0: none said).
     idle_said: Vec<u64>,
+    /// Per operator, its totals so far (this report's, then the last one's).
+    operators: Vec<OperatorWork>,
+    operators_last: Vec<OperatorWork>,
     scratch: Vec<BinLoad>,
     sizes: Vec<BinSize>,
 }
@@ -34,6 +37,8 @@ impl Meter {
             sent_before: 0,
             now: vec![Totals::default(); bins],
             idle_said: vec![0; bins],
+            operators: Vec::new(),
+            operators_last: Vec::new(),
             scratch: Vec::new(),
             sizes: Vec::new(),
         };
@@ -56,9 +61,16 @@ impl Meter {
     ) -> LoadReport {
         let (now, scratch, sizes) = (&mut self.now, &mut self.scratch, &mut self.sizes);
         now.fill(Totals::default());
+        let operators = &mut self.operators;
+        operators.clear();
         self.observers.each(|op| {
             scratch.clear();
             (op.loads)(scratch);
+            operators.push(OperatorWork {
+                routed: (op.routed)(),
+                applied: scratch.iter().map(|l| l.records).sum(),
+                busy_ns: scratch.iter().map(|l| l.busy_ns).sum(),
+            });
             for l in scratch.iter() {
                 if let Some(n) = now.get_mut(l.bin as usize) {
                     n.records += l.records;
@@ -78,6 +90,7 @@ impl Meter {
         let timed = self.observers.timed();
         let work = work_since(now, &mut self.last);
         let idle = idle_changed(now, &work, &mut self.idle_said);
+        let operators = operators_since(&self.operators, &mut self.operators_last);
         let busy = self.observers.busy_ns();
         let busy_ns = busy.saturating_sub(self.busy_before);
         self.busy_before = busy;
@@ -95,8 +108,26 @@ impl Meter {
             bins_busy_ns: if timed { work.bins_busy_ns } else { Vec::new() },
             standbys_busy_ns: if timed { work.standbys_busy_ns } else { Vec::new() },
             idle,
+            operators,
         }
     }
+}
+
+/// Each operator's work since `last` (brought up to date), from its totals `now`.
+fn operators_since(now: &[OperatorWork], last: &mut Vec<OperatorWork>) -> Vec<OperatorWork> {
+    last.resize(now.len(), OperatorWork::default());
+    now.iter()
+        .zip(last.iter_mut())
+        .map(|(n, l)| {
+            let since = OperatorWork {
+                routed: n.routed.saturating_sub(l.routed),
+                applied: n.applied.saturating_sub(l.applied),
+                busy_ns: n.busy_ns.saturating_sub(l.busy_ns),
+            };
+            *l = *n;
+            since
+        })
+        .collect()
 }
 
 /// One bin's counters on this worker as one report reads them.

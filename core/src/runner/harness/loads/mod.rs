@@ -62,11 +62,27 @@ pub struct LoadReport {
     /// Per entry of `standbys`, likewise.
     #[serde(default)]
     pub standbys_busy_ns: Vec<u64>,
+    /// Per stateful operator, in the order the job built them (the same on every worker):
+    /// its work on this worker in the interval.
+    #[serde(default)]
+    pub operators: Vec<OperatorWork>,
     /// Per bin whose primary the worker holds that had no work, whose bytes changed since
     /// the worker last said them: (bin, bytes). What a plan that moves idle bins (packing an
     /// elastic run) moves.
     #[serde(default)]
     pub idle: Vec<(u32, u64)>,
+}
+
+/// One stateful operator's work on one worker over one report's interval.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperatorWork {
+    /// Records the worker's router sent it (each replica's copy counted): its input,
+    /// whether or not it keeps up.
+    pub routed: u64,
+    /// Records it applied here, as primary or standby.
+    pub applied: u64,
+    /// Its busy time here (its bins' shares), in nanoseconds; 0 unless timed.
+    pub busy_ns: u64,
 }
 
 impl LoadReport {
