@@ -261,9 +261,12 @@ impl Balancer {
             Some(busy) => (
                 scale::workers_needed(busy, 1.0, serving.len(), live.len()),
                 Some(format!(
-                    "{} records/s need {busy:.2} busy seconds per second over {} operators (each by its own input and true rate)",
+                    "{} records/s need {busy:.2} busy seconds per second over {} (each by its own input and true rate)",
                     per_s(loads.offered),
-                    loads.operators.iter().filter(|o| o.busy > 0.0).count()
+                    match loads.operators.iter().filter(|o| o.busy > 0.0).count() {
+                        1 => "1 operator".to_string(),
+                        n => format!("{n} operators"),
+                    }
                 )),
             ),
             None => {

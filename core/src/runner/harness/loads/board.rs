@@ -13,22 +13,14 @@ fn secs_to_ns(s: f64) -> u64 {
 /// is given up (a worker whose loop stalled reports two windows as one).
 const WINDOWS_PENDING: u64 = 8;
 
-/// Per latency window, each worker's work (records, and busy time when timed, as primary
-/// or standby) and the time its reports covered, until every worker counted reported it:
-/// then the window's imbalance is known. Holds at most a few windows.
+/// Per latency window, each worker's records applied (as primary or standby) and the time
+/// its reports covered, until every worker counted reported it: then the window's imbalance
+/// is known. Records, not busy time: a 250 ms window of busy time on a shared machine is
+/// mostly scheduling noise (the one-second windows the balancer judges by are busy time).
+/// Holds at most a few windows.
 #[derive(Debug, Default)]
 pub(crate) struct WindowSums {
-    pending: std::collections::BTreeMap<u64, Vec<Option<Sums>>>,
-}
-
-/// One worker's sums in one latency window.
-#[derive(Clone, Copy, Debug, Default)]
-struct Sums {
-    records: u64,
-    busy_ns: u64,
-    /// Every report it made in the window was timed.
-    timed: bool,
-    reported_ns: u64,
+    pending: std::collections::BTreeMap<u64, Vec<Option<(u64, u64)>>>,
 }
 
 impl WindowSums {
@@ -45,40 +37,24 @@ impl WindowSums {
         // Every record the worker applied, its standbys' too.
         let records: u64 = report.bins.iter().map(|(_, r, _)| r).sum::<u64>()
             + report.standbys.iter().map(|(_, r)| r).sum::<u64>();
-        let busy: u64 = report.bins_busy_ns.iter().chain(&report.standbys_busy_ns).sum();
-        let s = sums[w].unwrap_or(Sums {
-            timed: true,
-            ..Sums::default()
-        });
-        sums[w] = Some(Sums {
-            records: s.records + records,
-            busy_ns: s.busy_ns + busy,
-            timed: s.timed && report.timed(),
-            reported_ns: s.reported_ns + report.interval_ns,
-        });
+        let (r, ns) = sums[w].unwrap_or((0, 0));
+        sums[w] = Some((r + records, ns + report.interval_ns));
     }
 
     /// The windows now known, with their imbalance over the workers `counted` (max / mean of
-    /// their busy time per second when every one was timed, else of their records per
-    /// second: a worker whose loop stalled reports several windows in one; a window with no
-    /// work has no figure), in window order.
+    /// their records per second: a worker whose loop stalled reports several windows in
+    /// one; a window with no records has no figure), in window order.
     pub(crate) fn settle(&mut self, counted: &[u32]) -> Vec<(u64, f64)> {
         let latest = self.pending.keys().next_back().copied().unwrap_or(0);
         let mut known = Vec::new();
         while let Some((&window, sums)) = self.pending.first_key_value() {
-            let of: Option<Vec<Sums>> = counted
+            let each: Option<Vec<f64>> = counted
                 .iter()
-                .map(|w| sums.get(*w as usize).copied().flatten())
+                .map(|w| {
+                    let (records, ns) = sums.get(*w as usize).copied().flatten()?;
+                    Some(records as f64 / (ns.max(1) as f64 / 1e9))
+                })
                 .collect();
-            let each: Option<Vec<f64>> = of.map(|of| {
-                let busy = of.iter().all(|s| s.timed) && of.iter().any(|s| s.busy_ns > 0);
-                of.iter()
-                    .map(|s| {
-                        let work = if busy { s.busy_ns } else { s.records };
-                        work as f64 / (s.reported_ns.max(1) as f64 / 1e9)
-                    })
-                    .collect()
-            });
             match each {
                 Some(each) => {
                     if each.iter().sum::<f64>() > 0.0 {
@@ -348,10 +324,11 @@ mod tests {
         assert_eq!(loads.workers, vec![1.0, 0.2]);
         assert_eq!(loads.bins, vec![1.0, 0.2]);
         assert_eq!(loads.applied, vec![1000.0, 2000.0], "records stay for sizing");
+        // The latency windows' imbalance is of records: 2000 / 1500.
         let mut sums = WindowSums::default();
         sums.take(&timed(0, vec![(0, 250, 1)], 1_000_000), 2);
         sums.take(&timed(1, vec![(1, 500, 1)], 100_000), 2);
-        assert_eq!(sums.settle(&[0, 1]), vec![(0, 1.0 / 0.6)]);
+        assert_eq!(sums.settle(&[0, 1]), vec![(0, 2000.0 / 1500.0)]);
         // One report not timed: the window goes by records.
         board.take(&timed(0, vec![(0, 250, 1)], 1_000_000));
         board.take(&report(1, vec![(1, 500, 1)]));
