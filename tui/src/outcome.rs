@@ -24,6 +24,48 @@ pub(crate) fn print_summary(
     Ok(())
 }
 
+/// What the balancer decided and how each issued plan did, in a line (or, with no decision,
+/// the range of imbalance it measured).
+fn balancer_line(b: &megaflux::balance::BalanceSummary) -> String {
+    if b.decisions.is_empty() {
+        let (lo, hi) = b
+            .measured
+            .iter()
+            .fold((f64::INFINITY, 0.0f64), |(lo, hi), [_, i]| {
+                (lo.min(*i), hi.max(*i))
+            });
+        return if b.measured.is_empty() {
+            format!("\n  balancer ({}): nothing measured", b.mode)
+        } else {
+            format!(
+                "\n  balancer ({}): no decision; measured {lo:.2}x to {hi:.2}x",
+                b.mode
+            )
+        };
+    }
+    let each: Vec<String> = b
+        .decisions
+        .iter()
+        .map(|d| {
+            format!(
+                "at {:.1}s {:.2}x, {:.2}x predicted{}{}",
+                d.at_s,
+                d.imbalance_before,
+                d.imbalance_predicted,
+                if d.issued { "" } else { " (proposed)" },
+                d.imbalance_achieved
+                    .map_or(String::new(), |a| format!(", {a:.2}x achieved"))
+            )
+        })
+        .collect();
+    let more = if b.unlisted > 0 {
+        format!(" and {} more", b.unlisted)
+    } else {
+        String::new()
+    };
+    format!("\n  balancer ({}): {}{more}", b.mode, each.join("; "))
+}
+
 /// A few human-readable lines about a finished run.
 fn describe(s: &Summary) -> String {
     let ms = |ns: u64| ns as f64 / 1e6;
@@ -53,6 +95,9 @@ fn describe(s: &Summary) -> String {
             ms(m.latency_ns_during.p99),
             ms(m.latency_ns_during.max)
         ));
+    }
+    if let Some(b) = &s.balance {
+        text.push_str(&balancer_line(b));
     }
     for f in &s.failures {
         text.push_str(&format!(
@@ -95,4 +140,43 @@ fn describe(s: &Summary) -> String {
         }
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use megaflux::balance::{BalanceSummary, Decision};
+
+    use super::balancer_line;
+
+    #[test]
+    fn the_balancer_says_each_decision_and_what_it_achieved() {
+        let decision = |at_s, issued, achieved| Decision {
+            at_s,
+            imbalance_before: 1.35,
+            imbalance_predicted: 1.04,
+            bins: 87,
+            bytes: 1 << 20,
+            strategy: "fluid".into(),
+            issued,
+            workers: None,
+            imbalance_achieved: achieved,
+        };
+        let mut b = BalanceSummary {
+            mode: "auto".into(),
+            decisions: vec![decision(3.0, true, Some(1.06)), decision(9.0, false, None)],
+            unlisted: 2,
+            measured: vec![[1.0, 1.3], [2.0, 1.1]],
+        };
+        assert_eq!(
+            balancer_line(&b),
+            "\n  balancer (auto): at 3.0s 1.35x, 1.04x predicted, 1.06x achieved; at 9.0s 1.35x, 1.04x predicted (proposed) and 2 more"
+        );
+        b.decisions.clear();
+        assert_eq!(
+            balancer_line(&b),
+            "\n  balancer (auto): no decision; measured 1.10x to 1.30x"
+        );
+        b.measured.clear();
+        assert_eq!(balancer_line(&b), "\n  balancer (auto): nothing measured");
+    }
 }
