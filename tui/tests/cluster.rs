@@ -276,10 +276,10 @@ fn the_balancer_moves_bins_across_processes_exactly_once() {
         "{}",
         two["migrations"]
     );
-    // The same epochs and job without the balancer's flags (its last four).
+    // The same epochs and job without the balancer's flags (its last six).
     let epochs = same_epochs(&two, EPOCH_US);
     let job = with_duration(common::SKEWED_BALANCED, &epochs);
-    let job = &job[..job.len() - 4];
+    let job = &job[..job.len() - 6];
     let one = on_one_process(job, &["--balance", "off"]);
     assert_eq!(two["duration_s"], one["duration_s"]);
     assert_eq!(two["outputs"], one["outputs"]);

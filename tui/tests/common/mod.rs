@@ -16,7 +16,7 @@ use megaflux_testkit::{Proc, wait_all, wait_until_every};
 use serde_json::Value;
 
 /// hashcount with steep skew and the balancer on `auto`, judging every second, 4 s: the job
-/// whose balancer moves bins (its last four flags are the balancer's).
+/// whose balancer moves bins (its last six flags are the balancer's).
 pub const SKEWED_BALANCED: &[&str] = &[
     "run",
     "--headless",
@@ -28,12 +28,18 @@ pub const SKEWED_BALANCED: &[&str] = &[
     "zipf:1.5",
     "--rate",
     "20000",
+    // The balancer weighs busy time: the skew must cost CPU, not only records (without
+    // work per record, a record's cost is mostly the activation's fixed part).
+    "--work",
+    "2000",
     "--duration",
     "4",
     "--balance",
     "auto",
     "--balance-every",
     "1",
+    "--balance-threshold",
+    "1.1",
 ];
 
 /// keycount with a standby per bin, 3 s: the cluster tests' job that survives a lost process.
