@@ -68,11 +68,7 @@ impl PlanDriver {
     /// on and has measured some ([`PlanDriver::by_known_load`]), else spread
     /// ([`PlanDriver::spread`]).
     pub(super) fn balanced(&self) -> Placement {
-        match self
-            .known
-            .as_ref()
-            .filter(|_| self.balancing && !self.even_rebalances)
-        {
+        match self.placing_by() {
             Some(loads) => self.by_known_load(loads),
             None => self.spread(),
         }

@@ -422,18 +422,7 @@ fn rejoined(balancing: bool, load: &[f64]) -> Placement {
         schedule(Strategy::AllAtOnce, false),
     );
     d.set_balancing(balancing);
-    d.set_loads(Some(Loads {
-        bins: load.to_vec(),
-        bytes: vec![10; 12],
-        workers: vec![0.0; 3],
-        standbys: vec![0.0; 3],
-        busy: false,
-        applied: vec![0.0; 3],
-        operators: Vec::new(),
-        offered: 0.0,
-        true_rates: vec![None; 3],
-        at_s: 1.0,
-    }));
+    d.set_loads(Some(loads(load.to_vec())));
     // A plan ran since: the loads the balancer gives the driver are gone, the known ones stay.
     d.set_loads(None);
     d.command(Command::Fail { worker: 2 }, 1.0).unwrap();
@@ -491,18 +480,7 @@ fn recovered(balancing: bool) -> Vec<f64> {
         schedule(Strategy::AllAtOnce, false),
     );
     d.set_balancing(balancing);
-    d.set_loads(Some(Loads {
-        bins: load.clone(),
-        bytes: vec![10; 8],
-        workers: vec![0.0; 4],
-        standbys: vec![0.0; 4],
-        busy: false,
-        applied: vec![0.0; 4],
-        operators: Vec::new(),
-        offered: 0.0,
-        true_rates: vec![None; 4],
-        at_s: 1.0,
-    }));
+    d.set_loads(Some(loads(load.clone())));
     d.command(Command::Fail { worker: 3 }, 1.0).unwrap();
     for t in 1..30 {
         d.poll(t, t, 1.0);

@@ -14,14 +14,8 @@ fn report(w: u32, window: u64, map: &[u32], records: &[u64]) -> LoadReport {
         window,
         interval_ns: 1_000_000_000,
         ended_ns: window * 1_000_000_000,
-        busy_ns: 0,
-        sent: 0,
         bins,
-        standbys: Vec::new(),
-        bins_busy_ns: Vec::new(),
-        standbys_busy_ns: Vec::new(),
-        idle: Vec::new(),
-        operators: Vec::new(),
+        ..LoadReport::default()
     }
 }
 

@@ -291,13 +291,8 @@ mod tests {
             interval_ns: 250_000_000,
             ended_ns: 250_000_000,
             busy_ns: 100_000_000,
-            sent: 0,
             bins,
-            standbys: Vec::new(),
-            bins_busy_ns: Vec::new(),
-            standbys_busy_ns: Vec::new(),
-            idle: Vec::new(),
-            operators: Vec::new(),
+            ..LoadReport::default()
         }
     }
 

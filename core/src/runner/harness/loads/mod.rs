@@ -31,7 +31,7 @@ pub const REPORT_EVERY: Duration = crate::epoch::WINDOW;
 pub const WINDOW: Duration = Duration::from_secs(1);
 
 /// One worker's report: what its primaries cost it over `interval_ns`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LoadReport {
     /// The reporting worker.
     pub worker: u32,
