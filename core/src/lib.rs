@@ -26,8 +26,7 @@ pub(crate) use engine::failpoint;
 pub use engine::{
     balance, bins, config, control, driver, epoch, error, failover, failure, operator, plan, scale, size,
 };
-pub(crate) use runner::sink;
-pub use runner::{files, harness, job, latency, membership, rate, rss, sampler, source, summary};
+pub use runner::{files, harness, job, latency, membership, rate, rss, sampler, sink, source, summary};
 
 pub mod nexmark;
 pub mod skew;

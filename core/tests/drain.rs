@@ -112,7 +112,7 @@ fn config(name: &str, duration: Duration) -> RunConfig {
         epoch: EpochLen::MS,
         pace: Pace::Max,
         input: Some(input.display().to_string().parse().unwrap()),
-        output: Some(output),
+        output: Some(output.into()),
         replace_output: true,
         ..RunConfig::default()
     }
@@ -120,7 +120,12 @@ fn config(name: &str, duration: Duration) -> RunConfig {
 
 /// Runs `job`; its summary and its output file's lines, parsed.
 fn run(job: Ticker, config: RunConfig, control: ControlHandle) -> (Summary, Vec<Out>) {
-    let output = config.output.clone().unwrap();
+    let output = config
+        .output
+        .as_ref()
+        .and_then(|o| o.file())
+        .unwrap()
+        .to_path_buf();
     let what = format!("the run writing {}", output.display());
     let summary = common::in_time(&what, move || run_job(Arc::new(job), config, control))
         .expect("the run succeeds")

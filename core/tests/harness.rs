@@ -260,7 +260,7 @@ fn test_dir(name: &str) -> PathBuf {
 fn outputs_of(config: RunConfig, dir: &std::path::Path, tag: &str) -> (Summary, Vec<String>) {
     let path = dir.join(format!("{tag}.jsonl"));
     let summary = summary_of(RunConfig {
-        output: Some(path.clone()),
+        output: Some(path.clone().into()),
         replace_output: true,
         ..config
     });

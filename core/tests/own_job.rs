@@ -124,7 +124,7 @@ fn config(replicas: usize, script: Vec<Scripted>, output: PathBuf) -> RunConfig 
         replicas,
         script,
         input: Some(input().display().to_string().parse().unwrap()),
-        output: Some(output),
+        output: Some(output.into()),
         replace_output: true,
         ..RunConfig::default()
     }
@@ -132,7 +132,12 @@ fn config(replicas: usize, script: Vec<Scripted>, output: PathBuf) -> RunConfig 
 
 /// Runs `config`; its summary and its output file's lines, sorted.
 fn run(config: RunConfig) -> (Summary, Vec<String>) {
-    let output = config.output.clone().unwrap();
+    let output = config
+        .output
+        .as_ref()
+        .and_then(|o| o.file())
+        .unwrap()
+        .to_path_buf();
     let what = format!("the run writing {}", output.display());
     let summary = common::in_time(&what, move || {
         run_job(Arc::new(Tally), config, ControlHandle::new())
@@ -225,4 +230,73 @@ proptest! {
 /// A file name per case (cases run one after another, but a failed one leaves its file).
 fn rand_name(script: &[Scripted], replicas: usize) -> String {
     format!("case-{replicas}-{:x}", hash_key(&format!("{script:?}")))
+}
+
+/// The outputs as JSON values (as a table's JSONB column reads back), sorted by their text.
+fn as_values<'a>(lines: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut values: Vec<String> = lines
+        .into_iter()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l)
+                .expect("an output is JSON")
+                .to_string()
+        })
+        .collect();
+    values.sort_unstable();
+    values
+}
+
+/// The same schedules with `--output` to a real PostgreSQL table: the table holds the plain
+/// run's outputs, each once, and the sink's progress ends committed to the end of time.
+#[test]
+fn any_schedule_writes_the_outputs_of_none_to_a_postgresql_table() {
+    let pg = megaflux_testkit::Postgres::start();
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases: 4,
+        max_shrink_time: 300_000,
+        ..ProptestConfig::default()
+    });
+    let case = std::sync::atomic::AtomicU64::new(0);
+    let result = runner.run(&(script(), any::<bool>()), |((script, fails), two)| {
+        let (base, base_lines) = baseline();
+        let replicas = if fails || two { 2 } else { 1 };
+        let table = format!(
+            "own_job_{}_{}",
+            std::process::id(),
+            case.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let mut config = config(replicas, script, input().with_extension("unused.jsonl"));
+        config.output = Some(
+            format!("{}?table={table}", pg.url())
+                .parse()
+                .expect("a PostgreSQL URL"),
+        );
+        let summary = common::in_time(&format!("the run writing table {table}"), move || {
+            run_job(Arc::new(Tally), config, ControlHandle::new())
+        })
+        .expect("the run succeeds")
+        .expect("this process hosts worker 0");
+        let mut client = postgres::Client::connect(pg.url(), postgres::NoTls).expect("the test connects");
+        let rows: Vec<String> = client
+            .query(&format!("SELECT output FROM {table}"), &[])
+            .expect("the table is read")
+            .iter()
+            .map(|r| r.get::<_, serde_json::Value>(0).to_string())
+            .collect();
+        let upto: i64 = client
+            .query_one("SELECT upto FROM megaflux_progress WHERE sink = $1", &[&table])
+            .expect("the sink's progress")
+            .get(0);
+        let mut rows = rows;
+        rows.sort_unstable();
+        prop_assert_eq!(&summary.output_digest, &base.output_digest);
+        prop_assert_eq!(summary.outputs_written, base.outputs_written);
+        prop_assert_eq!(rows, as_values(base_lines.iter().map(String::as_str)));
+        prop_assert_eq!(upto, i64::MAX);
+        prop_assert_eq!(summary.output.map(|o| o.committed_time), Some(u64::MAX));
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
 }

@@ -129,10 +129,12 @@ struct RunArgs {
     /// With --pace event-time: how many times faster than their event times records are due.
     #[arg(long, default_value_t = 1.0, value_parser = flags::speed)]
     speed: f64,
-    /// Write every output to this file, one JSON line each (the record as serde serializes
-    /// it), exactly once whatever the migrations and failures.
-    #[arg(long, value_name = "FILE")]
-    output: Option<PathBuf>,
+    /// Write every output exactly once, whatever the migrations and failures: to a file, one
+    /// JSON line each (the record as serde serializes it), or to a PostgreSQL table
+    /// (postgresql://USER@HOST:PORT/DB?table=NAME: rows of time BIGINT and output JSONB,
+    /// committed with the run's progress; a run that crashed resumes where it committed).
+    #[arg(long, value_name = "FILE|URL")]
+    output: Option<megaflux::sink::Output>,
     /// Worker threads per process.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=1024))]
     workers: u64,
@@ -198,7 +200,8 @@ struct RunArgs {
     /// a turn of the loop rather than half an epoch, and a loaded job makes fewer, larger
     /// batches, of up to 1 ms; only for jobs whose outputs do not read times, and the digest leaves times
     /// out), or auto: adaptive where allowed (jobs that say so, `Job::allows_adaptive_epochs`,
-    /// except in a cluster that restarts after a crash), fixed for the rest.
+    /// except in a cluster that restarts after a crash and in a run writing a table, which a
+    /// later run resumes), fixed for the rest.
     #[arg(long, default_value = "auto", value_parser = flags::epochs)]
     epochs: flags::Epochs,
     /// How far the work a job scheduled past its input's end (sessions that close,
@@ -495,10 +498,10 @@ fn run(args: RunArgs, jobs: &Jobs) -> ExitCode {
         {
             eprintln!("megaflux: {cut}");
         }
-        if let (Some(s), Some(path)) = (&summary, &output)
-            && let Some(lines) = s.outputs_written
+        if let (Some(s), Some(_)) = (&summary, &output)
+            && let Some(out) = &s.output
         {
-            eprintln!("megaflux: wrote {lines} outputs to {}", path.display());
+            eprintln!("megaflux: {}", crate::outcome::output_line(out));
         }
         print_summary(summary, args.summary.as_deref(), !dashboard)
     });
@@ -539,7 +542,12 @@ fn record_clash(record: Option<&std::path::Path>, config: &RunConfig) -> Option<
         Location::File(p) | Location::Stream(p) => Some(p),
         _ => None,
     });
-    let (flag, _) = [("--output", config.output.clone()), ("--input", input)]
+    let output = config
+        .output
+        .as_ref()
+        .and_then(|o| o.file())
+        .map(std::path::Path::to_path_buf);
+    let (flag, _) = [("--output", output), ("--input", input)]
         .into_iter()
         .find(|(_, other)| {
             other

@@ -24,6 +24,24 @@ pub(crate) fn print_summary(
     Ok(())
 }
 
+/// What the run's sink took: `wrote 12 outputs to FILE`, and for a run that resumed a sink
+/// an earlier run left, from which time and how many outputs were already there.
+pub(crate) fn output_line(o: &megaflux::sink::OutputSummary) -> String {
+    let mut line = format!("wrote {} outputs to {}", o.rows, o.to);
+    if o.resumed_from > 0 {
+        let from = if o.resumed_from == u64::MAX {
+            "the end: an earlier run had committed all of them".to_string()
+        } else {
+            format!("logical time {}", o.resumed_from)
+        };
+        line.push_str(&format!(
+            ", resuming from {from} ({} outputs before it were already there)",
+            o.skipped
+        ));
+    }
+    line
+}
+
 /// What the balancer decided and how each issued plan did, in a line (or, with no decision,
 /// the range of imbalance it measured).
 fn balancer_line(b: &megaflux::balance::BalanceSummary) -> String {
@@ -147,6 +165,27 @@ mod tests {
     use megaflux::balance::{BalanceSummary, Decision};
 
     use super::balancer_line;
+
+    #[test]
+    fn the_output_line_says_where_the_outputs_went_and_what_was_resumed() {
+        let mut o = megaflux::sink::OutputSummary {
+            kind: "postgresql".into(),
+            to: "postgresql://me@db/jobs?table=t".into(),
+            committed_time: u64::MAX,
+            rows: 7,
+            ..Default::default()
+        };
+        assert_eq!(
+            super::output_line(&o),
+            "wrote 7 outputs to postgresql://me@db/jobs?table=t"
+        );
+        o.resumed_from = 1200;
+        o.skipped = 40;
+        assert_eq!(
+            super::output_line(&o),
+            "wrote 7 outputs to postgresql://me@db/jobs?table=t, resuming from logical time 1200 (40 outputs before it were already there)"
+        );
+    }
 
     #[test]
     fn the_balancer_says_each_decision_and_what_it_achieved() {

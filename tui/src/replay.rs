@@ -41,9 +41,10 @@ pub struct ReplayArgs {
     /// Record the re-run to this trace file.
     #[arg(long, requires = "rerun", value_name = "FILE")]
     record: Option<PathBuf>,
-    /// Write the re-run's outputs to this file, one JSON line each (as `run --output`).
-    #[arg(long, requires = "rerun", value_name = "FILE")]
-    output: Option<PathBuf>,
+    /// Write the re-run's outputs to this file, one JSON line each, or to a PostgreSQL
+    /// table (as `run --output`).
+    #[arg(long, requires = "rerun", value_name = "FILE|URL")]
+    output: Option<megaflux::sink::Output>,
     /// Let --record and --output replace existing files.
     #[arg(long)]
     force: bool,

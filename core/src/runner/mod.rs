@@ -11,6 +11,6 @@ pub mod membership;
 pub mod rate;
 pub mod rss;
 pub mod sampler;
-pub(crate) mod sink;
+pub mod sink;
 pub mod source;
 pub mod summary;

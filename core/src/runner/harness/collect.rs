@@ -18,7 +18,7 @@ use timely::worker::Worker;
 
 use crate::Time;
 use crate::bins::hash_key;
-use crate::sink::Sink;
+use crate::sink::Writer;
 use crate::summary::{SpanSums, WorkerReport};
 
 /// An order-independent hash and a count of the outputs at logical times up to the run's
@@ -79,7 +79,7 @@ impl Digest {
         &self,
         output: StreamVec<'s, Time, O>,
         probe: &ProbeHandle<Time>,
-        sink: Option<Option<Rc<RefCell<Sink>>>>,
+        sink: Option<Option<Rc<RefCell<Writer>>>>,
         committed: Option<Option<Committed>>,
     ) {
         let (sums, last_time, timed) = (Rc::clone(&self.sums), Rc::clone(&self.last_time), self.timed);
@@ -154,7 +154,7 @@ fn commit<'s, O: ExchangeData + Clone + std::hash::Hash>(
     outputs: StreamVec<'s, Time, O>,
     last_time: Rc<Cell<Time>>,
     timed: bool,
-    writer: Option<Rc<RefCell<Sink>>>,
+    writer: Option<Rc<RefCell<Writer>>>,
     committed: Option<Committed>,
 ) -> StreamVec<'s, Time, ()> {
     outputs.unary_frontier::<CapacityContainerBuilder<Vec<()>>, _, _, _>(
@@ -180,7 +180,7 @@ fn commit<'s, O: ExchangeData + Clone + std::hash::Hash>(
                 {
                     let (time, (_cap, outputs)) = entry.remove_entry();
                     if let Some(writer) = &writer {
-                        writer.borrow_mut().write(outputs.iter());
+                        writer.borrow_mut().write(time, outputs.iter());
                     }
                     if let Some(committed) = &committed
                         && let Ok(mut sums) = committed.sums.lock()
@@ -350,7 +350,11 @@ mod tests {
     fn times_are_written_in_order_once_complete() {
         let dir = tempfile_dir();
         let path = dir.join("out.jsonl");
-        let sink = Sink::create(&path, true).unwrap();
+        let identity = crate::sink::RunIdentity {
+            settings: serde_json::Map::new(),
+            not_resumable: None,
+        };
+        let sink = Writer::open(&path.clone().into(), true, &identity).unwrap();
         let sink = Arc::new(std::sync::Mutex::new(Some(sink)));
         let arrived = Arc::new(AtomicBool::new(false));
         let guards = timely::execute(timely::Config::process(2), move |worker| {

@@ -108,10 +108,10 @@ pub struct RunConfig {
     /// How much faster than their event times records are due (`--speed`).
     #[serde(default = "one_f64", skip_serializing_if = "is_one")]
     pub speed: f64,
-    /// Where every output goes, one JSON line each (`--output`). Not in trace headers: a
-    /// re-run writes none unless told.
+    /// Where every output goes (`--output`): a file, one JSON line each, or a PostgreSQL
+    /// table. Not in trace headers: a re-run writes none unless told.
     #[serde(skip)]
-    pub output: Option<std::path::PathBuf>,
+    pub output: Option<crate::sink::Output>,
     /// Whether `output` may replace an existing file.
     #[serde(skip)]
     pub replace_output: bool,
@@ -561,9 +561,10 @@ pub fn validate(config: &RunConfig) -> Result<(), ConfigError> {
     if config.max_line_bytes == 0 {
         return invalid("--max-line-bytes must be at least 1".into());
     }
-    if let (Some(output), Some(Location::File(input) | Location::Stream(input))) =
-        (&config.output, config.input.as_ref().map(Input::location))
-        && crate::files::same_file(output, &input)
+    if let (Some(output), Some(Location::File(input) | Location::Stream(input))) = (
+        config.output.as_ref().and_then(|o| o.file()),
+        config.input.as_ref().map(Input::location),
+    ) && crate::files::same_file(output, &input)
     {
         return invalid(format!(
             "--output {} is the --input file: writing it would destroy what the job reads",

@@ -350,7 +350,7 @@ mod tests {
             (
                 "--output",
                 RunConfig {
-                    output: Some("out.jsonl".into()),
+                    output: Some(std::path::PathBuf::from("out.jsonl").into()),
                     ..base.clone()
                 },
             ),

@@ -9,6 +9,7 @@ mod config;
 pub mod drain;
 mod end;
 mod epochs;
+mod identity;
 mod join;
 mod liveness;
 mod loads;
@@ -37,7 +38,7 @@ use crate::failure::Failures;
 use crate::harness::abort::{Abort, Outcome, park_forever};
 use crate::job::Job;
 use crate::operator::Handoffs;
-use crate::sink::Sink;
+use crate::sink::Writer;
 use crate::source::{InputError, Source};
 use crate::summary::Summary;
 use collect::Committed;
@@ -185,6 +186,13 @@ pub fn why_not_adaptive<J: Job + ?Sized>(job: &J, config: &RunConfig) -> Option<
             job.name()
         ));
     }
+    if let Some(crate::sink::Output::Postgres(t)) = &config.output {
+        return Some(format!(
+            "it writes to table {}, which a run after a crash resumes from the last committed \
+             time: its outputs must come at the same times again",
+            t.table
+        ));
+    }
     let processes = cluster_position(&config.timely_args).map_or(1, |c| c.processes);
     restart::possible(job, config, processes).then(|| {
         "this cluster restarts after a crash (--replicas 2 in several processes), sending \
@@ -278,9 +286,17 @@ pub fn run_job<J: Job + ?Sized>(
     let position = cluster_position(&config.timely_args)?;
     let first_process = position.process == 0;
     let restartable = restart::possible(&*job, &config, addresses.len());
-    // The first process writes every output: it creates the file before anything runs.
+    // The first process writes every output: it opens the sink before anything runs.
     let sink = match (&config.output, first_process) {
-        (Some(path), true) => Some(Sink::create(path, config.replace_output).map_err(RunError::Output)?),
+        (Some(output), true) => {
+            // Only a sink that can resume looks at the run (hashing its input file).
+            let identity = match output {
+                crate::sink::Output::File(_) => crate::sink::RunIdentity::default(),
+                crate::sink::Output::Postgres(_) => identity::identity(&config),
+            };
+            let writer = Writer::open(output, config.replace_output, &identity);
+            Some(writer.map_err(|e| RunError::Output(e.to_string()))?)
+        }
         _ => None,
     };
     let sink = Arc::new(Mutex::new(sink));
@@ -459,7 +475,7 @@ fn run_generation<J: Job + ?Sized>(
     control: &ControlHandle,
     (start, sink, abort, generation): (
         &Arc<OnceLock<Instant>>,
-        &Arc<Mutex<Option<Sink>>>,
+        &Arc<Mutex<Option<Writer>>>,
         &Arc<Abort>,
         &Arc<Generation>,
     ),

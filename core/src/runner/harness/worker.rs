@@ -33,7 +33,7 @@ use crate::latency::{Dues, LatencyRecorder, ListedDues};
 use crate::operator::{Handoffs, StatefulConfig, TransferLog};
 use crate::rss;
 use crate::sampler::{self, Sampler};
-use crate::sink::Sink;
+use crate::sink::Writer;
 use crate::source::{Feed, Location, ReadSource, Source, Timing};
 use crate::summary::{DrainSummary, Summary, WorkerReport, summarize};
 
@@ -55,7 +55,7 @@ pub(super) struct Shared<'a> {
     pub(super) handoffs: &'a Arc<Handoffs>,
     pub(super) abort: &'a Abort,
     /// The `--output` file, which worker 0 of the first process takes.
-    pub(super) sink: &'a Mutex<Option<Sink>>,
+    pub(super) sink: &'a Mutex<Option<Writer>>,
     /// The computation this is, and what it starts with.
     pub(super) generation: &'a Generation,
 }
@@ -118,7 +118,7 @@ struct Dataflow<R: Clone + 'static> {
     /// Reads this worker's load while the balancer watches, and when it last did.
     meter: Option<(Meter, Duration)>,
     /// The `--output` file, on the worker that writes it.
-    sink: Option<Rc<RefCell<Sink>>>,
+    sink: Option<Rc<RefCell<Writer>>>,
 }
 
 impl<R: timely::ExchangeData + Clone> Dataflow<R> {
@@ -494,7 +494,8 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
         failures,
         end_s,
     );
-    summary.outputs_written = written;
+    summary.outputs_written = written.as_ref().map(|w| w.rows);
+    summary.output = written;
     summary.placement = crate::summary::per_worker(driver.placement(), peers, config.workers);
     if !config.native {
         summary.balance = Some(driver.balance().summary(config.balance.mode.to_string()));
@@ -612,7 +613,7 @@ fn shipped_in_the_run(
 
 /// Why the `--output` file can no longer be written, if it cannot. Every turn of a loop
 /// asks, and so writes what the sink holds once it has held it long enough.
-fn sink_failed(sink: &Option<Rc<RefCell<Sink>>>) -> Option<String> {
+fn sink_failed(sink: &Option<Rc<RefCell<Writer>>>) -> Option<String> {
     let sink = sink.as_ref()?;
     let mut sink = sink.borrow_mut();
     sink.tick();

@@ -263,6 +263,9 @@ pub struct Summary {
     /// Lines written to `--output`, when the run wrote one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outputs_written: Option<u64>,
+    /// Where the outputs went and how far they are committed, when the run wrote them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<crate::sink::OutputSummary>,
     /// Processes that went away while the job ran on, each loss with the restart among the
     /// survivors that followed (a job that restarts after a crash: `--replicas 2` across
     /// processes, generated records).
@@ -525,6 +528,7 @@ pub(crate) fn summarize(
         timeline: latency.timeline(),
         latency_ccdf: latency.ccdf(),
         outputs_written: None,
+        output: None,
         crashes: Vec::new(),
         joins: Vec::new(),
         drain: None,
