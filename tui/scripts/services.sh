@@ -1,20 +1,26 @@
 #!/usr/bin/env bash
-# Throwaway services for the end-to-end tests of the PostgreSQL sink (and, later, the Kafka
-# source): `services.sh start DIR` starts them on free loopback ports under DIR and prints
-# shell lines to evaluate (`MEGAFLUX_PG_URL=...`); `services.sh stop DIR` stops them and
-# leaves DIR to its owner. Needs Debian's postgresql-15 (initdb and pg_ctl refuse root:
-# they run as the `postgres` user, so DIR must be one that user can reach, under /tmp say).
-# The Kafka-protocol broker (MEGAFLUX_KAFKA) comes with the Kafka source (issue 52).
+# Throwaway services for the end-to-end tests of the PostgreSQL sink and the Kafka source:
+# `services.sh start DIR [pg|kafka]` starts them (both unless one is named) on free loopback
+# ports under DIR and prints shell lines to evaluate (`MEGAFLUX_PG_URL=...`,
+# `MEGAFLUX_KAFKA=HOST:PORT`); `services.sh stop DIR` stops whatever it started there and
+# leaves DIR to its owner.
+# - PostgreSQL: Debian's postgresql (initdb and pg_ctl refuse root: they run as the
+#   `postgres` user, so DIR must be one that user can reach, under /tmp say).
+# - Kafka: tansu, a Kafka-protocol broker in Rust, with its in-memory storage (`$TANSU`, or
+#   `tansu` on the PATH: cargo install tansu --version 0.6.0 --locked --no-default-features
+#   --features dynostore).
 set -euo pipefail
 
 usage() {
-  echo "usage: services.sh start DIR | stop DIR" >&2
+  echo "usage: services.sh start DIR [pg|kafka] | stop DIR" >&2
   exit 2
 }
 
-[ $# -eq 2 ] || usage
+[ $# -eq 2 ] || [ $# -eq 3 ] || usage
 cmd=$1
 dir=$2
+which=${3:-all}
+case "$which" in all|pg|kafka) ;; *) usage ;; esac
 
 pg_bin() {
   local bin
@@ -39,9 +45,7 @@ as_postgres() {
   fi
 }
 
-start() {
-  mkdir -p "$dir"
-  dir=$(cd "$dir" && pwd)
+start_pg() {
   local bin port
   bin=$(pg_bin)
   port=$(free_port)
@@ -59,11 +63,57 @@ start() {
   echo "MEGAFLUX_PG_URL=postgresql://postgres@127.0.0.1:$port/postgres"
 }
 
+tansu_bin() {
+  local bin=${TANSU:-}
+  [ -n "$bin" ] || bin=$(command -v tansu 2>/dev/null || true)
+  [ -n "$bin" ] || [ ! -x "$HOME/.cargo/bin/tansu" ] || bin=$HOME/.cargo/bin/tansu
+  if [ -z "$bin" ] || [ ! -x "$bin" ]; then
+    echo "services.sh: tansu not found (set TANSU, or: cargo install tansu --version 0.6.0 --locked --no-default-features --features dynostore)" >&2
+    exit 1
+  fi
+  echo "$bin"
+}
+
+start_kafka() {
+  local bin port
+  bin=$(tansu_bin)
+  port=$(free_port)
+  mkdir -p "$dir/kafka"
+  # Its own session: a test's process group may be killed, the broker is stopped by `stop`.
+  setsid "$bin" broker --listener-url "tcp://127.0.0.1:$port" \
+    --advertised-listener-url "tcp://127.0.0.1:$port" \
+    --storage-engine memory://tansu/ >"$dir/kafka/log" 2>&1 </dev/null &
+  echo $! >"$dir/kafka/pid"
+  local tries=0
+  until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
+    tries=$((tries + 1))
+    if [ "$tries" -gt 300 ] || ! kill -0 "$(cat "$dir/kafka/pid")" 2>/dev/null; then
+      echo "services.sh: the Kafka broker did not start; see $dir/kafka/log" >&2
+      exit 1
+    fi
+    sleep 0.1
+  done
+  echo "MEGAFLUX_KAFKA=127.0.0.1:$port"
+}
+
+start() {
+  mkdir -p "$dir"
+  dir=$(cd "$dir" && pwd)
+  if [ "$which" != kafka ]; then start_pg; fi
+  if [ "$which" != pg ]; then start_kafka; fi
+}
+
 stop() {
-  local bin
-  bin=$(pg_bin)
   if [ -d "$dir/pg/data" ]; then
-    as_postgres "$bin/pg_ctl" -D "$dir/pg/data" -m immediate -w -t 30 stop >/dev/null 2>&1 || true
+    as_postgres "$(pg_bin)/pg_ctl" -D "$dir/pg/data" -m immediate -w -t 30 stop >/dev/null 2>&1 || true
+  fi
+  if [ -f "$dir/kafka/pid" ]; then
+    local pid
+    pid=$(cat "$dir/kafka/pid")
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+    rm -f "$dir/kafka/pid"
   fi
 }
 

@@ -566,17 +566,34 @@ fn starting(job: &dyn AnyJob, config: &RunConfig, timed: bool) -> String {
     let pace = match config.input.as_ref().map(|i| (i, i.location())) {
         None => format!("at {} records/s for {secs} s", config.rate),
         Some((input, location)) => {
-            let how = match (location, config.pacing) {
-                (Location::File(_), Pacing::Rate) => format!("at {} records/s", config.rate),
-                (Location::File(_), Pacing::EventTime) => format!("by event time x{}", config.speed),
+            let how = match (input.rereadable(), config.pacing) {
+                (true, Pacing::Rate) => format!("at {} records/s", config.rate),
+                (true, Pacing::EventTime) => format!("by event time x{}", config.speed),
                 _ => "as records arrive".to_string(),
+            };
+            let location = match (&location, &input.partitions) {
+                (Location::Kafka(_), Some(parts)) => {
+                    let each: Vec<String> = parts
+                        .iter()
+                        .map(|p| {
+                            format!(
+                                "{}:{}..{}",
+                                p.id,
+                                p.from,
+                                p.to.map_or("".into(), |t| t.to_string())
+                            )
+                        })
+                        .collect();
+                    format!(" (partitions {})", each.join(", "))
+                }
+                _ => String::new(),
             };
             let until = if timed {
                 format!("for at most {secs} s")
             } else {
                 "until it ends".to_string()
             };
-            format!("reading {} {how}, {until}", input.name())
+            format!("reading {}{location} {how}, {until}", input.name())
         }
     };
     let state = job.describe(config).map(|d| format!(", {d}")).unwrap_or_default();

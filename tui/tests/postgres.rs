@@ -15,10 +15,10 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::time::Duration;
 
-use megaflux_testkit::{Postgres, Proc, run, wait_all};
+use megaflux_testkit::{Postgres, run};
 use postgres::{Client, NoTls};
 
-use common::{CLUSTER_LIMIT, Cluster, formed, megaflux, sorted_lines, summary};
+use common::{Cluster, file_values, megaflux, summary, survives_one_kill};
 
 /// How long one single-process run may take before the test calls it hung.
 const RUN_LIMIT: Duration = Duration::from_secs(180);
@@ -39,30 +39,8 @@ fn client(pg: &Postgres) -> Client {
     Client::connect(pg.url(), NoTls).expect("the test connects")
 }
 
-/// The outputs in `table`, as JSON text, sorted.
 fn table_values(pg: &Postgres, table: &str) -> Vec<String> {
-    let mut values: Vec<String> = client(pg)
-        .query(&format!("SELECT output FROM {table}"), &[])
-        .expect("the table is read")
-        .iter()
-        .map(|r| r.get::<_, serde_json::Value>(0).to_string())
-        .collect();
-    values.sort_unstable();
-    values
-}
-
-/// The lines of an output file as the table's JSONB reads back, sorted.
-fn file_values(path: &Path) -> Vec<String> {
-    let mut values: Vec<String> = sorted_lines(path)
-        .iter()
-        .map(|l| {
-            serde_json::from_str::<serde_json::Value>(l)
-                .expect("a JSON line")
-                .to_string()
-        })
-        .collect();
-    values.sort_unstable();
-    values
+    common::table_values(pg.url(), table)
 }
 
 /// The time the sink `sink` committed up to.
@@ -181,31 +159,7 @@ fn a_cluster_losing_a_process_to_kill_9_writes_every_output_once() {
     let url = format!("{}?table=cluster", pg.url());
     let job = with(&job, &["--output", &url]);
     let binary = Path::new(env!("CARGO_BIN_EXE_megaflux"));
-    let mut procs: Vec<Proc> = (0..3)
-        .map(|p| {
-            let p = p.to_string();
-            Proc::spawn(
-                cluster.process_name(&p),
-                &mut cluster.command(binary, &p, &job, "1"),
-            )
-        })
-        .collect();
-    formed(&mut procs);
-    std::thread::sleep(Duration::from_millis(1500));
-    let mut killed = procs.remove(2);
-    assert!(
-        killed.running(),
-        "it ended before the kill\n{}",
-        killed.printed_tail()
-    );
-    killed.kill();
-    drop(killed);
-    let outputs = wait_all(procs, CLUSTER_LIMIT);
-    for o in &outputs {
-        assert!(o.status.success(), "{}", stderr(o));
-    }
-    let s = summary(&outputs[0]);
-    assert_eq!(s["crashes"].as_array().map(Vec::len), Some(1), "{s}");
+    survives_one_kill(&cluster, binary, &job, 2, Duration::from_millis(1500));
     assert_eq!(table_values(&pg, "cluster"), want, "every output once");
     assert_eq!(committed(&pg, "cluster"), i64::MAX);
 }

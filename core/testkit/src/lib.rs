@@ -9,7 +9,8 @@
 //!   deadline, where one worker's panic stops the others and fails the test with that
 //!   panic's message rather than leaving them spinning.
 //! - [`wait_until`]: a condition polled until a deadline that fails naming the condition.
-//! - [`Postgres`]: a throwaway PostgreSQL server (real, not a mock) stopped on drop.
+//! - [`Postgres`] and [`Kafka`]: a throwaway PostgreSQL server and Kafka broker (real, not
+//!   mocks) stopped on drop.
 //!
 //! Deadlines are generous: they bound a hang, they do not judge speed. Every one is
 //! multiplied by `MEGAFLUX_TEST_SLACK` (a number, default 1) for machines slower still.
@@ -20,7 +21,7 @@ mod services;
 
 pub use child::{Proc, run, wait_all};
 pub use inprocess::{Watch, wait_until, wait_until_every, within};
-pub use services::{PG_URL, Postgres};
+pub use services::{KAFKA, Kafka, PG_URL, Postgres};
 
 use std::time::Duration;
 

@@ -497,3 +497,65 @@ pub fn survives_failpoints(
         })
         .collect()
 }
+
+/// Runs `job` with `binary` on every process of `cluster` (one worker each), kills process
+/// `victim` with kill -9 `after` every process said the cluster formed, and waits for the
+/// others: each exits 0 and process 0's summary has that one crash. Returns process 0's
+/// summary.
+pub fn survives_one_kill(
+    cluster: &Cluster,
+    binary: &Path,
+    job: &[&str],
+    victim: usize,
+    after: Duration,
+) -> Value {
+    let mut procs: Vec<Proc> = (0..cluster.addresses.len())
+        .map(|p| {
+            let p = p.to_string();
+            Proc::spawn(
+                cluster.process_name(&p),
+                &mut cluster.command(binary, &p, job, "1"),
+            )
+        })
+        .collect();
+    formed(&mut procs);
+    std::thread::sleep(after);
+    let mut killed = procs.remove(victim);
+    assert!(
+        killed.running(),
+        "it ended before the kill\n{}",
+        killed.printed_tail()
+    );
+    killed.kill();
+    drop(killed);
+    let outputs = wait_all(procs, CLUSTER_LIMIT);
+    for o in &outputs {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let s = summary(&outputs[0]);
+    assert_eq!(s["crashes"].as_array().map(Vec::len), Some(1), "{s}");
+    s
+}
+
+/// The outputs in the PostgreSQL table `table` at `url`, as JSON text, sorted.
+pub fn table_values(url: &str, table: &str) -> Vec<String> {
+    let mut client = postgres::Client::connect(url, postgres::NoTls).expect("the test connects");
+    let mut values: Vec<String> = client
+        .query(&format!("SELECT output FROM {table}"), &[])
+        .expect("the table is read")
+        .iter()
+        .map(|r| r.get::<_, Value>(0).to_string())
+        .collect();
+    values.sort_unstable();
+    values
+}
+
+/// The lines of an output file as a table's JSONB reads them back, sorted.
+pub fn file_values(path: &Path) -> Vec<String> {
+    let mut values: Vec<String> = sorted_lines(path)
+        .iter()
+        .map(|l| serde_json::from_str::<Value>(l).expect("a JSON line").to_string())
+        .collect();
+    values.sort_unstable();
+    values
+}

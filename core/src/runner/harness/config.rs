@@ -588,14 +588,9 @@ pub fn validate(config: &RunConfig) -> Result<(), ConfigError> {
     if !(config.speed.is_finite() && config.speed > 0.0) {
         return invalid(format!("--speed {} is not a positive factor", config.speed));
     }
-    if config.pacing == Pacing::EventTime
-        && !config
-            .input
-            .as_ref()
-            .is_some_and(|i| matches!(i.location(), Location::File(_)))
-    {
+    if config.pacing == Pacing::EventTime && !config.input.as_ref().is_some_and(Input::rereadable) {
         return invalid(
-            "--pace event-time paces records read from a file (--input FILE); records from a stream are due when they arrive"
+            "--pace event-time paces records read from a file (--input FILE) or a topic up to an end (?end=now); records from a stream are due when they arrive"
                 .into(),
         );
     }

@@ -3,7 +3,6 @@
 
 use super::config::{EpochMode, Pace, RunConfig};
 use crate::sink::RunIdentity;
-use crate::source::Location;
 
 /// Settings that change where and how the outputs are made, never which outputs at which
 /// times (the claim every migration, failover and placement keeps): left out of a run's
@@ -32,18 +31,13 @@ pub(crate) fn identity(config: &RunConfig) -> RunIdentity {
     let mut config = config.clone();
     let mut not_resumable = None;
     if let Some(input) = &mut config.input {
-        match input.location() {
-            Location::File(_) => {
-                if let Err(e) = input.identify() {
-                    not_resumable = Some(format!("its input cannot be read again: {e}"));
-                }
-            }
-            _ => {
-                not_resumable = Some(format!(
-                    "its records come from {}, which cannot be read again",
-                    input.name()
-                ))
-            }
+        if !input.rereadable() {
+            not_resumable = Some(format!(
+                "its records come from {}, which cannot be read again",
+                input.name()
+            ));
+        } else if let Err(e) = input.identify() {
+            not_resumable = Some(format!("its input cannot be read again: {e}"));
         }
     }
     if config.epoch_mode == EpochMode::Adaptive {

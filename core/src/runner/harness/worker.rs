@@ -34,7 +34,7 @@ use crate::operator::{Handoffs, StatefulConfig, TransferLog};
 use crate::rss;
 use crate::sampler::{self, Sampler};
 use crate::sink::Writer;
-use crate::source::{Feed, Location, ReadSource, Source, Timing};
+use crate::source::{Feed, Input, ReadSource, Source, Timing};
 use crate::summary::{DrainSummary, Summary, WorkerReport, summarize};
 
 /// The run stopped early (its error is with the run's [`Abort`]).
@@ -496,6 +496,7 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
     );
     summary.outputs_written = written.as_ref().map(|w| w.rows);
     summary.output = written;
+    summary.input = config.input.as_ref().map(crate::source::Input::summary);
     summary.placement = crate::summary::per_worker(driver.placement(), peers, config.workers);
     if !config.native {
         summary.balance = Some(driver.balance().summary(config.balance.mode.to_string()));
@@ -644,7 +645,7 @@ fn feed<R: timely::ExchangeData + Clone>(
         (Source::Read(reads), Some(input)) if index == 0 => (reads, input),
         _ => return Ok((Feed::Nothing, by_rate)),
     };
-    let timing = timing(config, reads, &input.location());
+    let timing = timing(config, reads, input);
     let dues = match timing {
         Timing::Rate(_) => by_rate,
         _ => Dues::Listed(Rc::new(RefCell::new(ListedDues::default()))),
@@ -654,16 +655,17 @@ fn feed<R: timely::ExchangeData + Clone>(
     Ok((feed, dues))
 }
 
-/// When records read from `location` are due.
-fn timing<R>(config: &RunConfig, reads: &ReadSource<R>, location: &Location) -> Timing<R> {
-    match (location, config.pacing, &reads.event_time) {
-        (Location::File(_), Pacing::EventTime, Some(time_ms)) => Timing::EventTime {
+/// When records read from `input` are due: by rate or event time if it can be read again
+/// (a file, a topic up to an end), as they arrive from a stream.
+fn timing<R>(config: &RunConfig, reads: &ReadSource<R>, input: &Input) -> Timing<R> {
+    match (input.rereadable(), config.pacing, &reads.event_time) {
+        (true, Pacing::EventTime, Some(time_ms)) => Timing::EventTime {
             time_ms: Arc::clone(time_ms),
             speed: config.speed,
             first: None,
             latest: 0,
         },
-        (Location::File(_), _, _) => Timing::Rate(config.rate),
+        (true, _, _) => Timing::Rate(config.rate),
         _ => Timing::Arrival,
     }
 }

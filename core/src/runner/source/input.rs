@@ -1,5 +1,6 @@
-//! `--input`: a file, standard input or a TCP socket, what a file was when it was read (so
-//! that a re-run can check it reads the same file), and errors that name the input and line.
+//! `--input`: a file, standard input, a TCP socket or a Kafka topic, what a file or a topic
+//! held when it was read (so that a re-run can check it reads the same records), and errors
+//! that name the input and line.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
@@ -10,6 +11,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::kafka::{End, KafkaInput, Partition};
 use crate::error::ConfigError;
 
 /// How long connecting to a `tcp:` input may take.
@@ -27,6 +29,22 @@ pub struct Input {
     /// What the file held when it was read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<FileId>,
+    /// A topic's partitions and the offsets read from each ([`Input::resolve`] fixes them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partitions: Option<Vec<Partition>>,
+}
+
+/// What a run read, for its summary: the kind of input, as given, and a topic's partitions
+/// with the offsets read from each.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputSummary {
+    /// `file`, `stdin`, `tcp`, `stream` (a named pipe or a device) or `kafka`.
+    pub kind: String,
+    /// The input as given.
+    pub from: String,
+    /// A topic's partitions: `{id, from, to}` each (`to` is absent for a stream).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partitions: Vec<Partition>,
 }
 
 /// A file's size and content hash (XXH3, 64 bits, as 16 hex digits).
@@ -50,6 +68,8 @@ pub enum Location {
     Stdin,
     /// A TCP server to connect to, which sends records as lines.
     Tcp(String),
+    /// A Kafka topic, each message's value a line.
+    Kafka(KafkaInput),
 }
 
 /// An input that cannot be read, or a record in it that cannot be parsed.
@@ -91,6 +111,7 @@ impl FromStr for Input {
                 "--input is empty: give a file, - for standard input, or tcp:HOST:PORT".into(),
             ));
         }
+        KafkaInput::parse(s).map_err(|e| ConfigError::Invalid(format!("--input {s}: {e}")))?;
         if let Some(addr) = s.strip_prefix("tcp:")
             && !addr
                 .rsplit_once(':')
@@ -103,6 +124,7 @@ impl FromStr for Input {
         Ok(Input {
             from: s.to_string(),
             file: None,
+            partitions: None,
         })
     }
 }
@@ -110,6 +132,9 @@ impl FromStr for Input {
 impl Input {
     /// Where it is.
     pub fn location(&self) -> Location {
+        if let Ok(Some(kafka)) = KafkaInput::parse(&self.from) {
+            return Location::Kafka(kafka);
+        }
         match self.from.as_str() {
             "-" => Location::Stdin,
             other => match other.strip_prefix("tcp:") {
@@ -125,9 +150,30 @@ impl Input {
         }
     }
 
-    /// Whether a re-run can read the same records again (a file can; a stream cannot).
+    /// Whether a re-run can read the same records again: a file can, and a topic read up to
+    /// an end (`?end=`); a stream cannot.
     pub fn rereadable(&self) -> bool {
-        matches!(self.location(), Location::File(_))
+        match self.location() {
+            Location::File(_) => true,
+            Location::Kafka(k) => k.end != End::Never,
+            _ => false,
+        }
+    }
+
+    /// What the summary says of it.
+    pub fn summary(&self) -> InputSummary {
+        let kind = match self.location() {
+            Location::File(_) => "file",
+            Location::Stream(_) => "stream",
+            Location::Stdin => "stdin",
+            Location::Tcp(_) => "tcp",
+            Location::Kafka(_) => "kafka",
+        };
+        InputSummary {
+            kind: kind.to_string(),
+            from: self.from.clone(),
+            partitions: self.partitions.clone().unwrap_or_default(),
+        }
     }
 
     /// The input as messages name it.
@@ -142,6 +188,16 @@ impl Input {
     /// file this process can open (a named pipe is not opened here: that would wait for
     /// its writer).
     pub fn resolve(&mut self) -> Result<(), ConfigError> {
+        if let Location::Kafka(kafka) = self.location() {
+            // A re-run's partitions are the recorded ones.
+            if self.partitions.is_none() {
+                let partitions = kafka
+                    .resolve()
+                    .map_err(|e| ConfigError::Invalid(format!("--input {}: {e}", self.from)))?;
+                self.partitions = Some(partitions);
+            }
+            return Ok(());
+        }
         let (Location::File(path) | Location::Stream(path)) = self.location() else {
             return Ok(());
         };
@@ -190,6 +246,11 @@ impl Input {
 
     /// Checks that the file holds what it held when it was identified: same size, same hash.
     pub fn check_unchanged(&self) -> Result<(), InputError> {
+        if let (Location::Kafka(kafka), Some(partitions)) = (self.location(), &self.partitions) {
+            return kafka
+                .check_held(partitions)
+                .map_err(|e| InputError::of(&self.from, e));
+        }
         let (Location::File(path), Some(was)) = (self.location(), &self.file) else {
             return Ok(());
         };
@@ -215,6 +276,17 @@ impl Input {
                 File::open(path).map_err(failed)?,
             )),
             Location::Stdin => Box::new(BufReader::with_capacity(READ_BUFFER, std::io::stdin())),
+            Location::Kafka(kafka) => {
+                let partitions = match &self.partitions {
+                    Some(p) => p.clone(),
+                    None => kafka.resolve().map_err(|e| InputError::of(&self.from, e))?,
+                };
+                Box::new(
+                    kafka
+                        .open(&partitions)
+                        .map_err(|e| InputError::of(&self.from, e))?,
+                )
+            }
             Location::Tcp(addr) => {
                 let mut last = None;
                 let addrs = addr.to_socket_addrs().map_err(failed)?;

@@ -17,6 +17,7 @@
 mod bounds;
 mod feed;
 mod input;
+pub mod kafka;
 mod records;
 
 use std::fmt;
@@ -28,7 +29,7 @@ use crate::Time;
 
 pub use bounds::{DEFAULT_MAX_LINE_BYTES, READ_AHEAD_BYTES};
 pub(crate) use feed::{Feed, Fill, Timing};
-pub use input::{FileId, Input, InputError, Location};
+pub use input::{FileId, Input, InputError, InputSummary, Location};
 pub use records::Records;
 
 /// The first index at or after `lo` that worker `index` of `peers` makes.

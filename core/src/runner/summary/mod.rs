@@ -263,6 +263,9 @@ pub struct Summary {
     /// Lines written to `--output`, when the run wrote one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outputs_written: Option<u64>,
+    /// What the run read, when it read its records (`--input`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<crate::source::InputSummary>,
     /// Where the outputs went and how far they are committed, when the run wrote them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<crate::sink::OutputSummary>,
@@ -528,6 +531,7 @@ pub(crate) fn summarize(
         timeline: latency.timeline(),
         latency_ccdf: latency.ccdf(),
         outputs_written: None,
+        input: None,
         output: None,
         crashes: Vec::new(),
         joins: Vec::new(),

@@ -32,7 +32,7 @@ use crate::job::Takes;
 use crate::latency::Done;
 use crate::membership::Restart;
 use crate::operator::{Handout, Observers, Survived, TransferTotals};
-use crate::source::{Location, Source};
+use crate::source::Source;
 use crate::summary::{CrashSummary, JoinSummary, MigrationSummary, RecoverySummary};
 pub(super) use agree::{Disagreed, agree};
 /// How long the survivors' workers have to leave a broken computation and hand out their
@@ -66,10 +66,8 @@ pub(super) fn why_not<J: Job + ?Sized>(job: &J, config: &RunConfig) -> Option<St
 /// every bin in another process, migrateable bins, and records it can make or read again
 /// from any time: a generator's, or a file's.
 pub fn crash_stops(takes: Takes, config: &RunConfig) -> Option<String> {
-    let input = config.input.as_ref().map(|i| (i.name(), i.location()));
-    if let (Takes::Input { .. }, Some((name, location))) = (takes, input)
-        && !matches!(location, Location::File(_))
-    {
+    let input = config.input.as_ref().map(|i| (i.name(), i.rereadable()));
+    if let (Takes::Input { .. }, Some((name, false))) = (takes, input) {
         return Some(format!(
             "its records come from {name}, which cannot be read again"
         ));

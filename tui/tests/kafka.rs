@@ -1,0 +1,302 @@
+//! `--input kafka://HOST:PORT/TOPIC` through the real binaries, against a real
+//! Kafka-protocol broker (tansu, started by `tui/scripts/services.sh`, or the one
+//! `MEGAFLUX_KAFKA` names):
+//!
+//! - a bounded read (`?end=now`) of a 4-partition topic gives the outputs, digest included,
+//!   of the same records read from a file in the order the partitions are read in turn; its
+//!   summary and trace have each partition's offsets, and `replay --rerun` reads those again
+//!   after more messages arrived;
+//! - a cluster of three processes with `--replicas 2` reads the topic, writes a PostgreSQL
+//!   table and loses a process to kill -9: the table holds the outputs of the file run;
+//! - a missing topic, an unreachable broker, and messages that do not parse are named, with
+//!   a non-zero exit.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use megaflux_testkit::{Kafka, Postgres, run};
+use rskafka::client::ClientBuilder;
+use rskafka::client::partition::{Compression, UnknownTopicHandling};
+use rskafka::record::Record;
+
+use common::{Cluster, example, file_values, sorted_lines, summary, survives_one_kill, table_values};
+
+/// How long one single-process run may take before the test calls it hung.
+const RUN_LIMIT: Duration = Duration::from_secs(180);
+const PARTITIONS: i32 = 4;
+/// Views in the topic, read at [`RATE`]: 2 s.
+const VIEWS: u64 = 8_000;
+const RATE: &str = "4000";
+
+/// The view `i` as a CSV line: skewed users, so that the order of a user's views matters.
+fn view(i: u64) -> String {
+    let user = (i * i * 7 + i / 3) % 300 * (i % 3) / 2;
+    format!("u{user},/page/{},{i}", i % 40)
+}
+
+/// Creates `topic` with `partitions` partitions on the broker and appends `lines[k]` to
+/// partition `k % partitions`, in order: read in turn, one message per partition, the
+/// partitions give the lines back in their order.
+fn produce(broker: &str, topic: &str, partitions: i32, lines: &[String]) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let client = ClientBuilder::new(vec![broker.to_string()])
+            .build()
+            .await
+            .expect("the test connects to the broker");
+        let exists = client
+            .list_topics()
+            .await
+            .expect("topics")
+            .iter()
+            .any(|t| t.name == topic);
+        if !exists {
+            client
+                .controller_client()
+                .expect("a controller")
+                .create_topic(topic, partitions, 1, 5_000)
+                .await
+                .expect("the topic is created");
+        }
+        for p in 0..partitions {
+            let records: Vec<Record> = lines
+                .iter()
+                .skip(p as usize)
+                .step_by(partitions as usize)
+                .map(|l| Record {
+                    key: None,
+                    value: Some(l.clone().into_bytes()),
+                    headers: Default::default(),
+                    timestamp: chrono_now(),
+                })
+                .collect();
+            let pc = client
+                .partition_client(topic, p, UnknownTopicHandling::Retry)
+                .await
+                .expect("a partition client");
+            for chunk in records.chunks(1000) {
+                pc.produce(chunk.to_vec(), Compression::NoCompression)
+                    .await
+                    .expect("the messages are produced");
+            }
+        }
+    });
+}
+
+fn chrono_now() -> rskafka::chrono::DateTime<rskafka::chrono::Utc> {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    rskafka::chrono::DateTime::from_timestamp_millis(ms).expect("a time")
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn pageviews(args: &[&str], cwd: &Path) -> std::process::Output {
+    let mut command = std::process::Command::new(example("pageviews"));
+    command.args(args).current_dir(cwd);
+    run("pageviews", &mut command, RUN_LIMIT)
+}
+
+fn ok(out: std::process::Output) -> std::process::Output {
+    assert!(out.status.success(), "{}", stderr(&out));
+    out
+}
+
+#[test]
+fn a_bounded_topic_reads_as_its_file_and_a_rerun_reads_its_offsets_again() {
+    let kafka = Kafka::start();
+    let dir = tempfile::tempdir().expect("a directory");
+    let cwd = dir.path();
+    let lines: Vec<String> = (0..VIEWS).map(view).collect();
+    std::fs::write(cwd.join("views.csv"), lines.join("\n") + "\n").expect("the file");
+    produce(kafka.address(), "views", PARTITIONS, &lines);
+
+    let file = ok(pageviews(
+        &[
+            "run",
+            "--headless",
+            "--input",
+            "views.csv",
+            "--rate",
+            RATE,
+            "--output",
+            "file.jsonl",
+        ],
+        cwd,
+    ));
+    let url = format!("kafka://{}/views?end=now", kafka.address());
+    let topic = ok(pageviews(
+        &[
+            "run",
+            "--headless",
+            "--input",
+            &url,
+            "--rate",
+            RATE,
+            "--output",
+            "topic.jsonl",
+            "--record",
+            "trace.jsonl",
+            "--migrate",
+            "fluid@0.5:pack:1",
+        ],
+        cwd,
+    ));
+    let (f, t) = (summary(&file), summary(&topic));
+    assert_eq!(
+        t["output_digest"], f["output_digest"],
+        "the same outputs at the same times"
+    );
+    assert_eq!(t["records_in"], VIEWS);
+    assert_eq!(
+        sorted_lines(&cwd.join("topic.jsonl")),
+        sorted_lines(&cwd.join("file.jsonl"))
+    );
+    assert_eq!(t["input"]["kind"], "kafka");
+    let each = VIEWS / PARTITIONS as u64;
+    for p in 0..PARTITIONS as u64 {
+        assert_eq!(
+            t["input"]["partitions"][p as usize],
+            serde_json::json!({"id": p, "from": 0, "to": each}),
+            "{t}"
+        );
+    }
+    assert!(
+        stderr(&topic).contains(&format!(
+            "(partitions 0:0..{each}, 1:0..{each}, 2:0..{each}, 3:0..{each})"
+        )),
+        "{}",
+        stderr(&topic)
+    );
+
+    // More messages arrive; the re-run reads the recorded offsets, not the topic's new end.
+    produce(kafka.address(), "views", PARTITIONS, &lines[..400]);
+    let rerun = ok(pageviews(
+        &["replay", "trace.jsonl", "--rerun", "--speed", "max"],
+        cwd,
+    ));
+    assert_eq!(
+        summary(&rerun)["output_digest"],
+        t["output_digest"],
+        "{}",
+        stderr(&rerun)
+    );
+}
+
+/// Three processes, `--replicas 2`, the topic in, a table out, process 2 killed mid-run.
+#[test]
+fn a_cluster_reading_a_topic_into_a_table_loses_a_process_and_writes_every_output_once() {
+    let kafka = Kafka::start();
+    let pg = Postgres::start();
+    let cluster = Cluster::of("kafka-postgres-crash", 3);
+    let lines: Vec<String> = (0..VIEWS).map(view).collect();
+    let file = cluster.dir.join("views.csv");
+    std::fs::write(&file, lines.join("\n") + "\n").expect("the file");
+    produce(kafka.address(), "clustered", PARTITIONS, &lines);
+    let base = cluster.dir.join("base.jsonl");
+    ok(pageviews(
+        &[
+            "run",
+            "--headless",
+            "--input",
+            file.to_str().expect("UTF-8"),
+            "--rate",
+            RATE,
+            "--output",
+            base.to_str().expect("UTF-8"),
+        ],
+        &cluster.dir,
+    ));
+    let want = file_values(&base);
+
+    let url = format!("kafka://{}/clustered?end=now", kafka.address());
+    let table = format!("{}?table=clustered", pg.url());
+    let job = [
+        "run",
+        "--headless",
+        "--input",
+        &url,
+        "--rate",
+        RATE,
+        "--replicas",
+        "2",
+        "--output",
+        &table,
+    ];
+    survives_one_kill(
+        &cluster,
+        &example("pageviews"),
+        &job,
+        2,
+        Duration::from_millis(800),
+    );
+    let got = table_values(pg.url(), "clustered");
+    assert_eq!(got.len(), want.len());
+    assert_eq!(got, want, "every output once");
+}
+
+#[test]
+fn a_missing_topic_an_unreachable_broker_and_bad_messages_are_named() {
+    let kafka = Kafka::start();
+    let dir = tempfile::tempdir().expect("a directory");
+    let cwd = dir.path();
+    let missing = format!("kafka://{}/nope?end=now", kafka.address());
+    let out = pageviews(&["run", "--headless", "--input", &missing], cwd);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "topic nope does not exist on the broker at {}",
+            kafka.address()
+        )),
+        "{}",
+        stderr(&out)
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let nobody = format!("kafka://127.0.0.1:{port}/views?end=now");
+    let out = pageviews(&["run", "--headless", "--input", &nobody], cwd);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("the broker at 127.0.0.1:{port}")),
+        "{}",
+        stderr(&out)
+    );
+    let out = pageviews(&["run", "--headless", "--input", "kafka://broker/views"], cwd);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("is not HOST:PORT"), "{}", stderr(&out));
+
+    let mut lines: Vec<String> = (0..100).map(view).collect();
+    lines[57] = "u1,/page/1,not-a-time".to_string();
+    produce(kafka.address(), "unparsed", 1, &lines);
+    let bad = format!("kafka://{}/unparsed?end=now", kafka.address());
+    let out = pageviews(
+        &["run", "--headless", "--input", &bad, "--output", "bad.jsonl"],
+        cwd,
+    );
+    assert!(!out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("{bad} line 58")),
+        "{}",
+        stderr(&out)
+    );
+
+    produce(kafka.address(), "broken", 1, &["u1,/a,1\nu2,/b,2".to_string()]);
+    let broken = format!("kafka://{}/broken?end=now", kafka.address());
+    let out = pageviews(&["run", "--headless", "--input", &broken], cwd);
+    assert!(!out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("partition 0 offset 0 of topic broken: the message holds a line break"),
+        "{}",
+        stderr(&out)
+    );
+}
