@@ -32,9 +32,11 @@ pub const RETRY_EVERY: Duration = Duration::from_secs(1);
 const FETCH_BYTES: i32 = 1 << 20;
 /// How long a fetch of a stream waits for new messages.
 const STREAM_WAIT_MS: i32 = 100;
-/// How long a fetch of a bounded read waits (its messages are there; this only keeps a
-/// broker that is slow to show them from being asked in a busy loop).
-const BOUNDED_WAIT_MS: i32 = 500;
+/// How long a fetch of a bounded read waits: not at all, its messages are there (a broker
+/// may wait out the whole time for a fetch it could fill only in part: tansu does).
+const BOUNDED_WAIT_MS: i32 = 0;
+/// How long a bounded read waits before it asks again for messages a broker did not give.
+const BOUNDED_AGAIN: Duration = Duration::from_millis(5);
 
 /// One partition of a read: its messages at offsets `from..to` (to the end of time when
 /// `to` is none: a stream).
@@ -414,7 +416,7 @@ impl KafkaLines {
                         std::thread::sleep(Duration::from_millis(1));
                     }
                 }
-                None => {}
+                None => std::thread::sleep(BOUNDED_AGAIN),
             }
         }
     }
