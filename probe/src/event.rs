@@ -499,6 +499,27 @@ pub enum Event {
         /// Milliseconds since the drain began.
         for_ms: u64,
     },
+    /// How far the job has read a partition of its Kafka topic (at most every 250 ms, and at
+    /// the read's end): every message before `offset` is read, and the partition held
+    /// messages up to `end` (its high watermark, or the read's end) when last fetched.
+    InputPartition {
+        /// The partition's id.
+        partition: u32,
+        /// The next offset the job reads.
+        offset: u64,
+        /// The partition's end as last seen: `end − offset` messages are still to read.
+        end: u64,
+    },
+    /// A fetch from a partition of the job's Kafka topic failed (its broker went away, say):
+    /// the read asks again every second and says so each time, until the broker answers.
+    InputRetry {
+        /// The partition's id.
+        partition: u32,
+        /// The offset the read asked for.
+        offset: u64,
+        /// Why the fetch failed (at most [`crate::model::TEXT_CHARS`] characters).
+        reason: String,
+    },
     /// Bins lost their last replica at `time` (`0-3,7`): the job stops.
     Lost {
         /// The logical time from which the bins have no replica.
@@ -647,6 +668,8 @@ pub const KINDS: &[&str] = &[
     "restart",
     "lost",
     "draining",
+    "input_partition",
+    "input_retry",
     "recording",
     "dropped",
     "keyframe",
@@ -694,6 +717,8 @@ impl Event {
             Event::Restart { .. } => "restart",
             Event::Lost { .. } => "lost",
             Event::Draining { .. } => "draining",
+            Event::InputPartition { .. } => "input_partition",
+            Event::InputRetry { .. } => "input_retry",
             Event::Recording { .. } => "recording",
             Event::Dropped { .. } => "dropped",
             Event::Keyframe { .. } => "keyframe",

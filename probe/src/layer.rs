@@ -251,6 +251,19 @@ fn convert(target: &str, f: &Fields) -> Option<Event> {
             interval_ns: f.u64("interval_ns")?,
             loads: f.str("loads")?,
         },
+        "megaflux::input" => match f.str("phase")?.as_str() {
+            "partition" => Event::InputPartition {
+                partition: f.u32("partition")?,
+                offset: f.u64("offset")?,
+                end: f.u64("end")?,
+            },
+            "retry" => Event::InputRetry {
+                partition: f.u32("partition")?,
+                offset: f.u64("offset")?,
+                reason: f.str("reason")?,
+            },
+            _ => return None,
+        },
         "megaflux::balance" => Event::Balance {
             phase: match f.str("phase")?.as_str() {
                 "measured" => BalancePhase::Measured,

@@ -50,8 +50,9 @@ fn a_job_s_events_arrive_typed() {
     let kinds: BTreeSet<&str> = events.iter().map(|e| e.event.kind()).collect();
     // All that core emits: not the hello and recording (the caller's and the collector's),
     // failures' (tests/replica_events.rs), a crash's restart (tui/tests/crash.rs), a drain's
-    // progress (a job with scheduled work past its end: tui/tests/drain.rs), dropped
-    // events (none here), or the collector's summary line.
+    // progress (a job with scheduled work past its end: tui/tests/drain.rs), a Kafka
+    // input's (tui/tests/kafka.rs), dropped events (none here), or the collector's summary
+    // line.
     let elsewhere = [
         "hello",
         "recording",
@@ -62,6 +63,8 @@ fn a_job_s_events_arrive_typed() {
         "restart",
         "lost",
         "draining",
+        "input_partition",
+        "input_retry",
         "dropped",
         "keyframe",
         "summary",

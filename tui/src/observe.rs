@@ -88,7 +88,12 @@ pub fn start(config: &RunConfig, probe: &ProbeArgs, control: &ControlHandle) -> 
     let cluster = cluster_position(&config.timely_args)?;
     let (processes, process) = (cluster.processes as u32, cluster.process as u32);
     let (layer, queue) = ProbeLayer::new(process, EVENT_QUEUE);
-    let json = serde_json::to_value(config).context("describing the job")?;
+    let mut json = serde_json::to_value(config).context("describing the job")?;
+    // The output is not a setting a re-run takes (it writes none unless told), but the
+    // dashboard names it.
+    if let Some(output) = &config.output {
+        json["output"] = output.name().into();
+    }
     let workers = config.workers as u32;
     let peers = processes * workers;
     let bins = config.bins.count() as u32;

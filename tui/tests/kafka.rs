@@ -9,14 +9,16 @@
 //! - a cluster of three processes with `--replicas 2` reads the topic, writes a PostgreSQL
 //!   table and loses a process to kill -9: the table holds the outputs of the file run;
 //! - a missing topic, an unreachable broker, and messages that do not parse are named, with
-//!   a non-zero exit.
+//!   a non-zero exit;
+//! - a topic read as a stream (no end) whose broker goes away is asked again, and says so,
+//!   until the job is stopped.
 
 mod common;
 
 use std::path::Path;
 use std::time::Duration;
 
-use megaflux_testkit::{Kafka, Postgres, run};
+use megaflux_testkit::{Kafka, Postgres, Proc, run};
 use rskafka::client::ClientBuilder;
 use rskafka::client::partition::{Compression, UnknownTopicHandling};
 use rskafka::record::Record;
@@ -177,6 +179,20 @@ fn a_bounded_topic_reads_as_its_file_and_a_rerun_reads_its_offsets_again() {
         stderr(&topic)
     );
 
+    // The trace says how far each partition was read: to its end, at the end.
+    let events = common::trace_events(&cwd.join("trace.jsonl"));
+    for p in 0..PARTITIONS as u64 {
+        let last = events
+            .iter()
+            .rfind(|e| e["kind"] == "input_partition" && e["partition"] == p)
+            .unwrap_or_else(|| panic!("no input_partition event of partition {p}"));
+        assert_eq!(
+            (&last["offset"], &last["end"]),
+            (&each.into(), &each.into()),
+            "{last}"
+        );
+    }
+
     // More messages arrive; the re-run reads the recorded offsets, not the topic's new end.
     produce(kafka.address(), "views", PARTITIONS, &lines[..400]);
     let rerun = ok(pageviews(
@@ -298,5 +314,57 @@ fn a_missing_topic_an_unreachable_broker_and_bad_messages_are_named() {
         stderr(&out).contains("partition 0 offset 0 of topic broken: the message holds a line break"),
         "{}",
         stderr(&out)
+    );
+}
+
+/// A stream's broker goes away: the read says so, once a try, and goes on trying until the
+/// job is stopped (`SIGINT`, as `q` stops a dashboard), which ends it with what it had.
+#[test]
+fn a_broker_that_goes_away_is_asked_again_and_said() {
+    let kafka = Kafka::start_own();
+    let dir = tempfile::tempdir().expect("a directory");
+    let lines: Vec<String> = (0..500).map(view).collect();
+    produce(kafka.address(), "live", 2, &lines);
+    let url = format!("kafka://{}/live", kafka.address());
+    let mut command = std::process::Command::new(example("pageviews"));
+    command
+        .args([
+            "run",
+            "--headless",
+            "--input",
+            &url,
+            "--output",
+            "live.jsonl",
+            "--record",
+            "live-trace.jsonl",
+        ])
+        .current_dir(dir.path());
+    let mut job = Proc::spawn("pageviews reading a stream", &mut command);
+    let out = dir.path().join("live.jsonl");
+    megaflux_testkit::wait_until(
+        "the stream's 500 views are written",
+        Duration::from_secs(60),
+        || std::fs::read_to_string(&out).is_ok_and(|t| t.lines().count() == 500),
+    );
+    drop(kafka);
+    let said = job.wait_for_stderr(
+        "a warning that the broker is away",
+        Duration::from_secs(60),
+        |l| {
+            l.starts_with("megaflux: warning: topic live: partition ") && l.ends_with("trying again every 1s")
+        },
+    );
+    assert!(said.contains("at offset 250"), "{said}");
+    job.interrupt();
+    let done = job.wait(RUN_LIMIT);
+    let err = stderr(&done);
+    assert!(err.matches("megaflux: warning: topic live").count() >= 1, "{err}");
+    assert_eq!(sorted_lines(&out).len(), 500, "{err}");
+    let events = common::trace_events(&dir.path().join("live-trace.jsonl"));
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "input_retry" && e["offset"] == 250),
+        "the trace has the retries"
     );
 }

@@ -698,3 +698,92 @@ fn extreme_numbers_draw_in_every_view() {
     r.update(Msg::Action(Action::GoTo));
     render(&r, 80, 24);
 }
+
+/// The header ends with where the job reads and writes, as process 0's hello names them.
+#[test]
+fn the_header_names_the_input_and_the_output() {
+    let mut d = Dash::new(Connection::Trace("a trace".into()), None);
+    let hello = |config: serde_json::Value| {
+        vec![Stamped {
+            at_s: 0.0,
+            process: 0,
+            event: Event::Hello {
+                processes: 1,
+                workers: 2,
+                peers: 2,
+                bins: 16,
+                config,
+                anchor_unix_s: None,
+            },
+        }]
+    };
+    let header = |d: &Dash| render(d, 200, 24).lines().nth(1).unwrap_or_default().to_string();
+    d.update(Msg::Events(hello(serde_json::json!({"replicas": 1}))));
+    assert!(
+        !header(&d).contains('→'),
+        "a generated job that writes nothing: {}",
+        header(&d)
+    );
+    let mut d = Dash::new(Connection::Trace("a trace".into()), None);
+    d.update(Msg::Events(hello(serde_json::json!({
+        "input": {"from": "kafka://127.0.0.1:9092/views?end=now"},
+        "output": "postgresql://me:***@db:5432/jobs?table=counts",
+    }))));
+    let line = header(&d);
+    assert!(
+        line.contains("kafka://127.0.0.1:9092/views?end=now → postgresql://me:***@db:5432/jobs?table=counts"),
+        "{line}"
+    );
+}
+
+/// A Kafka input's partitions, under the frontiers: how far each is read, and its lag.
+#[test]
+fn the_frontiers_view_shows_each_partitions_offset_and_lag() {
+    let mut d = dash();
+    let frontiers = TABS
+        .iter()
+        .position(|t| t.title() == "Frontiers")
+        .expect("a frontiers view");
+    d.update(Msg::Action(Action::Tab(frontiers)));
+    assert!(
+        !render(&d, 160, 48).contains("Input: each partition"),
+        "no input, no table"
+    );
+    let read = |partition: u32, offset: u64, end: u64| Stamped {
+        at_s: 1.0,
+        process: 0,
+        event: Event::InputPartition {
+            partition,
+            offset,
+            end,
+        },
+    };
+    d.update(Msg::Events(vec![
+        read(0, 1200, 2000),
+        read(1, 2000, 2000),
+        read(0, 1500, 2100),
+    ]));
+    let drawn = render(&d, 160, 48);
+    assert!(drawn.contains("Input: each partition"), "{drawn}");
+    // Each drawn line is quoted and framed: its words without the frame.
+    let words = |l: &str| {
+        l.replace(['"', '│'], " ")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let table: Vec<String> = drawn
+        .lines()
+        .skip_while(|l| !l.contains("Input: each partition"))
+        .map(words)
+        .collect();
+    let row = |p: &str| {
+        table
+            .iter()
+            .find(|l| l.starts_with(p))
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(row("0 "), "0 1500 2100 600", "{drawn}");
+    assert_eq!(row("1 "), "1 2000 2000 0", "{drawn}");
+}

@@ -35,6 +35,11 @@ impl Service {
         {
             return Service { at, started: None };
         }
+        Service::start_own(which, variable, needs)
+    }
+
+    /// A new `which` of this guard's own, whatever the environment names.
+    fn start_own(which: &str, variable: &str, needs: &str) -> Service {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let dir = std::env::temp_dir().join(format!(
             "megaflux-{which}-{}-{}",
@@ -101,6 +106,10 @@ impl Postgres {
     }
 }
 
+/// What a Kafka broker for the tests needs.
+const TANSU: &str =
+    "it needs tansu: cargo install tansu --version 0.6.0 --locked --no-default-features --features dynostore";
+
 /// A Kafka-protocol broker for a test (tansu, in memory): its `HOST:PORT`.
 pub struct Kafka(Service);
 
@@ -108,11 +117,13 @@ impl Kafka {
     /// The broker `MEGAFLUX_KAFKA` names, or a new one on a free loopback port. Fails the
     /// test, naming what to install, where tansu is not installed.
     pub fn start() -> Kafka {
-        Kafka(Service::start(
-            "kafka",
-            KAFKA,
-            "it needs tansu: cargo install tansu --version 0.6.0 --locked --no-default-features --features dynostore",
-        ))
+        Kafka(Service::start("kafka", KAFKA, TANSU))
+    }
+
+    /// A new broker of this guard's own, which the test may stop (by dropping the guard),
+    /// whatever `MEGAFLUX_KAFKA` names.
+    pub fn start_own() -> Kafka {
+        Kafka(Service::start_own("kafka", KAFKA, TANSU))
     }
 
     /// The broker's `HOST:PORT`.

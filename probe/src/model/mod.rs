@@ -21,7 +21,7 @@ use bounds::{bounded_push, is_queue_place, text};
 pub use plans::{BalanceView, During, PlanView, Suggestion};
 pub use views::{
     BinLoadView, BinView, CommandView, DrainView, FailureView, FrontierView, Held, Holders, LatencyWindow,
-    Move, RestartView, StandbyIndex, WorkerView,
+    Move, PartitionView, RestartView, StandbyIndex, WorkerView,
 };
 
 /// Finished plans a latency window is merged into besides the running one, the latest
@@ -29,6 +29,9 @@ pub use views::{
 /// before it can be waiting for it (and a window costs the same however many plans the
 /// history holds).
 const MERGED_PLANS: usize = 8;
+
+/// The most partitions of a Kafka input the model keeps (ids from the network).
+pub const MAX_PARTITIONS: u32 = 4096;
 
 /// The most bins a job can have.
 pub const MAX_BINS: u32 = megaflux::bins::MAX_BINS as u32;
@@ -87,6 +90,10 @@ pub struct JobModel {
     /// The drain, once the input ended and the run drains (the latest word of it).
     #[serde(default)]
     pub draining: Option<DrainView>,
+    /// How far each partition of a Kafka input is read, by partition (at most
+    /// [`MAX_PARTITIONS`]).
+    #[serde(default)]
+    pub partitions: BTreeMap<u32, PartitionView>,
     /// What the balancer last said.
     #[serde(default)]
     pub balance: BalanceView,
@@ -204,6 +211,16 @@ impl JobModel {
                 _ => None,
             })
             .unwrap_or(EpochLen::MS)
+    }
+
+    /// Where the job reads and writes, as process 0's hello names them: its `--input` and
+    /// its `--output` (each `None` when not given, or before that hello).
+    pub fn connectors(&self) -> (Option<String>, Option<String>) {
+        let Some(Event::Hello { config, .. }) = self.processes.get(&0).map(|h| &h.event) else {
+            return (None, None);
+        };
+        let text = |v: &serde_json::Value| v.as_str().map(str::to_string);
+        (text(&config["input"]["from"]), text(&config["output"]))
     }
 
     /// Processes in the job, as its first hello said (`None` before any hello).
@@ -731,6 +748,23 @@ impl JobModel {
                 bounded_push(&mut self.restarts, restart);
             }
             Event::Lost { time, bins } => self.lost = Some((*time, text(bins))),
+            // The log says it (the dashboard's); the partition's progress stays where it was.
+            Event::InputRetry { .. } => {}
+            Event::InputPartition {
+                partition,
+                offset,
+                end,
+            } => {
+                if *partition < MAX_PARTITIONS || self.partitions.contains_key(partition) {
+                    self.partitions.insert(
+                        *partition,
+                        PartitionView {
+                            offset: *offset,
+                            end: *end,
+                        },
+                    );
+                }
+            }
             Event::Draining {
                 input_end,
                 gate,

@@ -112,6 +112,23 @@ pub struct DrainView {
     pub for_ms: u64,
 }
 
+/// How far the job has read a partition of its Kafka topic (see
+/// [`crate::event::Event::InputPartition`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionView {
+    /// The next offset the job reads.
+    pub offset: u64,
+    /// The partition's end as last seen.
+    pub end: u64,
+}
+
+impl PartitionView {
+    /// Messages still to read.
+    pub fn lag(&self) -> u64 {
+        self.end.saturating_sub(self.offset)
+    }
+}
+
 /// A worker's failure and what followed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FailureView {

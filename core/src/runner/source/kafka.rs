@@ -35,6 +35,8 @@ const STREAM_WAIT_MS: i32 = 100;
 /// How long a fetch of a bounded read waits: not at all, its messages are there (a broker
 /// may wait out the whole time for a fetch it could fill only in part: tansu does).
 const BOUNDED_WAIT_MS: i32 = 0;
+/// How often the read says how far it is in each partition (`megaflux::input` events).
+const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 /// How long a bounded read waits before it asks again for messages a broker did not give.
 const BOUNDED_AGAIN: Duration = Duration::from_millis(5);
 
@@ -289,6 +291,7 @@ impl KafkaInput {
                 to: p.to,
                 fetched: VecDeque::new(),
                 done: p.to.is_some_and(|to| to <= p.from),
+                end: p.to.unwrap_or(p.from),
             });
         }
         Ok(KafkaLines {
@@ -301,6 +304,7 @@ impl KafkaInput {
             at: 0,
             topic: self.topic.clone(),
             last_warning: None,
+            last_progress: None,
         })
     }
 }
@@ -340,6 +344,8 @@ struct PartitionRead {
     /// Messages fetched and not yet taken: offset and value.
     fetched: VecDeque<(i64, Option<Vec<u8>>)>,
     done: bool,
+    /// The partition's end as last seen (its high watermark, or the read's end).
+    end: i64,
 }
 
 /// A topic's messages as lines (one per message), for the input thread.
@@ -356,6 +362,8 @@ pub(crate) struct KafkaLines {
     topic: String,
     /// When the read last said its broker was away.
     last_warning: Option<Instant>,
+    /// When it last said how far it is.
+    last_progress: Option<Instant>,
 }
 
 impl KafkaLines {
@@ -364,7 +372,11 @@ impl KafkaLines {
         let stream = self.reads.iter().any(|r| r.to.is_none());
         let mut idle_round = 0;
         loop {
+            if self.last_progress.is_none_or(|at| at.elapsed() >= PROGRESS_EVERY) {
+                self.progress();
+            }
             if self.reads.iter().all(|r| r.done) {
+                self.progress();
                 return Ok(false);
             }
             let n = self.reads.len();
@@ -421,6 +433,20 @@ impl KafkaLines {
         }
     }
 
+    /// Says how far the read is in each partition.
+    fn progress(&mut self) {
+        self.last_progress = Some(Instant::now());
+        for r in &self.reads {
+            tracing::info!(
+                target: "megaflux::input",
+                phase = "partition",
+                partition = r.id,
+                offset = r.next,
+                end = r.end.max(r.next),
+            );
+        }
+    }
+
     /// Fetches partition `i`'s next messages, trying again every [`RETRY_EVERY`] while the
     /// broker is away (and saying so, once per try, in the log).
     fn fetch(&mut self, i: usize, max_wait_ms: i32) -> std::io::Result<()> {
@@ -436,6 +462,7 @@ impl KafkaLines {
                         tracing::info!(target: "megaflux::input", topic = %self.topic, "the broker is back after {:.1} s", at.elapsed().as_secs_f64());
                         eprintln!("megaflux: topic {}: the broker is back", self.topic);
                     }
+                    read.end = read.to.map_or(high, |to| to.min(high));
                     let (before, got) = (read.fetched.len(), records.len());
                     let past_end = records.iter().any(|r| read.to.is_some_and(|to| r.offset >= to));
                     read.fetched.extend(
@@ -458,7 +485,13 @@ impl KafkaLines {
                         "topic {}: partition {id} at offset {next}: {e}; trying again every {:?}",
                         self.topic, RETRY_EVERY
                     );
-                    tracing::warn!(target: "megaflux::input", topic = %self.topic, partition = id, offset = next, "{line}");
+                    tracing::warn!(
+                        target: "megaflux::input",
+                        phase = "retry",
+                        partition = id,
+                        offset = next,
+                        reason = %format!("topic {}: {e}", self.topic),
+                    );
                     eprintln!("megaflux: warning: {line}");
                     self.last_warning.get_or_insert_with(Instant::now);
                     std::thread::sleep(RETRY_EVERY);

@@ -64,6 +64,9 @@ pub enum LogKind {
     Problem,
 }
 
+/// The most of a reason from the network a log line shows.
+const REASON_CHARS: usize = 160;
+
 /// One line of the log.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LogLine {
@@ -234,6 +237,17 @@ impl Dash {
                     )),
                 }
             }
+            Event::InputRetry {
+                partition,
+                offset,
+                reason,
+            } => Some((
+                LogKind::Problem,
+                format!(
+                    "input: partition {partition} at offset {offset}: {}; asking again every second",
+                    reason.chars().take(REASON_CHARS).collect::<String>()
+                ),
+            )),
             Event::Dropped { place, count } => Some((
                 LogKind::Problem,
                 format!("process {} dropped {count} events ({place})", e.process),

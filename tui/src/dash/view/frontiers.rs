@@ -20,9 +20,55 @@ pub(super) fn lag(epochs: u64, epoch: EpochLen) -> String {
     }
 }
 
+/// How far each partition of a Kafka input is read.
+fn partitions(
+    frame: &mut Frame,
+    area: Rect,
+    partitions: &std::collections::BTreeMap<u32, megaflux_probe::model::PartitionView>,
+    theme: Theme,
+) {
+    let rows = partitions.iter().map(|(id, p)| {
+        Row::new(vec![
+            id.to_string(),
+            p.offset.to_string(),
+            p.end.to_string(),
+            p.lag().to_string(),
+        ])
+    });
+    let header = Row::new(["partition", "offset", "end", "lag (messages)"]).style(theme.accent());
+    let widths = [
+        Constraint::Length(10),
+        Constraint::Length(14),
+        Constraint::Length(14),
+        Constraint::Min(14),
+    ];
+    frame.render_widget(
+        Table::new(rows, widths)
+            .header(header)
+            .block(Block::bordered().title("Input: each partition read up to offset, of its end")),
+        area,
+    );
+}
+
 pub(super) fn frontiers(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
     let job = dash.view();
-    let [table_area, why] = Layout::vertical([Constraint::Min(3), Constraint::Length(6)]).areas(area);
+    // A Kafka input's partitions, under the frontiers: how far each is read, and its lag.
+    let read = if job.partitions.is_empty() {
+        0
+    } else {
+        (job.partitions.len() as u16)
+            .saturating_add(3)
+            .min(area.height / 3)
+    };
+    let [table_area, partitions_area, why] = Layout::vertical([
+        Constraint::Min(3),
+        Constraint::Length(read),
+        Constraint::Length(6),
+    ])
+    .areas(area);
+    if read > 0 {
+        partitions(frame, partitions_area, &job.partitions, theme);
+    }
     let t = |v: Option<u64>| v.map_or("done".to_string(), |t| t.to_string());
     let epoch = job.epoch();
     let mut rows = Vec::new();

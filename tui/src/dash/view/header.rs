@@ -1,5 +1,6 @@
 //! The header above every view: the job's throughput, its last latency window, the bins
-//! on the move and the running plan's progress, and a warning when the feed went quiet.
+//! on the move and the running plan's progress, a warning when the feed went quiet, and
+//! where the job reads and writes (last: a narrow terminal cuts it first).
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -78,6 +79,17 @@ pub(super) fn header(frame: &mut Frame, area: Rect, dash: &Dash, theme: Theme) {
             format!("⚠ no events for {quiet:.0} s"),
             theme.fg(Color::Yellow).add_modifier(Modifier::BOLD),
         ));
+    }
+    match job.connectors() {
+        (None, None) => {}
+        (input, output) => {
+            spans.push(sep());
+            let said = |s: Option<String>, none: &str| s.unwrap_or_else(|| none.to_string());
+            spans.push(Span::styled(
+                format!("{} → {}", said(input, "generated"), said(output, "no output")),
+                theme.fg(Color::Cyan),
+            ));
+        }
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }
