@@ -3,7 +3,8 @@
 //! `MEGAFLUX_KAFKA` names):
 //!
 //! - a bounded read (`?end=now`) of a 4-partition topic gives the outputs, digest included,
-//!   of the same records read from a file in the order the partitions are read in turn; its
+//!   of the same records read from a file in the order the partitions are read in turn (by
+//!   rate, and by the records' event times); its
 //!   summary and trace have each partition's offsets, and `replay --rerun` reads those again
 //!   after more messages arrived;
 //! - a cluster of three processes with `--replicas 2` reads the topic, writes a PostgreSQL
@@ -192,6 +193,30 @@ fn a_bounded_topic_reads_as_its_file_and_a_rerun_reads_its_offsets_again() {
             "{last}"
         );
     }
+
+    // Paced by the views' own times (8 s of them, at 20 times their pace), as a file is.
+    let by_time = |input: &str, out: &str| {
+        let args = [
+            "run",
+            "--headless",
+            "--input",
+            input,
+            "--pace",
+            "event-time",
+            "--speed",
+            "20",
+        ];
+        summary(&ok(pageviews(&[&args[..], &["--output", out]].concat(), cwd)))
+    };
+    let (file_timed, topic_timed) = (
+        by_time("views.csv", "file-time.jsonl"),
+        by_time(&url, "topic-time.jsonl"),
+    );
+    assert_eq!(
+        topic_timed["output_digest"], file_timed["output_digest"],
+        "paced by event time"
+    );
+    assert_eq!(topic_timed["records_in"], VIEWS);
 
     // More messages arrive; the re-run reads the recorded offsets, not the topic's new end.
     produce(kafka.address(), "views", PARTITIONS, &lines[..400]);
