@@ -272,16 +272,39 @@ fn a_cluster_reading_a_topic_into_a_table_loses_a_process_and_writes_every_outpu
         "--output",
         &table,
     ];
-    survives_one_kill(
+    let binary = example("pageviews");
+    let trace = cluster.dir.join("trace.jsonl");
+    let trace = trace.to_str().expect("UTF-8");
+    let ran = survives_one_kill(
         &cluster,
-        &example("pageviews"),
-        &job,
+        (&binary, &job, &["--record", trace]),
         2,
         Duration::from_millis(800),
     );
     let got = table_values(pg.url(), "clustered");
     assert_eq!(got.len(), want.len());
     assert_eq!(got, want, "every output once");
+
+    // Its trace re-runs on three processes (its standbys are placed by process), reading
+    // the recorded offsets again, to the same digest.
+    let hosts = cluster.hostfile.to_str().expect("UTF-8");
+    let reruns: Vec<Proc> = (0..3)
+        .map(|p| {
+            let p = p.to_string();
+            let mut command = std::process::Command::new(&binary);
+            command
+                .args([
+                    "replay", trace, "--rerun", "--speed", "max", "--", "-n", "3", "-p", &p, "-h", hosts,
+                ])
+                .env("MEGAFLUX_CLUSTER_TOKEN", common::CLUSTER_TOKEN);
+            Proc::spawn(format!("re-run process {p}"), &mut command)
+        })
+        .collect();
+    let reran = megaflux_testkit::wait_all(reruns, common::CLUSTER_LIMIT);
+    for o in &reran {
+        assert!(o.status.success(), "{}", stderr(o));
+    }
+    assert_eq!(summary(&reran[0])["output_digest"], ran["output_digest"]);
 }
 
 #[test]

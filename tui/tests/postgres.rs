@@ -159,7 +159,7 @@ fn a_cluster_losing_a_process_to_kill_9_writes_every_output_once() {
     let url = format!("{}?table=cluster", pg.url());
     let job = with(&job, &["--output", &url]);
     let binary = Path::new(env!("CARGO_BIN_EXE_megaflux"));
-    survives_one_kill(&cluster, binary, &job, 2, Duration::from_millis(1500));
+    survives_one_kill(&cluster, (binary, &job, &[]), 2, Duration::from_millis(1500));
     assert_eq!(table_values(&pg, "cluster"), want, "every output once");
     assert_eq!(committed(&pg, "cluster"), i64::MAX);
 }

@@ -498,23 +498,27 @@ pub fn survives_failpoints(
         .collect()
 }
 
-/// Runs `job` with `binary` on every process of `cluster` (one worker each), kills process
-/// `victim` with kill -9 `after` every process said the cluster formed, and waits for the
-/// others: each exits 0 and process 0's summary has that one crash. Returns process 0's
-/// summary.
+/// Runs `job` with `binary` on every process of `cluster` (one worker each; process 0 with
+/// `first` too), kills process `victim` with kill -9 `after` every process said the cluster
+/// formed, and waits for the others: each exits 0 and process 0's summary has that one
+/// crash. Returns process 0's summary.
 pub fn survives_one_kill(
     cluster: &Cluster,
-    binary: &Path,
-    job: &[&str],
+    (binary, job, first): (&Path, &[&str], &[&str]),
     victim: usize,
     after: Duration,
 ) -> Value {
     let mut procs: Vec<Proc> = (0..cluster.addresses.len())
         .map(|p| {
+            let job = if p == 0 {
+                [job, first].concat()
+            } else {
+                job.to_vec()
+            };
             let p = p.to_string();
             Proc::spawn(
                 cluster.process_name(&p),
-                &mut cluster.command(binary, &p, job, "1"),
+                &mut cluster.command(binary, &p, &job, "1"),
             )
         })
         .collect();
