@@ -118,9 +118,11 @@ struct RunArgs {
     /// The job to run, by name: one of this binary's [default: its first].
     #[arg(long, value_name = "JOB")]
     workload: Option<String>,
-    /// Where a job that reads its records reads them: a file, - for standard input, or
-    /// tcp:HOST:PORT (a server that sends one record per line).
-    #[arg(long, value_name = "FILE|-|tcp:HOST:PORT", value_parser = flags::input)]
+    /// Where a job that reads its records reads them: a file, - for standard input,
+    /// tcp:HOST:PORT (a server that sends one record per line), or a Kafka topic,
+    /// kafka://HOST:PORT/TOPIC (each message one record; ?end=now reads each partition up to
+    /// its end as of the start, replayable like a file; &from=earliest|latest|O1,O2,...).
+    #[arg(long, value_name = "FILE|-|tcp:HOST:PORT|kafka://HOST:PORT/TOPIC", value_parser = flags::input)]
     input: Option<Input>,
     /// How records read from a file are due: `rate` (record i at i / --rate) or
     /// `event-time` (at the record's event time, from the first record's, divided by --speed).

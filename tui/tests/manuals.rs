@@ -87,8 +87,32 @@ fn jobs(example: Option<&str>) -> Jobs {
     }
 }
 
+/// `word` with the services' variables that `tui/scripts/services.sh` prints (the manuals'
+/// Kafka and PostgreSQL commands use them) set to addresses of their form.
+fn services(word: &str) -> String {
+    word.replace("$MEGAFLUX_KAFKA", "127.0.0.1:9092").replace(
+        "$MEGAFLUX_PG_URL",
+        "postgresql://postgres@127.0.0.1:5432/postgres",
+    )
+}
+
+/// `to_kafka HOST:PORT TOPIC PARTITIONS < FILE` (`tui/examples/to_kafka.rs`, which fills a
+/// topic) is no megaflux command line: its three arguments.
+fn to_kafka(args: &[String]) -> Result<(), String> {
+    let given: Vec<&String> = args.iter().take_while(|a| *a != "<").collect();
+    match given.as_slice() {
+        [_, topic, n] if !topic.is_empty() && n.parse::<u32>().is_ok_and(|n| n > 0) => Ok(()),
+        _ => Err(format!(
+            "to_kafka takes HOST:PORT TOPIC PARTITIONS, not {given:?}"
+        )),
+    }
+}
+
 /// Whether `args` of the binary of `example` are accepted; what is wrong if not.
 fn accepted(example: Option<&str>, args: Vec<String>) -> Result<(), String> {
+    if example == Some("to_kafka") {
+        return to_kafka(&args);
+    }
     let argv = std::iter::once("megaflux".to_string()).chain(args);
     match check_command_line(argv, &jobs(example)) {
         Ok(()) => Ok(()),
@@ -200,6 +224,7 @@ fn every_megaflux_command_in_the_manuals_is_accepted() {
         let text = std::fs::read_to_string(&file).unwrap();
         for (number, line) in sh_lines(&text) {
             for words in commands(&line) {
+                let words: Vec<String> = words.iter().map(|w| services(w)).collect();
                 let Some((example, args)) = megaflux_args(&words) else {
                     continue;
                 };
