@@ -1,9 +1,9 @@
-//! Where a job's outputs go (`--output`): a JSON-lines file ([`file`]) or a PostgreSQL table
-//! ([`postgres`]), both behind one commit protocol ([`Sink`]).
+//! Where a job's outputs go (`--output`): a JSON-lines file (`file.rs`) or a PostgreSQL table
+//! (`postgres.rs`), both behind one commit protocol ([`Sink`]).
 //!
 //! Worker 0 of the first process writes every output: the commit operator hands it the
 //! outputs of each logical time together, in time order, once all of them arrived, and a
-//! [`Writer`] gathers them into batches and commits each batch up to a logical time. The
+//! `Writer` gathers them into batches and commits each batch up to a logical time. The
 //! stateful operators emit each output exactly once, whatever the migrations and failovers,
 //! so a sink that commits each batch atomically holds each output exactly once too.
 //!
