@@ -198,12 +198,14 @@ impl Writer {
         }
     }
 
-    /// Commits what it holds if [`FLUSH_EVERY`] has passed since it last did, and learns
+    /// Commits what it holds if [`FLUSH_EVERY`] has passed since it last did, and then learns
     /// whether the sink failed.
     pub(crate) fn tick(&mut self) {
-        if self.last_commit.elapsed() >= FLUSH_EVERY {
-            self.commit();
+        // Worker 0 asks on every turn of its loop: the sink is asked only once per commit.
+        if self.last_commit.elapsed() < FLUSH_EVERY {
+            return;
         }
+        self.commit();
         if self.failed.is_none() {
             match self.sink.committed() {
                 Ok(t) => self.summary.committed_time = self.summary.committed_time.max(t),

@@ -285,9 +285,8 @@ impl Sink for PgSink {
         let failed = b.failed.lock().ok().and_then(|f| f.clone());
         match failed {
             Some(e) => Err(self.failed(e)),
-            None if b.thread.is_finished() && b.batches.send(Batch::default()).is_err() => {
-                Err(self.failed("its writer stopped"))
-            }
+            // Finished without saying why: it panicked (it ends only by failing or at finish).
+            None if b.thread.is_finished() => Err(self.failed("its writer stopped")),
             None => Ok(b.committed.load(Ordering::Acquire)),
         }
     }
