@@ -142,6 +142,9 @@ pub enum Event {
         peers: u32,
         /// The logical time the preload ended at: the measured run's first epoch is `base + 1`.
         base: u64,
+        /// Records the worker's source sent before the measured run (its preload) (version 3).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        records: Option<u64>,
     },
     /// A worker finished its last epoch.
     JobFinished {
@@ -149,6 +152,10 @@ pub enum Event {
         worker: u32,
         /// Records the worker's source sent in the whole run.
         records: u64,
+        /// Outputs the worker counted in the whole run (worker 0 counts every output of a
+        /// run that restarts after a crash) (version 3).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        outputs: Option<u64>,
     },
     /// The size of one bin of one operator, reported by a worker holding it (its primary,
     /// or its standby when `standby`).
@@ -210,6 +217,10 @@ pub enum Event {
         /// included) (version 2).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         applied: Option<u64>,
+        /// Outputs the worker counted since the run started: a running total, not the
+        /// interval's (version 3).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        outputs_total: Option<u64>,
         /// Time the worker's stateful operators spent in their activations in the interval,
         /// in nanoseconds.
         busy_ns: u64,
@@ -226,6 +237,10 @@ pub enum Event {
         operator: String,
         /// Length of the interval, in nanoseconds.
         interval_ns: u64,
+        /// Records the operator applied on the worker in the interval, over all its bins (not
+        /// only those `loads` names) (version 3).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        applied: Option<u64>,
         /// The bins' costs.
         loads: String,
     },
@@ -520,6 +535,15 @@ pub enum Event {
         /// Why the fetch failed (at most [`crate::model::TEXT_CHARS`] characters).
         reason: String,
     },
+    /// The job's output sink committed every output before logical time `upto` (at most
+    /// every 200 ms, as its writer commits), having been handed `rows` outputs so far
+    /// (version 3).
+    OutputCommitted {
+        /// Every output at a time before it is committed.
+        upto: u64,
+        /// Outputs handed to the sink so far in this run.
+        rows: u64,
+    },
     /// Bins lost their last replica at `time` (`0-3,7`): the job stops.
     Lost {
         /// The logical time from which the bins have no replica.
@@ -670,6 +694,7 @@ pub const KINDS: &[&str] = &[
     "draining",
     "input_partition",
     "input_retry",
+    "output_committed",
     "recording",
     "dropped",
     "keyframe",
@@ -719,6 +744,7 @@ impl Event {
             Event::Draining { .. } => "draining",
             Event::InputPartition { .. } => "input_partition",
             Event::InputRetry { .. } => "input_retry",
+            Event::OutputCommitted { .. } => "output_committed",
             Event::Recording { .. } => "recording",
             Event::Dropped { .. } => "dropped",
             Event::Keyframe { .. } => "keyframe",

@@ -193,10 +193,12 @@ fn convert(target: &str, f: &Fields) -> Option<Event> {
                 worker: f.u32("worker")?,
                 peers: f.u32("peers")?,
                 base: f.u64("base")?,
+                records: f.u64("records"),
             },
             "finished" => Event::JobFinished {
                 worker: f.u32("worker")?,
                 records: f.u64("records")?,
+                outputs: f.u64("outputs"),
             },
             "restart" => Event::Restart {
                 generation: f.u32("generation")?,
@@ -242,6 +244,7 @@ fn convert(target: &str, f: &Fields) -> Option<Event> {
             worker: f.u32("worker")?,
             records: f.u64("records")?,
             applied: f.u64("applied"),
+            outputs_total: f.u64("outputs_total"),
             busy_ns: f.u64("busy_ns")?,
             interval_ns: f.u64("interval_ns")?,
         },
@@ -249,7 +252,12 @@ fn convert(target: &str, f: &Fields) -> Option<Event> {
             worker: f.u32("worker")?,
             operator: f.str("operator")?,
             interval_ns: f.u64("interval_ns")?,
+            applied: f.u64("applied"),
             loads: f.str("loads")?,
+        },
+        "megaflux::output" => Event::OutputCommitted {
+            upto: f.u64("upto")?,
+            rows: f.u64("rows")?,
         },
         "megaflux::input" => match f.str("phase")?.as_str() {
             "partition" => Event::InputPartition {

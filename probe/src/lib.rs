@@ -9,6 +9,7 @@
 //!   subscribers and forwards their commands to the job.
 //! * [`export`]: sends a process's events to a remote collector.
 //! * [`record`]: the JSON Lines trace recorder and reader.
+//! * [`metrics`]: the job's numbers in the Prometheus exposition format, served over HTTP.
 
 #![warn(missing_docs)]
 
@@ -17,6 +18,7 @@ pub mod error;
 pub mod event;
 pub mod export;
 pub mod layer;
+pub mod metrics;
 pub mod model;
 pub mod record;
 pub mod wire;

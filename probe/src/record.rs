@@ -685,6 +685,7 @@ mod tests {
             at_s: 0.5,
             process: 0,
             event: Event::WorkerStats {
+                outputs_total: None,
                 worker,
                 records: 10,
                 applied: None,

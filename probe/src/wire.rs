@@ -814,6 +814,7 @@ mod tests {
             at_s: 1.0,
             process: 1,
             event: crate::event::Event::WorkerStats {
+                outputs_total: None,
                 worker: 3,
                 records: 5,
                 applied: None,

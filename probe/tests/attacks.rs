@@ -86,6 +86,7 @@ fn of(process: u32, event: Event) -> Stamped {
 
 fn stats(worker: u32) -> Event {
     Event::WorkerStats {
+        outputs_total: None,
         worker,
         records: 1,
         applied: None,
@@ -374,6 +375,7 @@ fn an_attacked_collector_keeps_the_job_and_its_viewers_whole() {
             hello: Some(hello_stamped),
             limits: limits(),
             replace: false,
+            ..CollectorConfig::default()
         },
         queue,
     )
@@ -491,6 +493,7 @@ fn an_attacked_collector_keeps_the_job_and_its_viewers_whole() {
                 of(
                     1,
                     Event::JobFinished {
+                        outputs: None,
                         worker: 0,
                         records: 0,
                     },
@@ -559,6 +562,7 @@ fn an_attacked_collector_keeps_the_job_and_its_viewers_whole() {
             of(
                 1,
                 Event::WorkerStats {
+                    outputs_total: None,
                     worker: 1,
                     records: u64::MAX,
                     applied: Some(u64::MAX),

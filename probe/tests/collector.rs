@@ -459,6 +459,7 @@ fn one_exporter_per_process() {
             at_s: h1.at_s,
             process: 1,
             event: Event::WorkerStats {
+                outputs_total: None,
                 worker: 1,
                 records: 5,
                 applied: None,

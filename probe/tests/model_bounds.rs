@@ -42,11 +42,16 @@ fn event() -> BoxedStrategy<Event> {
         });
     let per_worker = prop_oneof![
         (number(), number(), wide()).prop_map(|(worker, peers, base)| Event::JobStarted {
+            records: None,
             worker,
             peers,
             base
         }),
-        (number(), wide()).prop_map(|(worker, records)| Event::JobFinished { worker, records }),
+        (number(), wide()).prop_map(|(worker, records)| Event::JobFinished {
+            outputs: None,
+            worker,
+            records
+        }),
         (number(), name(), number(), wide(), any::<bool>()).prop_map(
             |(worker, operator, bin, keys, standby)| {
                 Event::BinSize {
@@ -72,6 +77,7 @@ fn event() -> BoxedStrategy<Event> {
         ),
         (number(), wide(), wide(), wide()).prop_map(|(worker, records, busy_ns, interval_ns)| {
             Event::WorkerStats {
+                outputs_total: None,
                 worker,
                 records,
                 applied: Some(records / 2),
@@ -371,6 +377,7 @@ fn extreme_event(kind: u8, n: u64, w: u32, t: f64, flag: bool, sum: bool) -> Eve
             bytes: n,
         },
         2 => Event::WorkerStats {
+            outputs_total: None,
             worker: w,
             records: n,
             applied: Some(n),
@@ -461,11 +468,13 @@ fn extreme_event(kind: u8, n: u64, w: u32, t: f64, flag: bool, sum: bool) -> Eve
             count: n,
         },
         14 => Event::JobStarted {
+            records: None,
             worker: w,
             peers: w,
             base: n,
         },
         15 => Event::JobFinished {
+            outputs: None,
             worker: w,
             records: n,
         },

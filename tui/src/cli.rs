@@ -105,6 +105,10 @@ struct AttachArgs {
     /// The token for commands (default: $MEGAFLUX_TOKEN).
     #[arg(long)]
     token: Option<String>,
+    /// Also serve the job's metrics for Prometheus at http://ADDR/metrics, from the events
+    /// this dashboard follows.
+    #[arg(long, value_name = "ADDR", value_parser = flags::address)]
+    metrics: Option<SocketAddr>,
 }
 
 #[derive(Debug, Args)]
@@ -267,6 +271,15 @@ struct RunArgs {
     /// a cluster, with process 0 serving).
     #[arg(long, value_name = "ADDR")]
     export: Option<SocketAddr>,
+    /// Serve the job's metrics for Prometheus at http://ADDR/metrics (the text format, or
+    /// OpenMetrics when asked): each process serves what its collector gathers, its own
+    /// workers' numbers and those of the processes that --export to it.
+    #[arg(long, value_name = "ADDR", value_parser = flags::address)]
+    metrics: Option<SocketAddr>,
+    /// Once the run ended, keep serving its last numbers until a scrape reads them, for at
+    /// most this many seconds (so that a short run's end is scraped) [default: 0].
+    #[arg(long, value_name = "SECS", value_parser = flags::linger, requires = "metrics")]
+    metrics_linger: Option<f64>,
     /// The token subscribers need to send commands (default: $MEGAFLUX_TOKEN); required to
     /// serve on a non-loopback address.
     #[arg(long, value_name = "TOKEN")]
@@ -372,8 +385,16 @@ fn attach(args: AttachArgs) -> ExitCode {
         .token
         .or_else(|| std::env::var(TOKEN_ENV).ok())
         .or_else(|| crate::token::find(args.addr));
+    // Bound before the dashboard takes the terminal, so that a port in use is said plainly.
+    let metrics = match args.metrics.map(metrics_listener).transpose() {
+        Ok(listener) => listener,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
     let (tx, rx) = dash::queue();
-    let commands = dash::source::live(args.addr, token, tx.clone());
+    let commands = dash::source::live(args.addr, token, tx.clone(), metrics);
     let view = Dash::new(Connection::Connecting(args.addr.to_string()), None);
     let sinks = dash::Sinks {
         commands: Some(commands),
@@ -395,6 +416,17 @@ fn attach(args: AttachArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A listener for `attach --metrics`, ready for tokio.
+fn metrics_listener(addr: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
+    use anyhow::Context;
+    let listener =
+        std::net::TcpListener::bind(addr).with_context(|| format!("listening on {addr} for metrics"))?;
+    listener
+        .set_nonblocking(true)
+        .with_context(|| format!("listening on {addr} for metrics"))?;
+    Ok(listener)
 }
 
 /// The job `run` runs: the one `--workload` names, or the binary's first.
@@ -465,6 +497,8 @@ fn run(args: RunArgs, jobs: &Jobs) -> ExitCode {
         // The dashboard is a subscriber of this process's collector.
         serve: args.serve.or(dashboard.then_some(LOOPBACK_ANY)),
         export: args.export,
+        metrics: args.metrics,
+        metrics_linger: std::time::Duration::from_secs_f64(args.metrics_linger.unwrap_or(0.0)),
         token: args.token.clone().or_else(|| std::env::var(TOKEN_ENV).ok()),
         force: args.force,
         lifecycle: !dashboard,

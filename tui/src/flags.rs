@@ -52,6 +52,19 @@ pub(crate) fn duration(s: &str) -> Result<f64, String> {
     }
 }
 
+/// The most `--metrics-linger` waits: an hour.
+const MAX_LINGER_SECS: f64 = 3600.0;
+
+/// How long the run's last numbers stay served: 0 up to an hour.
+pub(crate) fn linger(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if (0.0..=MAX_LINGER_SECS).contains(&x) => Ok(x),
+        _ => Err(format!(
+            "`{s}` is not a time in seconds (0 <= SECS <= {MAX_LINGER_SECS})"
+        )),
+    }
+}
+
 /// A peer timeout: a duration of at least three heartbeats, or every peer is lost between
 /// two of its beats.
 pub(crate) fn peer_timeout(s: &str) -> Result<f64, String> {

@@ -28,8 +28,12 @@ pub struct ProbeArgs {
     /// a loopback port for this process's own dashboard).
     pub serve: Option<SocketAddr>,
     /// Send this process's events to the collector at this address instead of running one
-    /// (`--export`; not with `record` or `serve`).
+    /// (`--export`; not with `record`, `serve` or `metrics`).
     pub export: Option<SocketAddr>,
+    /// Serve the job's metrics on this address (`--metrics`).
+    pub metrics: Option<SocketAddr>,
+    /// How long the run's last numbers stay served until a scrape reads them.
+    pub metrics_linger: Duration,
     /// The token clients need (`--token` or `$MEGAFLUX_TOKEN`): for commands, exporters,
     /// and any client of a non-loopback address.
     pub token: Option<String>,
@@ -42,7 +46,7 @@ pub struct ProbeArgs {
 
 impl ProbeArgs {
     fn wanted(&self) -> bool {
-        self.record.is_some() || self.serve.is_some() || self.export.is_some()
+        self.record.is_some() || self.serve.is_some() || self.export.is_some() || self.metrics.is_some()
     }
 }
 
@@ -109,9 +113,9 @@ pub fn start(config: &RunConfig, probe: &ProbeArgs, control: &ControlHandle) -> 
     if let Some(addr) = probe.export {
         // The collector refuses an empty token at its start; so does an exporter.
         megaflux_probe::collector::gate::Gate::new(None, probe.token.as_deref())?;
-        if probe.record.is_some() || probe.serve.is_some() {
+        if probe.record.is_some() || probe.serve.is_some() || probe.metrics.is_some() {
             return Err(ProbeError::Config(
-                "--export sends this process's events to another process's collector; --record and --serve go with that process"
+                "--export sends this process's events to another process's collector; --record, --serve and --metrics go with that process"
                     .into(),
             )
             .into());
@@ -160,6 +164,8 @@ pub fn start(config: &RunConfig, probe: &ProbeArgs, control: &ControlHandle) -> 
             replace: probe.force,
             control: (process == 0).then(|| control.clone()),
             hello: Some(hello),
+            metrics: probe.metrics,
+            metrics_linger: probe.metrics_linger,
             ..CollectorConfig::default()
         },
         queue,
@@ -168,6 +174,9 @@ pub fn start(config: &RunConfig, probe: &ProbeArgs, control: &ControlHandle) -> 
     let addr = collector.local_addr();
     if let Some(addr) = addr {
         eprintln!("megaflux: collector serving on {addr}");
+    }
+    if let Some(metrics) = collector.metrics_addr() {
+        eprintln!("megaflux: metrics on http://{metrics}/metrics");
     }
     let made = match (made, addr) {
         (Some(token), Some(addr)) => Some(Made {

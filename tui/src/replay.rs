@@ -192,6 +192,8 @@ fn rerun(args: &ReplayArgs, jobs: &Jobs) -> anyhow::Result<bool> {
         record: args.record.clone(),
         serve: dashboard.then_some(LOOPBACK_ANY),
         export: None,
+        metrics: None,
+        metrics_linger: std::time::Duration::ZERO,
         token: std::env::var(TOKEN_ENV).ok(),
         force: args.force,
         lifecycle: !dashboard,

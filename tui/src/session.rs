@@ -82,7 +82,7 @@ fn with_dashboard(
 ) -> anyhow::Result<Option<Summary>> {
     let first = cluster_position(&config.timely_args)?.process == 0;
     let (tx, rx) = dash::queue();
-    let commands = dash::source::live(addr, token, tx.clone());
+    let commands = dash::source::live(addr, token, tx.clone(), None);
     let job = spawn(job, config, control.clone())?;
     let shown = dash::run(
         Dash::new(Connection::Connecting(addr.to_string()), recording),

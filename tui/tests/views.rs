@@ -73,6 +73,7 @@ fn the_bins_heat_shows_load_and_a_hot_bin() {
         at_s,
         process: 0,
         event: Event::BinLoads {
+            applied: None,
             worker,
             operator: "keycount".into(),
             interval_ns: 250_000_000,
@@ -401,6 +402,7 @@ fn extreme_events() -> Vec<Stamped> {
             2.0,
             0,
             Event::WorkerStats {
+                outputs_total: None,
                 worker,
                 records: max,
                 applied: Some(max),
@@ -434,6 +436,7 @@ fn extreme_events() -> Vec<Stamped> {
             2.0,
             0,
             Event::JobStarted {
+                records: None,
                 worker,
                 peers: u32::MAX,
                 base: max,

@@ -138,6 +138,23 @@ pub fn decode(encoded: &str) -> Result<Histogram<u64>, HistogramError> {
     bounded::decode(encoded)
 }
 
+/// Per-record latencies of the histogram `encoded` ([`encode`]'s form) counted into buckets:
+/// one count per bound of `bounds_ns` (ascending), of the records above the bound before and
+/// at most this one, then one of those above every bound; with the records' sum in ns (each
+/// at its HdrHistogram bucket's value) and their count. `None` if it does not decode.
+pub fn bucket_counts(encoded: &str, bounds_ns: &[u64]) -> Option<(Vec<u64>, f64, u64)> {
+    let h = decode(encoded).ok()?;
+    let mut counts = vec![0u64; bounds_ns.len() + 1];
+    let mut sum = 0.0;
+    for v in h.iter_recorded() {
+        let (value, n) = (v.value_iterated_to(), v.count_at_value());
+        let bucket = bounds_ns.partition_point(|&b| b < value);
+        counts[bucket] = counts[bucket].saturating_add(n);
+        sum += value as f64 * n as f64;
+    }
+    Some((counts, sum, h.len()))
+}
+
 /// `acc` (encoded, or nothing yet) and the encoded window `more` merged: the merged
 /// histogram encoded, and its percentiles. `None` if either does not decode or they do not
 /// merge; then `acc` is unchanged.

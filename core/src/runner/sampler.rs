@@ -99,20 +99,21 @@ impl Sampler {
 
     /// Samples if [`SAMPLE_EVERY`] has passed. `now` is the harness's clock (its loop reads it
     /// anyway: no clock read here); `records` counts the records this worker has sent so far;
-    /// `input` is the time its input is open at; `output` reads the output frontier, only when a sample is due (this is called on every
+    /// `input` is the time its input is open at; `output` reads the output frontier and the
+    /// outputs this worker counted so far, only when a sample is due (this is called on every
     /// turn of the worker's loop).
     pub fn maybe_sample(
         &mut self,
         now: Duration,
         records: u64,
         input: Time,
-        output: impl FnOnce() -> Option<Time>,
+        output: impl FnOnce() -> (Option<Time>, u64),
     ) {
         let interval = now.saturating_sub(self.last);
         if interval < SAMPLE_EVERY {
             return;
         }
-        let output = output();
+        let (output, outputs) = output();
         self.last = now;
         let full = self.samples == 0;
         let turn = self.samples % REFRESH_EVERY;
@@ -192,6 +193,7 @@ impl Sampler {
             worker,
             records = records - self.records_before,
             applied = applied - self.applied_before,
+            outputs_total = outputs,
             busy_ns = busy - self.busy_before,
             interval_ns = interval.as_nanos() as u64
         );
@@ -228,6 +230,8 @@ fn sample_loads(
         l.busy_ns -= last[bin].1.min(l.busy_ns);
         last[bin] = now;
     }
+    // Every bin's records, before the quiet ones and those past the busiest are left out.
+    let applied: u64 = loads.iter().map(|l| l.records).sum();
     loads.retain(|l| l.records > 0 || l.busy_ns > 0);
     if loads.len() > LOAD_BINS_PER_EVENT {
         let busiest = |l: &BinLoad| std::cmp::Reverse((l.busy_ns, l.records));
@@ -241,7 +245,7 @@ fn sample_loads(
         let _ = write!(text, "{}:{}:{}{role} ", l.bin, l.records, l.busy_ns);
     }
     if !text.is_empty() {
-        tracing::info!(target: "megaflux::load", worker, operator, interval_ns, loads = %text.trim_end());
+        tracing::info!(target: "megaflux::load", worker, operator, interval_ns, applied, loads = %text.trim_end());
         text.clear();
     }
 }

@@ -17,6 +17,7 @@ use super::{CollectorConfig, CollectorReport, Finish, network};
 use crate::error::ProbeError;
 use crate::event::{Event, Stamped};
 use crate::layer::EventQueue;
+use crate::metrics::Snapshot;
 use crate::model::JobModel;
 use crate::record::Recorder;
 use crate::wire::{CommandRequest, EventFrame};
@@ -26,6 +27,9 @@ use tokio_util::bytes::Bytes;
 const TICK: Duration = Duration::from_millis(500);
 /// Most events handled per turn of the collector loop.
 const BATCH: usize = 4096;
+/// How long the metrics server has to write the last scrape's response before the
+/// collector's runtime ends.
+const METRICS_WRITTEN: Duration = Duration::from_millis(250);
 /// Messages from connections queued for the collector loop.
 const INBOX: usize = 1024;
 
@@ -64,10 +68,16 @@ pub(super) enum Inbox {
 pub(super) async fn run(
     config: CollectorConfig,
     mut queue: EventQueue,
-    network: Option<(TcpListener, Gate)>,
+    (network, metrics): (Option<(TcpListener, Gate)>, Option<TcpListener>),
     recorder: Option<Recorder>,
     mut stop: oneshot::Receiver<Finish>,
 ) -> Result<CollectorReport, ProbeError> {
+    let mut scrapes = metrics.map(|listener| {
+        let (scrapes, requests) = crate::metrics::channel();
+        tokio::spawn(crate::metrics::serve(listener, scrapes));
+        requests
+    });
+    let metrics_linger = config.metrics_linger;
     let (inbox_tx, mut inbox) = mpsc::channel::<Inbox>(INBOX);
     let local_process = config.hello.as_ref().map_or(0, |h| h.process);
     let turned_away = Arc::new(AtomicU64::new(0));
@@ -135,6 +145,9 @@ pub(super) async fn run(
                 state.handle(std::mem::take(&mut batch));
             }
             Some(msg) = inbox.recv() => message(&mut state, msg),
+            Some(reply) = scrape(&mut scrapes) => {
+                let _ = reply.send(Snapshot::of(&state.model, false));
+            }
             _ = tick.tick() => {
                 state.report_drops();
                 state.keyframe(false);
@@ -153,6 +166,9 @@ pub(super) async fn run(
     while !state.exporters.is_empty() {
         tokio::select! {
             Some(msg) = inbox.recv() => message(&mut state, msg),
+            Some(reply) = scrape(&mut scrapes) => {
+                let _ = reply.send(Snapshot::of(&state.model, false));
+            }
             _ = tokio::time::sleep_until(deadline) => break,
         }
     }
@@ -162,12 +178,40 @@ pub(super) async fn run(
         state.handle(vec![summary]);
     }
     state.flush();
+    // The run's last numbers, until a scraper has read them (or the linger is over): a
+    // scrape every few seconds would otherwise never see a short run's end.
+    if scrapes.is_some() {
+        let mut deadline = Instant::now() + metrics_linger;
+        let mut read = false;
+        loop {
+            tokio::select! {
+                Some(reply) = scrape(&mut scrapes) => {
+                    let _ = reply.send(Snapshot::of(&state.model, true));
+                    // The server writes the response on this runtime, which ends with this
+                    // loop: it gets a moment (other scrapes then get the same numbers).
+                    if !read {
+                        read = true;
+                        deadline = Instant::now() + METRICS_WRITTEN;
+                    }
+                }
+                _ = tokio::time::sleep_until(deadline) => break,
+            }
+        }
+    }
     if let Some(r) = state.recorder.as_ref() {
         state.report.recorded_lines = r.lines();
     }
     state.report.turned_away = state.turned_away.load(Ordering::Relaxed);
     state.report.model = state.model;
     Ok(state.report)
+}
+
+/// The next scrape waiting for the model's numbers (never, without a metrics endpoint).
+async fn scrape(requests: &mut Option<crate::metrics::Requests>) -> Option<crate::metrics::Scrape> {
+    match requests {
+        Some(r) => r.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 fn message(state: &mut State, msg: Inbox) {

@@ -64,6 +64,10 @@ pub struct CollectorConfig {
     pub hello: Option<Stamped>,
     /// What a connection may cost.
     pub limits: Limits,
+    /// Where to serve the job's metrics (`GET /metrics`), if anywhere.
+    pub metrics: Option<SocketAddr>,
+    /// How long the run's last numbers stay served once it ended, until a scrape reads them.
+    pub metrics_linger: Duration,
 }
 
 /// What a collector did, once finished.
@@ -90,6 +94,7 @@ pub struct CollectorReport {
 /// A running collector.
 pub struct Collector {
     local_addr: Option<SocketAddr>,
+    metrics_addr: Option<SocketAddr>,
     stop: Option<oneshot::Sender<Finish>>,
     thread: Option<std::thread::JoinHandle<Result<CollectorReport, ProbeError>>>,
 }
@@ -116,15 +121,18 @@ impl Collector {
             .enable_all()
             .build()
             .map_err(|e| ProbeError::io("starting the collector's runtime", e))?;
-        let listener = match config.serve {
-            Some(addr) => Some(
+        let bind = |addr: Option<SocketAddr>, what: &str| {
+            addr.map(|addr| {
                 runtime
                     .block_on(TcpListener::bind(addr))
-                    .map_err(|e| ProbeError::io(format!("listening on {addr}"), e))?,
-            ),
-            None => None,
+                    .map_err(|e| ProbeError::io(format!("listening on {addr}{what}"), e))
+            })
+            .transpose()
         };
+        let listener = bind(config.serve, "")?;
         let local_addr = listener.as_ref().and_then(|l| l.local_addr().ok());
+        let metrics = bind(config.metrics, " for metrics")?;
+        let metrics_addr = metrics.as_ref().and_then(|l| l.local_addr().ok());
         let recorder = match &config.record {
             Some((path, header)) => Some(Recorder::create(path, header, config.replace)?),
             None => None,
@@ -133,10 +141,19 @@ impl Collector {
         let network = listener.map(|l| (l, gate));
         let thread = std::thread::Builder::new()
             .name("megaflux-collector".into())
-            .spawn(move || runtime.block_on(lifecycle::run(config, queue, network, recorder, stop_rx)))
+            .spawn(move || {
+                runtime.block_on(lifecycle::run(
+                    config,
+                    queue,
+                    (network, metrics),
+                    recorder,
+                    stop_rx,
+                ))
+            })
             .map_err(|e| ProbeError::io("starting the collector's thread", e))?;
         Ok(Collector {
             local_addr,
+            metrics_addr,
             stop: Some(stop_tx),
             thread: Some(thread),
         })
@@ -145,6 +162,11 @@ impl Collector {
     /// The address it serves on (with the port the system chose for port 0).
     pub fn local_addr(&self) -> Option<SocketAddr> {
         self.local_addr
+    }
+
+    /// The address it serves metrics on (with the port the system chose for port 0).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     /// Takes every event still queued, waits up to `linger` for exporters to finish sending,

@@ -271,6 +271,7 @@ mod tests {
 
     fn stats(worker: u32) -> Event {
         Event::WorkerStats {
+            outputs_total: None,
             worker,
             records: 1,
             applied: None,
@@ -293,6 +294,7 @@ mod tests {
         assert!(check(&mut s, of(0, stats(2))).is_err(), "another process");
         assert!(check(&mut s, of(1, hello(4))).is_err(), "a second hello");
         let finished = Event::JobFinished {
+            outputs: None,
             worker: 0,
             records: 0,
         };
@@ -338,6 +340,7 @@ mod tests {
         let mut s = Speaker::new(1, JOB).unwrap();
         assert!(check(&mut s, of(1, hello(4))).is_ok());
         let loads = |worker, loads: String| Event::BinLoads {
+            applied: None,
             worker,
             operator: "count".into(),
             interval_ns: 1,

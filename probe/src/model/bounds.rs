@@ -61,6 +61,7 @@ impl JobModel {
     pub(super) fn within_bounds(&self) -> bool {
         let bins = self.bins().unwrap_or(MAX_BINS) as usize;
         self.peers <= MAX_PEERS
+            && self.totals.within_bounds()
             && self.processes.len() <= MAX_PEERS as usize
             && self.operators.len() <= MAX_OPERATORS
             && self.operators.values().all(|b| b.len() <= bins)

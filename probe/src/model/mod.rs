@@ -12,6 +12,7 @@ use crate::event::{BalancePhase, Event, Phase, Stamped};
 
 mod bounds;
 mod plans;
+mod totals;
 mod views;
 
 pub use bounds::{
@@ -19,6 +20,10 @@ pub use bounds::{
 };
 use bounds::{bounded_push, is_queue_place, text};
 pub use plans::{BalanceView, During, PlanView, Suggestion};
+pub use totals::{
+    Buckets, LATENCY_BUCKETS_S, PLAN_BUCKETS_S, PLAN_KINDS, PlanCount, TAKEOVER_BUCKETS_S, Totals,
+    WorkerTotals,
+};
 pub use views::{
     BinLoadView, BinView, CommandView, DrainView, FailureView, FrontierView, Held, Holders, LatencyWindow,
     Move, PartitionView, RestartView, StandbyIndex, WorkerView,
@@ -97,6 +102,9 @@ pub struct JobModel {
     /// What the balancer last said.
     #[serde(default)]
     pub balance: BalanceView,
+    /// What the job did since it started, added up.
+    #[serde(default)]
+    pub totals: Totals,
     /// Events applied.
     pub events: u64,
     /// The latest event's time.
@@ -341,6 +349,18 @@ impl JobModel {
         }
     }
 
+    /// `at_s` on `process`'s probe clock as a time on the wall clock all processes share (its
+    /// hello's anchor added), or as it is when the process gave none.
+    fn wall_s(&self, process: u32, at_s: f64) -> f64 {
+        match self.processes.get(&process).map(|h| &h.event) {
+            Some(Event::Hello {
+                anchor_unix_s: Some(anchor),
+                ..
+            }) => anchor + at_s,
+            _ => at_s,
+        }
+    }
+
     /// Applies one event. Every number in it is untrusted (events come from the network
     /// and from files): no value makes the model panic, overflow, or do more work than the
     /// event's own size or the job's bins.
@@ -349,6 +369,8 @@ impl JobModel {
         // An event stamped at no sane time happens at the model's clock, which it leaves.
         let at_s = Self::valid_at(stamped.at_s).unwrap_or(self.now_s);
         self.now_s = self.now_s.max(at_s);
+        let wall_s = self.wall_s(stamped.process, at_s);
+        self.totals.apply(&stamped.event, wall_s);
         match &stamped.event {
             Event::Hello {
                 peers,
@@ -386,7 +408,9 @@ impl JobModel {
                 }
                 self.processes.insert(stamped.process, hello);
             }
-            Event::JobStarted { worker, peers, base } => {
+            Event::JobStarted {
+                worker, peers, base, ..
+            } => {
                 if *worker == 0 {
                     self.base = Some(*base);
                 }
@@ -478,6 +502,7 @@ impl JobModel {
                 applied,
                 busy_ns,
                 interval_ns,
+                ..
             } => {
                 if !self.known_worker(*worker) {
                     return;
@@ -496,6 +521,7 @@ impl JobModel {
                 operator,
                 interval_ns,
                 loads,
+                ..
             } => self.bin_loads((*worker, operator), *interval_ns, loads, at_s),
             Event::Balance {
                 phase,
@@ -749,7 +775,7 @@ impl JobModel {
             }
             Event::Lost { time, bins } => self.lost = Some((*time, text(bins))),
             // The log says it (the dashboard's); the partition's progress stays where it was.
-            Event::InputRetry { .. } => {}
+            Event::InputRetry { .. } | Event::OutputCommitted { .. } => {}
             Event::InputPartition {
                 partition,
                 offset,
@@ -946,6 +972,7 @@ mod tests {
         }));
         for worker in 0..6 {
             m.apply(&at(Event::WorkerStats {
+                outputs_total: None,
                 worker,
                 records: 10,
                 applied: Some(10),
@@ -981,6 +1008,7 @@ mod tests {
             anchor_unix_s: None,
         }));
         m.apply(&at(Event::JobStarted {
+            records: None,
             worker: 0,
             peers: 1,
             base: 5,

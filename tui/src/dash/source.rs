@@ -5,11 +5,17 @@
 //! (a stalled terminal, a slow link), this source keeps reading the collector and drops the
 //! events that do not fit, counted and told to the dashboard ([`Msg::Lost`]), so that
 //! memory stays bounded and the collector never sees a slow subscriber.
+//!
+//! With a metrics listener (`attach --metrics`), the subscription keeps a model of its own,
+//! from every event the collector sent (not only those the dashboard had room for), and
+//! answers scrapes from it.
 
 use std::net::SocketAddr;
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::time::Duration;
 
+use megaflux_probe::JobModel;
+use megaflux_probe::metrics::{self, Snapshot};
 use megaflux_probe::wire::{self, ClientFrame, CommandRequest, ServerFrame};
 use tokio::sync::mpsc;
 
@@ -21,11 +27,13 @@ const COMMAND_QUEUE: usize = 64;
 const CONNECT_FOR: Duration = Duration::from_secs(10);
 
 /// Sends a live collector's messages to `out`; returns where to send commands. The
-/// subscription runs on its own thread until the collector closes it or `out` is gone.
+/// subscription runs on its own thread until the collector closes it or `out` is gone; with
+/// `metrics` (a listener, non-blocking), it serves the job's metrics there meanwhile.
 pub fn live(
     addr: SocketAddr,
     token: Option<String>,
     out: SyncSender<Msg>,
+    metrics: Option<std::net::TcpListener>,
 ) -> mpsc::Sender<(u64, CommandRequest)> {
     let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
     std::thread::Builder::new()
@@ -38,7 +46,17 @@ pub fn live(
                     return;
                 }
             };
-            let reason = runtime.block_on(subscribe(addr, token, &out, rx));
+            let reason = runtime.block_on(async {
+                let requests = match metrics.map(tokio::net::TcpListener::from_std).transpose() {
+                    Ok(listener) => listener.map(|l| {
+                        let (scrapes, requests) = metrics::channel();
+                        tokio::spawn(metrics::serve(l, scrapes));
+                        requests
+                    }),
+                    Err(e) => return format!("serving metrics: {e}"),
+                };
+                subscribe(addr, token, &out, rx, requests).await
+            });
             let _ = out.send(Msg::Connection(Connection::Closed(reason)));
         })
         .ok();
@@ -81,7 +99,10 @@ async fn subscribe(
     token: Option<String>,
     out: &SyncSender<Msg>,
     mut commands: mpsc::Receiver<(u64, CommandRequest)>,
+    mut scrapes: Option<metrics::Requests>,
 ) -> String {
+    // Only kept for scrapes.
+    let mut model = scrapes.as_ref().map(|_| JobModel::new());
     let _ = out.send(Msg::Connection(Connection::Connecting(addr.to_string())));
     let deadline = tokio::time::Instant::now() + CONNECT_FOR;
     let mut conn = loop {
@@ -102,12 +123,20 @@ async fn subscribe(
                 // Events may be dropped when the dashboard is behind; the rest may not.
                 let msg = match frame {
                     Ok(Some(ServerFrame::Events { events })) => {
+                        if let Some(model) = model.as_mut() {
+                            events.iter().for_each(|e| model.apply(e));
+                        }
                         if !lost.offer(out, events) {
                             return "the dashboard quit".into();
                         }
                         continue;
                     }
-                    Ok(Some(ServerFrame::Snapshot { model })) => Msg::Snapshot(model),
+                    Ok(Some(ServerFrame::Snapshot { model: snapshot })) => {
+                        if let Some(model) = model.as_mut() {
+                            *model = (*snapshot).clone();
+                        }
+                        Msg::Snapshot(snapshot)
+                    }
                     Ok(Some(ServerFrame::Answer { request, outcome, reason })) => Msg::Answer { request, outcome, reason },
                     Ok(Some(_)) => continue,
                     Ok(None) => return format!("the collector at {addr} closed the connection"),
@@ -122,7 +151,20 @@ async fn subscribe(
                     return e.to_string();
                 }
             }
+            Some(reply) = scrape(&mut scrapes) => {
+                if let Some(model) = model.as_ref() {
+                    let _ = reply.send(Snapshot::of(model, false));
+                }
+            }
         }
+    }
+}
+
+/// The next scrape waiting for the model's numbers (never, without a metrics listener).
+async fn scrape(requests: &mut Option<metrics::Requests>) -> Option<metrics::Scrape> {
+    match requests {
+        Some(r) => r.recv().await,
+        None => std::future::pending().await,
     }
 }
 

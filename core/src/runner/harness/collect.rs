@@ -126,6 +126,11 @@ impl Digest {
     pub(super) fn get(&self) -> Sums {
         self.sums.borrow().clone()
     }
+
+    /// The number of the outputs counted so far (what a sample reports, without the spans).
+    pub(super) fn outputs(&self) -> u64 {
+        self.sums.borrow().count
+    }
 }
 
 /// What process 0 knows of a restartable run's committed outputs, across its restarts: the
@@ -141,6 +146,11 @@ impl Committed {
     /// The hash and the number of the committed outputs, and both per span.
     pub(crate) fn get(&self) -> Sums {
         self.sums.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// The number of the committed outputs.
+    pub(crate) fn outputs(&self) -> u64 {
+        self.sums.lock().map(|s| s.count).unwrap_or_default()
     }
 }
 

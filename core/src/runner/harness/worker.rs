@@ -356,7 +356,8 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
             plane.rebalance_from(&purpose(&generation.joined), caught_up);
         }
     }
-    tracing::info!(target: "megaflux::job", phase = "started", worker = index, peers, base);
+    let records = epochs.records_in();
+    tracing::info!(target: "megaflux::job", phase = "started", worker = index, peers, base, records);
     let mut latencies = Latencies::new(
         LatencyRecorder::with_dues(dues, config.epoch),
         config.epoch.per_window(),
@@ -440,13 +441,14 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
         None => None,
     };
     let records_in = epochs.records_in();
-    tracing::info!(target: "megaflux::job", phase = "finished", worker = index, records = records_in);
-    let end_s = start.elapsed().as_secs_f64();
-
     let sums = match (&shared.generation.committed, index) {
         (Some(committed), 0) => committed.get(),
         _ => flow.digest.get(),
     };
+    let outputs = sums.count;
+    tracing::info!(target: "megaflux::job", phase = "finished", worker = index, records = records_in, outputs);
+    let end_s = start.elapsed().as_secs_f64();
+
     let report = WorkerReport {
         digest: sums.hash,
         outputs: sums.count,
@@ -760,7 +762,13 @@ fn measured_loop<R: timely::ExchangeData + Clone>(
                 .set_progress(config.epoch.closes_at(latencies.measured()));
         }
         if let Some(sampler) = flow.sampler.as_mut() {
-            let output = || flow.probe.with_frontier(|f| f.first().copied());
+            let output = || {
+                let outputs = match (&shared.generation.committed, index) {
+                    (Some(committed), 0) => committed.outputs(),
+                    _ => flow.digest.outputs(),
+                };
+                (flow.probe.with_frontier(|f| f.first().copied()), outputs)
+            };
             sampler.maybe_sample(now, epochs.records_in(), epochs.next_time(), output);
         }
         // A recorded command due by the last epoch holds the control input: the next turn

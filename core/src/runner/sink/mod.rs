@@ -208,7 +208,12 @@ impl Writer {
         self.commit();
         if self.failed.is_none() {
             match self.sink.committed() {
-                Ok(t) => self.summary.committed_time = self.summary.committed_time.max(t),
+                Ok(t) if t > self.summary.committed_time => {
+                    self.summary.committed_time = t;
+                    // Observers (a metrics endpoint, the trace) see the sink's progress.
+                    tracing::info!(target: "megaflux::output", upto = t, rows = self.summary.rows);
+                }
+                Ok(_) => {}
                 Err(e) => self.failed = Some(e.to_string()),
             }
         }
