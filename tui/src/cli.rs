@@ -393,6 +393,9 @@ fn attach(args: AttachArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(addr) = metrics.as_ref().and_then(|l| l.local_addr().ok()) {
+        eprintln!("megaflux: metrics on http://{addr}/metrics");
+    }
     let (tx, rx) = dash::queue();
     let commands = dash::source::live(args.addr, token, tx.clone(), metrics);
     let view = Dash::new(Connection::Connecting(args.addr.to_string()), None);

@@ -2,7 +2,8 @@
 //! worker 1, start a fluid plan to uniform, quit; then the trace shows both and the terminal
 //! is back in cooked mode. And with replicas: fail a worker, watch its bins degrade, rejoin
 //! it, watch them recover, quit; the trace shows all of it. And the time machine over a
-//! sample trace: to the second migration, a step, faster, quit.
+//! sample trace: to the second migration, a step, faster, quit. And `attach --metrics` to a
+//! headless job: the metrics it serves show the job's migration.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
@@ -346,4 +347,78 @@ fn closed_port() -> (tokio::net::TcpSocket, u16) {
         .expect("a free port");
     let port = socket.local_addr().expect("a bound address").port();
     (socket, port)
+}
+
+/// `attach --metrics`: the dashboard follows a headless job, and the metrics it serves are
+/// the job's, from the events it follows (a migration, records in).
+#[test]
+fn attach_serves_the_metrics_of_the_job_it_follows() {
+    let mut job = megaflux_testkit::Proc::spawn(
+        "run --serve",
+        Command::new(env!("CARGO_BIN_EXE_megaflux"))
+            .args([
+                "run",
+                "--headless",
+                "--duration",
+                "120",
+                "--rate",
+                "20000",
+                "--serve",
+                "127.0.0.1:0",
+            ])
+            .args(["--migrate", "fluid@1:pack:1"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
+    let line = job.wait_for_stderr("the collector's address", WAIT, |l| {
+        l.contains("collector serving on")
+    });
+    let collector = line.rsplit(' ').next().expect("an address").to_string();
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let err = dir.path().join("stderr");
+    let command = format!(
+        "{bin} attach {collector} --metrics 127.0.0.1:0 2> {err}; sleep 60",
+        bin = env!("CARGO_BIN_EXE_megaflux"),
+        err = err.display(),
+    );
+    let tmux = Session::start("attach-metrics", &command);
+    tmux.wait_for("keycount");
+    let said = wait_for_file(&err, |t| t.contains("metrics on http://"));
+    let addr = said
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split("/metrics").next())
+        .expect("the metrics address")
+        .to_string();
+    let last = std::cell::RefCell::new(String::new());
+    wait_showing(
+        "a scrape of attach's metrics with the job's migration",
+        || {
+            let last = &mut *last.borrow_mut();
+            *last = scrape(&addr).unwrap_or_default();
+            last.contains(r#"megaflux_migrations_total{strategy="fluid",by="command"} 1"#)
+                && last.lines().any(|l| {
+                    l.strip_prefix("megaflux_records_in_total ")
+                        .and_then(|v| v.trim().parse::<u64>().ok())
+                        .is_some_and(|n| n > 0)
+                })
+        },
+        || format!("{}\n{}", last.borrow(), tmux.screen()),
+    );
+    tmux.keys(&["q"]);
+    job.interrupt();
+    let out = job.wait(WAIT);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// `GET /metrics` from `addr`, its body if it answered 200.
+fn scrape(addr: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(stream, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    (head.split_whitespace().nth(1) == Some("200")).then(|| body.to_string())
 }

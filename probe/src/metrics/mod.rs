@@ -21,6 +21,31 @@ use crate::model::{JobModel, LATENCY_BUCKETS_S, PLAN_BUCKETS_S, TAKEOVER_BUCKETS
 
 pub use serve::{MAX_CONNECTIONS, Requests, SCRAPE_WAIT, Scrape, Scrapes, channel, serve};
 
+/// The families every scrape has besides `megaflux_workers` and `megaflux_run_finished`, as a
+/// scraper names them (units and `_total` added).
+pub const FAMILIES: &[&str] = &[
+    "megaflux_records_applied_total",
+    "megaflux_records_in_total",
+    "megaflux_outputs_total",
+    "megaflux_latency_seconds",
+    "megaflux_frontier_lag_seconds",
+    "megaflux_state_bytes",
+    "megaflux_state_keys",
+    "megaflux_bins",
+    "megaflux_imbalance",
+    "megaflux_worker_load_ratio",
+    "megaflux_migrations_total",
+    "megaflux_migration_duration_seconds",
+    "megaflux_migration_bytes_total",
+    "megaflux_failures_total",
+    "megaflux_crash_restarts_total",
+    "megaflux_takeover_seconds",
+    "megaflux_balance_decisions_total",
+    "megaflux_probe_events_dropped_total",
+    "megaflux_source_lag_records",
+    "megaflux_sink_committed_time",
+];
+
 /// The content type of the classic text format.
 pub const PROMETHEUS_TEXT: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 /// The content type of OpenMetrics text.

@@ -71,28 +71,7 @@ fn model() -> JobModel {
 fn every_family_is_in_both_formats_with_its_unit_and_suffix() {
     let snapshot = Snapshot::of(&model(), false);
     let names = snapshot.names();
-    for name in [
-        "megaflux_records_applied_total",
-        "megaflux_records_in_total",
-        "megaflux_outputs_total",
-        "megaflux_latency_seconds",
-        "megaflux_frontier_lag_seconds",
-        "megaflux_state_bytes",
-        "megaflux_state_keys",
-        "megaflux_bins",
-        "megaflux_imbalance",
-        "megaflux_worker_load_ratio",
-        "megaflux_migrations_total",
-        "megaflux_migration_duration_seconds",
-        "megaflux_migration_bytes_total",
-        "megaflux_failures_total",
-        "megaflux_crash_restarts_total",
-        "megaflux_takeover_seconds",
-        "megaflux_balance_decisions_total",
-        "megaflux_probe_events_dropped_total",
-        "megaflux_source_lag_records",
-        "megaflux_sink_committed_time",
-    ] {
+    for name in FAMILIES {
         assert!(names.iter().any(|n| n == name), "{name} missing from {names:?}");
     }
     let text = snapshot.clone().encode(Format::Prometheus).unwrap();
@@ -177,4 +156,28 @@ fn the_server_answers_scrapes_from_the_models_owner() {
         assert!(junk.is_empty() || junk.starts_with("HTTP/1.1 400"), "{junk}");
         server.abort();
     });
+}
+
+/// Names from the job (operators, strategies) are label values: escaped, never breaking a
+/// line of the exposition.
+#[test]
+fn names_from_the_job_are_escaped_in_labels() {
+    let mut m = model();
+    m.apply(&at(
+        0,
+        Event::BinLoads {
+            worker: 0,
+            operator: "a\"b\\c\nd".into(),
+            interval_ns: 1,
+            applied: Some(1),
+            loads: "1:1:1".into(),
+        },
+    ));
+    let text = Snapshot::of(&m, false).encode(Format::Prometheus).unwrap();
+    assert!(text.contains(r#"operator="a\"b\\c\nd"} 1"#), "{text}");
+    assert!(
+        text.lines()
+            .all(|l| l.starts_with('#') || l.starts_with("megaflux_")),
+        "{text}"
+    );
 }

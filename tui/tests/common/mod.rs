@@ -563,3 +563,65 @@ pub fn file_values(path: &Path) -> Vec<String> {
     values.sort_unstable();
     values
 }
+
+/// Creates `topic` with `partitions` partitions on the broker and appends `lines[k]` to
+/// partition `k % partitions`, in order: read in turn, one message per partition, the
+/// partitions give the lines back in their order.
+pub fn produce(broker: &str, topic: &str, partitions: i32, lines: &[String]) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        use rskafka::client::ClientBuilder;
+        use rskafka::client::partition::{Compression, UnknownTopicHandling};
+        use rskafka::record::Record;
+        let client = ClientBuilder::new(vec![broker.to_string()])
+            .build()
+            .await
+            .expect("the test connects to the broker");
+        let exists = client
+            .list_topics()
+            .await
+            .expect("topics")
+            .iter()
+            .any(|t| t.name == topic);
+        if !exists {
+            client
+                .controller_client()
+                .expect("a controller")
+                .create_topic(topic, partitions, 1, 5_000)
+                .await
+                .expect("the topic is created");
+        }
+        for p in 0..partitions {
+            let records: Vec<Record> = lines
+                .iter()
+                .skip(p as usize)
+                .step_by(partitions as usize)
+                .map(|l| Record {
+                    key: None,
+                    value: Some(l.clone().into_bytes()),
+                    headers: Default::default(),
+                    timestamp: chrono_now(),
+                })
+                .collect();
+            let pc = client
+                .partition_client(topic, p, UnknownTopicHandling::Retry)
+                .await
+                .expect("a partition client");
+            for chunk in records.chunks(1000) {
+                pc.produce(chunk.to_vec(), Compression::NoCompression)
+                    .await
+                    .expect("the messages are produced");
+            }
+        }
+    });
+}
+
+fn chrono_now() -> rskafka::chrono::DateTime<rskafka::chrono::Utc> {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    rskafka::chrono::DateTime::from_timestamp_millis(ms).expect("a time")
+}
