@@ -51,8 +51,9 @@ fn a_job_s_events_arrive_typed() {
     // All that core emits: not the hello and recording (the caller's and the collector's),
     // failures' (tests/replica_events.rs), a crash's restart (tui/tests/crash.rs), a drain's
     // progress (a job with scheduled work past its end: tui/tests/drain.rs), a Kafka
-    // input's (tui/tests/kafka.rs), dropped events (none here), or the collector's summary
-    // line.
+    // input's (tui/tests/kafka.rs), an output sink's (a job with --output:
+    // tui/tests/metrics.rs serves its committed time), dropped events (none here), or the
+    // collector's summary line.
     let elsewhere = [
         "hello",
         "recording",
@@ -65,6 +66,7 @@ fn a_job_s_events_arrive_typed() {
         "draining",
         "input_partition",
         "input_retry",
+        "output_committed",
         "dropped",
         "keyframe",
         "summary",

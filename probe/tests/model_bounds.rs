@@ -3,6 +3,7 @@
 //! job its first hello describes allows.
 
 use megaflux_probe::event::{Event, Outcome, Phase, Stamped};
+use megaflux_probe::metrics::{Format, Snapshot};
 use megaflux_probe::model::{DROP_PLACES, JobModel, MAX_AT_S, MAX_BINS, MAX_PEERS};
 use proptest::prelude::*;
 
@@ -589,6 +590,11 @@ proptest! {
         // A snapshot of the model (as the collector sends it to a new viewer) reads back.
         let json = serde_json::to_value(&model).unwrap();
         prop_assert!(serde_json::from_value::<JobModel>(json).is_ok());
+
+        // A scrape of it encodes, whatever the events said (no overflow, no panic).
+        for format in [Format::Prometheus, Format::OpenMetrics] {
+            prop_assert!(Snapshot::of(&model, true).encode(format).is_ok());
+        }
 
         // Viewers' places are capped; the job's processes' queues are kept whatever they do.
         for n in 0..100u64 {

@@ -360,7 +360,7 @@ fn attach_serves_the_metrics_of_the_job_it_follows() {
                 "run",
                 "--headless",
                 "--duration",
-                "120",
+                "600",
                 "--rate",
                 "20000",
                 "--serve",

@@ -191,10 +191,11 @@ impl Sampler {
         tracing::info!(
             target: "megaflux::worker",
             worker,
-            records = records - self.records_before,
-            applied = applied - self.applied_before,
+            // A stop lowers the records that count as the run's below what was reported.
+            records = records.saturating_sub(self.records_before),
+            applied = applied.saturating_sub(self.applied_before),
             outputs_total = outputs,
-            busy_ns = busy - self.busy_before,
+            busy_ns = busy.saturating_sub(self.busy_before),
             interval_ns = interval.as_nanos() as u64
         );
         self.records_before = records;

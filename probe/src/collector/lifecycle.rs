@@ -186,10 +186,10 @@ pub(super) async fn run(
         loop {
             tokio::select! {
                 Some(reply) = scrape(&mut scrapes) => {
-                    let _ = reply.send(Snapshot::of(&state.model, true));
                     // The server writes the response on this runtime, which ends with this
-                    // loop: it gets a moment (other scrapes then get the same numbers).
-                    if !read {
+                    // loop: it gets a moment (other scrapes then get the same numbers). A
+                    // scraper that left before its answer read nothing.
+                    if reply.send(Snapshot::of(&state.model, true)).is_ok() && !read {
                         read = true;
                         deadline = Instant::now() + METRICS_WRITTEN;
                     }

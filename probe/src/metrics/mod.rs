@@ -5,8 +5,9 @@
 //! Every family has its unit in its name and labels of bounded cardinality: per worker
 //! (at most [`crate::model::MAX_PEERS`]), per operator, per partition of the input (at most
 //! [`crate::model::MAX_PARTITIONS`]), per plan strategy and maker (at most
-//! [`crate::model::PLAN_KINDS`]); never per bin or per key. A snapshot costs the model's
-//! size in workers, operators and partitions, never its events or bins.
+//! [`crate::model::PLAN_KINDS`]); never per bin or per key. A snapshot costs one pass over
+//! the model's workers, operators, partitions and placement (one entry per bin), never over
+//! its events.
 
 mod serve;
 
@@ -17,7 +18,7 @@ use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::model::{JobModel, LATENCY_BUCKETS_S, PLAN_BUCKETS_S, TAKEOVER_BUCKETS_S};
+use crate::model::{JobModel, LATENCY_BUCKETS_S, PLAN_BUCKETS_S, TAKEOVER_BUCKETS_S, saturating_sum};
 
 pub use serve::{MAX_CONNECTIONS, Requests, SCRAPE_WAIT, Scrape, Scrapes, channel, serve};
 
@@ -168,7 +169,10 @@ impl Snapshot {
         let held = |f: fn(&crate::model::Held) -> u64| {
             (0..peers)
                 .map(|w| {
-                    let n: u64 = model.workers.get(&w).map_or(0, |v| v.held.values().map(f).sum());
+                    let n = model
+                        .workers
+                        .get(&w)
+                        .map_or(0, |v| saturating_sum(v.held.values().map(f)));
                     (worker(w), n as f64)
                 })
                 .collect()

@@ -158,6 +158,47 @@ fn the_server_answers_scrapes_from_the_models_owner() {
     });
 }
 
+/// Numbers from the network or a file at their largest make a scrape, never a panic or a
+/// counter that wraps.
+#[test]
+fn the_largest_numbers_scrape() {
+    let mut m = model();
+    for worker in 0..2 {
+        m.apply(&at(
+            0,
+            Event::JobFinished {
+                worker,
+                records: u64::MAX,
+                outputs: Some(u64::MAX),
+            },
+        ));
+        m.apply(&at(
+            0,
+            Event::Sampled {
+                worker,
+                operator: "count".into(),
+                full: true,
+                bins: 1,
+                keys: u64::MAX,
+                bytes: u64::MAX,
+            },
+        ));
+    }
+    m.totals.latency_seconds.counts = vec![u64::MAX; LATENCY_BUCKETS_S.len() + 1];
+    m.totals.latency_seconds.count = u64::MAX;
+    for format in [Format::Prometheus, Format::OpenMetrics] {
+        let text = Snapshot::of(&m, false).encode(format).unwrap();
+        assert!(
+            text.contains(&format!("megaflux_records_in_total {}", u64::MAX)),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("megaflux_outputs_total {}", u64::MAX)),
+            "{text}"
+        );
+    }
+}
+
 /// Names from the job (operators, strategies) are label values: escaped, never breaking a
 /// line of the exposition.
 #[test]

@@ -22,7 +22,7 @@ use bounds::{bounded_push, is_queue_place, text};
 pub use plans::{BalanceView, During, PlanView, Suggestion};
 pub use totals::{
     Buckets, LATENCY_BUCKETS_S, PLAN_BUCKETS_S, PLAN_KINDS, PlanCount, TAKEOVER_BUCKETS_S, Totals,
-    WorkerTotals,
+    WorkerTotals, saturating_sum,
 };
 pub use views::{
     BinLoadView, BinView, CommandView, DrainView, FailureView, FrontierView, Held, Holders, LatencyWindow,
@@ -370,7 +370,8 @@ impl JobModel {
         let at_s = Self::valid_at(stamped.at_s).unwrap_or(self.now_s);
         self.now_s = self.now_s.max(at_s);
         let wall_s = self.wall_s(stamped.process, at_s);
-        self.totals.apply(&stamped.event, wall_s);
+        let peers = if self.peers > 0 { self.peers } else { MAX_PEERS };
+        self.totals.apply(&stamped.event, wall_s, peers);
         match &stamped.event {
             Event::Hello {
                 peers,

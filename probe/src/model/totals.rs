@@ -24,8 +24,12 @@ pub const TAKEOVER_BUCKETS_S: &[f64] = &[
     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
-/// The most (strategy, by) pairs counted apart; later pairs count under `other`.
+/// The most (strategy, by) pairs counted: strategies past the first `PLAN_KINDS - MAKERS`
+/// pairs count as `other`, one pair per maker.
 pub const PLAN_KINDS: usize = 32;
+
+/// What makes plans.
+const MAKERS: [&str; 4] = ["command", "balancer", "recovery", "rebalance"];
 
 /// A histogram of fixed buckets: per bucket (one per bound, then one above them all), the
 /// observations in it, with their sum and count.
@@ -51,25 +55,38 @@ impl Buckets {
         self.add(bounds, bucket, 1, value);
     }
 
-    /// Adds `n` observations summing to `sum` to bucket `bucket` of `bounds`.
+    /// Adds `n` observations summing to `sum` to bucket `bucket` of `bounds`. The sum stays
+    /// a number (a snapshot in JSON has no infinity): at most `f64::MAX`.
     fn add(&mut self, bounds: &[f64], bucket: usize, n: u64, sum: f64) {
         self.counts.resize(bounds.len() + 1, 0);
         if let Some(c) = self.counts.get_mut(bucket) {
             *c = c.saturating_add(n);
             self.count = self.count.saturating_add(n);
-            self.sum += sum;
+            self.add_sum(sum);
+        }
+    }
+
+    fn add_sum(&mut self, sum: f64) {
+        if sum.is_finite() {
+            self.sum = (self.sum + sum).clamp(-f64::MAX, f64::MAX);
         }
     }
 
     /// Each bucket's upper bound (`+Inf` last) with its own count, not the buckets' below
-    /// (the exposition's encoder adds them up).
+    /// (the exposition's encoder adds them up): together never more than `count`, so that
+    /// the running sum cannot overflow whatever the counts (from a file) say.
     pub fn per_bucket(&self, bounds: &[f64]) -> Vec<(f64, u64)> {
+        let mut left = self.count;
         bounds
             .iter()
             .copied()
             .chain(std::iter::once(f64::INFINITY))
             .enumerate()
-            .map(|(i, bound)| (bound, self.counts.get(i).copied().unwrap_or(0)))
+            .map(|(i, bound)| {
+                let n = self.counts.get(i).copied().unwrap_or(0).min(left);
+                left -= n;
+                (bound, n)
+            })
             .collect()
     }
 }
@@ -138,12 +155,20 @@ pub struct Totals {
     pub last_failure_s: Option<f64>,
     /// The balancer issued a plan that has not started yet: the next plan is its.
     pub balancer_issued: bool,
+    /// Records in and outputs counted before the latest restart: the workers are numbered
+    /// afresh, and the totals never go back below these.
+    #[serde(default)]
+    pub before_restart: (u64, u64),
 }
 
 impl Totals {
     /// Adds what `event` says; `wall_s` is when it happened on a clock shared by every
-    /// process (for durations between events of two processes).
-    pub fn apply(&mut self, event: &Event, wall_s: f64) {
+    /// process (for durations between events of two processes); `peers` bounds the workers
+    /// it keeps totals of.
+    pub fn apply(&mut self, event: &Event, wall_s: f64, peers: u32) {
+        if event.worker().is_some_and(|w| w >= peers.clamp(1, MAX_PEERS)) {
+            return;
+        }
         match event {
             Event::JobStarted { worker, records, .. } => {
                 if let Some(w) = self.worker(*worker) {
@@ -187,11 +212,18 @@ impl Totals {
                 }
             }
             Event::PlanStarted {
-                strategy, purpose, ..
+                strategy,
+                purpose,
+                target,
+                ..
             } => {
+                // The plans a restart makes are migrations that say why in their target
+                // (core's `recovery_purpose`).
                 let by = match purpose.as_deref() {
                     Some("recovery") => "recovery",
                     Some("rebalance") => "rebalance",
+                    _ if target.starts_with("standbys lost in a crash") => "recovery",
+                    _ if target.starts_with("balanced onto process") => "rebalance",
                     _ if self.balancer_issued => "balancer",
                     _ => "command",
                 };
@@ -216,8 +248,12 @@ impl Totals {
                         .observe(TAKEOVER_BUCKETS_S, (wall_s - failed).max(0.0));
                 }
             }
-            Event::Restart { joined, .. } if joined.is_empty() => {
-                self.crash_restarts = self.crash_restarts.saturating_add(1)
+            Event::Restart { joined, .. } => {
+                if joined.is_empty() {
+                    self.crash_restarts = self.crash_restarts.saturating_add(1);
+                }
+                self.before_restart = (self.records_in(), self.outputs());
+                self.workers.clear();
             }
             Event::Balance { phase, .. } => {
                 let mode = match phase {
@@ -253,39 +289,24 @@ impl Totals {
     }
 
     fn count_plan(&mut self, strategy: &str, by: &str) {
-        let known = self
-            .plans
-            .iter()
-            .position(|p| p.strategy == strategy && p.by == by);
-        let at = match known {
-            Some(i) => i,
-            None if self.plans.len() < PLAN_KINDS => {
-                self.plans.push(PlanCount {
-                    strategy: text(strategy),
-                    by: by.to_string(),
-                    count: 0,
-                });
-                self.plans.len() - 1
-            }
-            None => match self
-                .plans
-                .iter()
-                .position(|p| p.strategy == "other" && p.by == by)
-            {
-                Some(i) => i,
-                None => {
-                    // The last pair makes room for `other`: the bound holds.
-                    let last = self.plans.len() - 1;
-                    self.plans[last] = PlanCount {
-                        strategy: "other".into(),
-                        by: by.to_string(),
-                        count: self.plans[last].count,
-                    };
-                    last
-                }
-            },
+        let named = self.plans.iter().filter(|p| p.strategy != "other").count();
+        // A strategy past the named pairs' room counts as `other` (a pair never renamed).
+        let strategy = match self.plans.iter().any(|p| p.strategy == strategy && p.by == by) {
+            false if named >= PLAN_KINDS - MAKERS.len() => "other",
+            _ => strategy,
         };
-        self.plans[at].count = self.plans[at].count.saturating_add(1);
+        match self
+            .plans
+            .iter_mut()
+            .find(|p| p.strategy == strategy && p.by == by)
+        {
+            Some(p) => p.count = p.count.saturating_add(1),
+            None => self.plans.push(PlanCount {
+                strategy: text(strategy),
+                by: by.to_string(),
+                count: 1,
+            }),
+        }
     }
 
     /// Counts a latency window's records into the latency buckets (a window whose histogram
@@ -296,7 +317,7 @@ impl Totals {
             for (bucket, n) in counts.into_iter().enumerate().filter(|(_, n)| *n > 0) {
                 self.latency_seconds.add(LATENCY_BUCKETS_S, bucket, n, 0.0);
             }
-            self.latency_seconds.sum += sum_ns / 1e9;
+            self.latency_seconds.add_sum(sum_ns / 1e9);
         }
     }
 
@@ -313,20 +334,25 @@ impl Totals {
             && buckets(&self.latency_seconds, LATENCY_BUCKETS_S)
     }
 
-    /// Records in, over every worker.
+    /// Records in, over every worker (and never below what was counted before a restart).
     pub fn records_in(&self) -> u64 {
-        self.workers.values().map(|w| w.records_in).sum()
+        saturating_sum(self.workers.values().map(|w| w.records_in)).max(self.before_restart.0)
     }
 
-    /// Outputs, over every worker.
+    /// Outputs, over every worker (and never below what was counted before a restart).
     pub fn outputs(&self) -> u64 {
-        self.workers.values().map(|w| w.outputs).sum()
+        saturating_sum(self.workers.values().map(|w| w.outputs)).max(self.before_restart.1)
     }
 
     /// Plans started, whatever made them.
     pub fn plans_started(&self) -> u64 {
-        self.plans.iter().map(|p| p.count).sum()
+        saturating_sum(self.plans.iter().map(|p| p.count))
     }
+}
+
+/// The sum of `values`, at most `u64::MAX` (they come from the network and from files).
+pub fn saturating_sum(values: impl IntoIterator<Item = u64>) -> u64 {
+    values.into_iter().fold(0u64, u64::saturating_add)
 }
 
 #[cfg(test)]
@@ -364,9 +390,9 @@ mod tests {
             busy_ns: 0,
             interval_ns: 1,
         };
-        t.apply(&started(100), 0.0);
-        t.apply(&stats(50, 7), 0.0);
-        t.apply(&stats(25, 9), 0.0);
+        t.apply(&started(100), 0.0, 16);
+        t.apply(&stats(50, 7), 0.0, 16);
+        t.apply(&stats(25, 9), 0.0, 16);
         assert_eq!((t.records_in(), t.outputs()), (175, 9));
         t.apply(
             &Event::JobFinished {
@@ -375,18 +401,41 @@ mod tests {
                 outputs: Some(10),
             },
             0.0,
+            16,
         );
         assert_eq!((t.records_in(), t.outputs()), (180, 10));
-        // A worker index past any job's is no one's.
+        // A worker index past the job's is no one's.
         t.apply(
             &Event::JobFinished {
-                worker: u32::MAX,
+                worker: 16,
                 records: 1,
                 outputs: None,
             },
             0.0,
+            16,
         );
         assert_eq!(t.workers.len(), 1);
+        // A restart numbers the workers afresh: the totals never go back.
+        t.apply(
+            &Event::Restart {
+                generation: 1,
+                from: 5,
+                lost: "1".into(),
+                survivors: "0".into(),
+                joined: String::new(),
+            },
+            0.0,
+            16,
+        );
+        assert_eq!((t.records_in(), t.outputs(), t.crash_restarts), (180, 10, 1));
+        t.apply(&started(150), 0.0, 16);
+        assert_eq!(t.records_in(), 180);
+        t.apply(&stats(100, 12), 0.0, 16);
+        assert_eq!((t.records_in(), t.outputs()), (250, 12));
+        // Values from a file add up to at most u64::MAX.
+        t.apply(&stats(u64::MAX, u64::MAX), 0.0, 16);
+        t.workers.entry(0).or_default().records_in = u64::MAX;
+        assert_eq!((t.records_in(), t.outputs()), (u64::MAX, u64::MAX));
     }
 
     #[test]
@@ -402,7 +451,7 @@ mod tests {
             time: None,
             run_s: None,
         };
-        t.apply(&plan("fluid", None), 0.0);
+        t.apply(&plan("fluid", None), 0.0, 16);
         t.apply(
             &Event::Balance {
                 phase: BalancePhase::Issued,
@@ -417,9 +466,10 @@ mod tests {
                 reason: None,
             },
             0.0,
+            16,
         );
-        t.apply(&plan("fluid", Some("migration")), 0.0);
-        t.apply(&plan("matched", Some("recovery")), 0.0);
+        t.apply(&plan("fluid", Some("migration")), 0.0, 16);
+        t.apply(&plan("matched", Some("recovery")), 0.0, 16);
         let by: Vec<(&str, &str, u64)> = t
             .plans
             .iter()
@@ -435,10 +485,37 @@ mod tests {
         );
         assert_eq!(t.balance_decisions.get("auto"), Some(&1));
         for k in 0..100 {
-            t.apply(&plan(&format!("batched:{k}"), None), 0.0);
+            t.apply(&plan(&format!("batched:{k}"), None), 0.0, 16);
         }
-        assert_eq!(t.plans.len(), PLAN_KINDS);
-        assert_eq!(t.plans_started(), 103);
+        t.apply(&plan("batched:200", Some("recovery")), 0.0, 16);
+        // A restart's plan is a migration that says why in its target.
+        let restored = Event::PlanStarted {
+            strategy: "matched".into(),
+            target: "standbys lost in a crash (restart 1)".into(),
+            steps: 1,
+            bins: 1,
+            purpose: Some("migration".into()),
+            id: None,
+            time: None,
+            run_s: None,
+        };
+        t.apply(&restored, 0.0, 16);
+        t.apply(&plan("fluid", None), 0.0, 16);
+        assert!(t.plans.len() <= PLAN_KINDS, "{:?}", t.plans);
+        assert_eq!(t.plans_started(), 106);
+        let count = |strategy: &str, by: &str| {
+            t.plans
+                .iter()
+                .find(|p| p.strategy == strategy && p.by == by)
+                .map(|p| p.count)
+        };
+        // Pairs keep their names and counts; the strategies past the room count as `other`,
+        // by their maker.
+        assert_eq!(count("fluid", "command"), Some(2));
+        assert_eq!(count("fluid", "balancer"), Some(1));
+        assert_eq!(count("other", "command"), Some(75));
+        assert_eq!(count("other", "recovery"), Some(1));
+        assert_eq!(count("matched", "recovery"), Some(2));
     }
 
     #[test]
@@ -452,6 +529,7 @@ mod tests {
                 time: 5,
             },
             1.0,
+            16,
         );
         assert_eq!(t.takeover_seconds.count, 0);
         t.apply(
@@ -465,6 +543,7 @@ mod tests {
                 lost: None,
             },
             2.0,
+            16,
         );
         t.apply(
             &Event::Takeover {
@@ -474,6 +553,7 @@ mod tests {
                 time: 5,
             },
             2.02,
+            16,
         );
         assert_eq!((t.failures, t.takeover_seconds.count), (1, 1));
         assert!((t.takeover_seconds.sum - 0.02).abs() < 1e-9);

@@ -315,9 +315,6 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
         &flow.probe,
     )?;
     let from = shared.generation.from;
-    if let Some(sampler) = flow.sampler.as_mut() {
-        sampler.begin(preloaded);
-    }
     if !config.native {
         // Every run measures its load, whatever the balancer's mode (the timeline's
         // imbalance; `balance` may turn the balancer on while the job runs), as busy time:
@@ -329,6 +326,11 @@ fn run_flow<R: timely::ExchangeData + Clone, J: Job<In = R> + ?Sized>(
     let (feed, dues) = feed(config, &source, index, peers).map_err(|e| shared.fail(e))?;
     let mut epochs = Epochs::new(config, base, preloaded, feed);
     epochs.resume_from(from);
+    // After the resume: the records a crashed computation sent before it are this one's
+    // start, not its first interval's.
+    if let Some(sampler) = flow.sampler.as_mut() {
+        sampler.begin(epochs.records_in());
+    }
     flow.data.advance_to(epochs.next_time());
     shared.reached.fetch_max(epochs.next_time(), Ordering::AcqRel);
     if let Some(plane) = plane.as_mut() {

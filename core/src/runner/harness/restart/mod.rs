@@ -458,6 +458,8 @@ pub(super) fn order(
 
 /// What the plan that follows restart `generation` is for (its migration's target in the
 /// summary): the standbys lost in a crash, or a rebalance onto the processes that `joined`.
+/// The probe's totals tell these plans by how the text starts (`megaflux_migrations_total`'s
+/// `by`): keep the beginnings.
 pub(super) fn recovery_purpose(generation: u32, joined: &[usize]) -> String {
     if joined.is_empty() {
         return format!("standbys lost in a crash (restart {generation})");
