@@ -10,6 +10,7 @@
 # The last two differ only by the serving of metrics.
 #
 #   tui/scripts/metrics-overhead.sh [ROUNDS] [SECS]     (release build; default 3 rounds, 20 s)
+#   VARIANTS="probe metrics" tui/scripts/metrics-overhead.sh 5 20   (only those variants)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds=${1:-3}
@@ -53,8 +54,9 @@ print('%.3f %.0f' % (s['latency_ns']['p50'] / 1e6, s['records_in'] / ($ended - $
 
 echo "variant  p50_ms@400k  records/s@offered-50M   (round by round)"
 declare -A p50 rate
+variants=${VARIANTS:-off probe metrics}
 for r in $(seq 1 "$rounds"); do
-  for v in off probe metrics; do
+  for v in $variants; do
     read -r p _ < <(one "$v" 400000)
     read -r _ a < <(one "$v" 50000000)
     p50[$v]="${p50[$v]:-} $p"
@@ -64,6 +66,6 @@ for r in $(seq 1 "$rounds"); do
 done
 median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo
-for v in off probe metrics; do
+for v in $variants; do
   echo "$v: median p50 $(echo "${p50[$v]}" | median) ms, median throughput $(echo "${rate[$v]}" | median) records/s"
 done
