@@ -114,17 +114,23 @@ impl Snapshot {
     /// last events.
     pub fn of(model: &JobModel, finished: bool) -> Snapshot {
         let mut s = Snapshot::default();
-        let totals = &model.totals;
-        let peers = model.peers.min(crate::model::MAX_PEERS);
-        let worker = |w: u32| vec![("worker", w.to_string())];
+        s.flow(model);
+        s.placement(model);
+        s.plans_and_failures(&model.totals);
+        s.edges(model, finished);
+        s
+    }
 
-        s.counter(
+    /// The families of records in and out, applied, latency, and how far the output is behind.
+    fn flow(&mut self, model: &JobModel) {
+        let totals = &model.totals;
+        self.counter(
             "megaflux_records_in",
             "Records the job's sources sent, over all workers (the preload's included).",
             None,
             vec![(vec![], totals.records_in())],
         );
-        s.counter(
+        self.counter(
             "megaflux_outputs",
             "Outputs the job made, over all workers.",
             None,
@@ -139,13 +145,13 @@ impl Snapshot {
                     .map(move |(op, n)| (vec![("worker", w.to_string()), ("operator", op.clone())], *n))
             })
             .collect();
-        s.counter(
+        self.counter(
             "megaflux_records_applied",
             "Records each stateful operator applied on each worker (a standby's included).",
             None,
             applied,
         );
-        s.histogram(
+        self.histogram(
             "megaflux_latency",
             "Per-record latency, from the record's due time to its epoch's output (the job's latency windows).",
             Some(Unit::Seconds),
@@ -160,12 +166,18 @@ impl Snapshot {
             .filter(|(w, _)| !model.failed.contains(w))
             .filter_map(|(_, ops)| ops.get("output").map(|f| f.lag().unwrap_or(0)))
             .max();
-        s.gauge(
+        self.gauge(
             "megaflux_frontier_lag",
             "How far the job's output frontier is behind its input, on the slowest live worker.",
             Some(Unit::Seconds),
             lag.map(|l| (vec![], l as f64 * epoch_s)).into_iter().collect(),
         );
+    }
+
+    /// The families of where the state is and how evenly the work falls.
+    fn placement(&mut self, model: &JobModel) {
+        let peers = model.peers.min(crate::model::MAX_PEERS);
+        let worker = |w: u32| vec![("worker", w.to_string())];
         let held = |f: fn(&crate::model::Held) -> u64| {
             (0..peers)
                 .map(|w| {
@@ -177,13 +189,13 @@ impl Snapshot {
                 })
                 .collect()
         };
-        s.gauge(
+        self.gauge(
             "megaflux_state",
             "Shallow estimate of the state each worker holds (standbys included).",
             Some(Unit::Bytes),
             held(|h| h.bytes),
         );
-        s.gauge(
+        self.gauge(
             "megaflux_state_keys",
             "Keys each worker holds (standbys included).",
             None,
@@ -212,8 +224,8 @@ impl Snapshot {
                 ]
             })
             .collect();
-        s.gauge("megaflux_bins", "Bins each worker holds, by role.", None, bins);
-        s.gauge(
+        self.gauge("megaflux_bins", "Bins each worker holds, by role.", None, bins);
+        self.gauge(
             "megaflux_imbalance",
             "The busiest live worker's applied records per second over the mean (1 is even).",
             None,
@@ -226,7 +238,7 @@ impl Snapshot {
             .filter_map(|(w, v)| v.applied_per_s.map(|a| (*w, a)))
             .collect();
         let mean = live.iter().map(|(_, a)| a).sum::<f64>() / live.len().max(1) as f64;
-        s.gauge(
+        self.gauge(
             "megaflux_worker_load_ratio",
             "Each live worker's applied records per second over the mean.",
             None,
@@ -235,7 +247,11 @@ impl Snapshot {
                 .map(|(w, a)| (worker(*w), a / mean))
                 .collect(),
         );
-        s.counter(
+    }
+
+    /// The families of plans, their moves, failures, restarts, takeovers and the balancer's decisions.
+    fn plans_and_failures(&mut self, totals: &crate::model::Totals) {
+        self.counter(
             "megaflux_migrations",
             "Plans started, by strategy and by what made them (command, balancer, recovery, rebalance).",
             None,
@@ -250,7 +266,7 @@ impl Snapshot {
                 })
                 .collect(),
         );
-        s.histogram(
+        self.histogram(
             "megaflux_migration_duration",
             "How long finished plans ran, from their making to their completion.",
             Some(Unit::Seconds),
@@ -258,25 +274,25 @@ impl Snapshot {
             &totals.plan_seconds,
             PLAN_BUCKETS_S,
         );
-        s.counter(
+        self.counter(
             "megaflux_migration",
             "State the moves shipped, as their senders serialized it.",
             Some(Unit::Bytes),
             vec![(vec![], totals.moved_bytes)],
         );
-        s.counter(
+        self.counter(
             "megaflux_failures",
             "Worker failures.",
             None,
             vec![(vec![], totals.failures)],
         );
-        s.counter(
+        self.counter(
             "megaflux_crash_restarts",
             "Restarts among the surviving processes after processes of the cluster crashed.",
             None,
             vec![(vec![], totals.crash_restarts)],
         );
-        s.histogram(
+        self.histogram(
             "megaflux_takeover",
             "From a worker's failure to each replica's first work for a bin it took over.",
             Some(Unit::Seconds),
@@ -291,12 +307,18 @@ impl Snapshot {
                 (vec![("mode", mode.to_string())], n)
             })
             .collect();
-        s.counter(
+        self.counter(
             "megaflux_balance_decisions",
             "Plans the balancer proposed (mode suggest) or started (mode auto).",
             None,
             decisions,
         );
+    }
+
+    /// The families of the probe's losses, the connectors, the workers and the run's end.
+    fn edges(&mut self, model: &JobModel, finished: bool) {
+        let totals = &model.totals;
+        let peers = model.peers.min(crate::model::MAX_PEERS);
         let (queue, viewers) = model.dropped.iter().fold((0u64, 0u64), |(q, v), (place, n)| {
             if place.ends_with(" queue") {
                 (q.saturating_add(*n), v)
@@ -304,7 +326,7 @@ impl Snapshot {
                 (q, v.saturating_add(*n))
             }
         });
-        s.counter(
+        self.counter(
             "megaflux_probe_events_dropped",
             "Events lost on the way to this endpoint: in a process's queue (the job's), or to a slow viewer.",
             None,
@@ -313,7 +335,7 @@ impl Snapshot {
                 (vec![("place", "viewer".to_string())], viewers),
             ],
         );
-        s.gauge(
+        self.gauge(
             "megaflux_source_lag_records",
             "Messages of each partition of the Kafka input not read yet, as of the last fetch.",
             None,
@@ -323,7 +345,7 @@ impl Snapshot {
                 .map(|(p, v)| (vec![("partition", p.to_string())], v.lag() as f64))
                 .collect(),
         );
-        s.gauge(
+        self.gauge(
             "megaflux_sink_committed_time",
             "Every output at a logical time before this one is committed to the output sink.",
             None,
@@ -335,7 +357,7 @@ impl Snapshot {
         );
         let failed = model.failed.len() as f64;
         let done = model.workers.values().filter(|w| w.finished).count() as f64;
-        s.gauge(
+        self.gauge(
             "megaflux_workers",
             "Workers in the job, and of them those failed and those that finished their last epoch.",
             None,
@@ -345,13 +367,12 @@ impl Snapshot {
                 (vec![("state", "finished".to_string())], done),
             ],
         );
-        s.gauge(
+        self.gauge(
             "megaflux_run_finished",
             "1 once the run has ended and these numbers are its last.",
             None,
             vec![(vec![], if finished { 1.0 } else { 0.0 })],
         );
-        s
     }
 
     fn counter(
