@@ -145,7 +145,7 @@ pub(super) async fn run(
                 state.handle(std::mem::take(&mut batch));
             }
             Some(msg) = inbox.recv() => message(&mut state, msg),
-            Some(reply) = scrape(&mut scrapes) => {
+            Some(reply) = crate::metrics::next_scrape(&mut scrapes) => {
                 let _ = reply.send(Snapshot::of(&state.model, false));
             }
             _ = tick.tick() => {
@@ -166,7 +166,7 @@ pub(super) async fn run(
     while !state.exporters.is_empty() {
         tokio::select! {
             Some(msg) = inbox.recv() => message(&mut state, msg),
-            Some(reply) = scrape(&mut scrapes) => {
+            Some(reply) = crate::metrics::next_scrape(&mut scrapes) => {
                 let _ = reply.send(Snapshot::of(&state.model, false));
             }
             _ = tokio::time::sleep_until(deadline) => break,
@@ -185,7 +185,7 @@ pub(super) async fn run(
         let mut read = false;
         loop {
             tokio::select! {
-                Some(reply) = scrape(&mut scrapes) => {
+                Some(reply) = crate::metrics::next_scrape(&mut scrapes) => {
                     // The server writes the response on this runtime, which ends with this
                     // loop: it gets a moment (other scrapes then get the same numbers). A
                     // scraper that left before its answer read nothing.
@@ -204,14 +204,6 @@ pub(super) async fn run(
     state.report.turned_away = state.turned_away.load(Ordering::Relaxed);
     state.report.model = state.model;
     Ok(state.report)
-}
-
-/// The next scrape waiting for the model's numbers (never, without a metrics endpoint).
-async fn scrape(requests: &mut Option<crate::metrics::Requests>) -> Option<crate::metrics::Scrape> {
-    match requests {
-        Some(r) => r.recv().await,
-        None => std::future::pending().await,
-    }
 }
 
 fn message(state: &mut State, msg: Inbox) {

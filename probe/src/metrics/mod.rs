@@ -20,7 +20,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use crate::model::{JobModel, LATENCY_BUCKETS_S, PLAN_BUCKETS_S, TAKEOVER_BUCKETS_S, saturating_sum};
 
-pub use serve::{MAX_CONNECTIONS, Requests, SCRAPE_WAIT, Scrape, Scrapes, channel, serve};
+pub use serve::{MAX_CONNECTIONS, Requests, SCRAPE_WAIT, Scrape, Scrapes, channel, next_scrape, serve};
 
 /// The families every scrape has besides `megaflux_workers` and `megaflux_run_finished`, as a
 /// scraper names them (units and `_total` added).

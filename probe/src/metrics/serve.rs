@@ -40,6 +40,15 @@ pub type Requests = mpsc::Receiver<Scrape>;
 /// Where the server asks.
 pub type Scrapes = mpsc::Sender<Scrape>;
 
+/// The next scrape waiting for the model's numbers, for an owner's `select!`: never, when
+/// there is no endpoint (`None`).
+pub async fn next_scrape(requests: &mut Option<Requests>) -> Option<Scrape> {
+    match requests {
+        Some(r) => r.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// A server's end and the model owner's end of the scrapes' channel.
 pub fn channel() -> (Scrapes, Requests) {
     mpsc::channel(REQUESTS)

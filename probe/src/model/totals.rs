@@ -217,13 +217,13 @@ impl Totals {
                 target,
                 ..
             } => {
-                // The plans a restart makes are migrations that say why in their target
-                // (core's `recovery_purpose`).
+                // The plans a restart makes are migrations that say why in their target.
+                use megaflux::harness::{REBALANCED_ONTO_JOINED, RESTORED_STANDBYS};
                 let by = match purpose.as_deref() {
                     Some("recovery") => "recovery",
                     Some("rebalance") => "rebalance",
-                    _ if target.starts_with("standbys lost in a crash") => "recovery",
-                    _ if target.starts_with("balanced onto process") => "rebalance",
+                    _ if target.starts_with(RESTORED_STANDBYS) => "recovery",
+                    _ if target.starts_with(REBALANCED_ONTO_JOINED) => "rebalance",
                     _ if self.balancer_issued => "balancer",
                     _ => "command",
                 };

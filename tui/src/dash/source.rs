@@ -151,20 +151,12 @@ async fn subscribe(
                     return e.to_string();
                 }
             }
-            Some(reply) = scrape(&mut scrapes) => {
+            Some(reply) = metrics::next_scrape(&mut scrapes) => {
                 if let Some(model) = model.as_ref() {
                     let _ = reply.send(Snapshot::of(model, false));
                 }
             }
         }
-    }
-}
-
-/// The next scrape waiting for the model's numbers (never, without a metrics listener).
-async fn scrape(requests: &mut Option<metrics::Requests>) -> Option<metrics::Scrape> {
-    match requests {
-        Some(r) => r.recv().await,
-        None => std::future::pending().await,
     }
 }
 

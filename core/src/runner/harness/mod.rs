@@ -19,6 +19,7 @@ mod plane;
 mod preload;
 mod restart;
 pub use restart::crash_stops;
+pub use restart::{REBALANCED_ONTO_JOINED, RESTORED_STANDBYS};
 mod worker;
 
 use std::sync::atomic::AtomicU64;

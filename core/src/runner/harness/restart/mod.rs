@@ -456,17 +456,22 @@ pub(super) fn order(
     Ok(order)
 }
 
+/// How the target of the plan that restores standbys after a crash begins.
+pub const RESTORED_STANDBYS: &str = "standbys lost in a crash";
+/// How the target of the plan that spreads bins onto processes that joined begins.
+pub const REBALANCED_ONTO_JOINED: &str = "balanced onto process";
+
 /// What the plan that follows restart `generation` is for (its migration's target in the
 /// summary): the standbys lost in a crash, or a rebalance onto the processes that `joined`.
-/// The probe's totals tell these plans by how the text starts (`megaflux_migrations_total`'s
-/// `by`): keep the beginnings.
+/// Observers tell these plans (migrations by purpose) by [`RESTORED_STANDBYS`] and
+/// [`REBALANCED_ONTO_JOINED`].
 pub(super) fn recovery_purpose(generation: u32, joined: &[usize]) -> String {
     if joined.is_empty() {
-        return format!("standbys lost in a crash (restart {generation})");
+        return format!("{RESTORED_STANDBYS} (restart {generation})");
     }
     let joined: Vec<u32> = joined.iter().map(|p| *p as u32).collect();
     format!(
-        "balanced onto process {} that joined (restart {generation})",
+        "{REBALANCED_ONTO_JOINED} {} that joined (restart {generation})",
         list(&joined)
     )
 }
